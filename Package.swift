@@ -1,0 +1,57 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let package = Package(
+    name: "ibeacon",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "ibeacon", targets: ["ibeacon"])
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
+    ],
+    targets: [
+        // Pure: bytes, iBeacon/AD, HCI model, H4 framing, btsnoop codec, profiles, statistics.
+        .target(name: "IBeaconCore"),
+        // Transport-agnostic orchestration: controller client, advertiser, scanner, calibrator.
+        .target(
+            name: "IBeaconHost",
+            dependencies: [
+                "IBeaconCore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
+        // libbluetooth, only imported by IBeaconTransports/BlueZ.
+        .systemLibrary(
+            name: "CBlueZ",
+            pkgConfig: "bluez",
+            providers: [.apt(["libbluetooth-dev"])]
+        ),
+        // Real I/O: BlueZ HCI socket, H4 over serial/TCP, btsnoop files.
+        .target(
+            name: "IBeaconTransports",
+            dependencies: [
+                "IBeaconCore", "IBeaconHost", "CBlueZ",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
+        .executableTarget(
+            name: "ibeacon",
+            dependencies: [
+                "IBeaconCore", "IBeaconHost", "IBeaconTransports",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // Scripted transport, behavioural fake controller, manual clock.
+        .target(name: "IBeaconTestSupport", dependencies: ["IBeaconCore", "IBeaconHost"]),
+        .testTarget(name: "IBeaconCoreTests", dependencies: ["IBeaconCore"]),
+        .testTarget(name: "IBeaconHostTests", dependencies: ["IBeaconHost", "IBeaconTestSupport"]),
+        .testTarget(name: "IBeaconTransportsTests", dependencies: ["IBeaconTransports", "IBeaconTestSupport"]),
+        .testTarget(name: "ibeaconCLITests", dependencies: ["IBeaconCore"]),
+    ]
+)

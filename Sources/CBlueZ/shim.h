@@ -1,0 +1,8 @@
+#ifndef IBEACON_CBLUEZ_SHIM_H
+#define IBEACON_CBLUEZ_SHIM_H
+#include <sys/socket.h>
+#include <sys/ioctl.h>
+#include <bluetooth/bluetooth.h>
+#include <bluetooth/hci.h>
+#include <bluetooth/hci_lib.h>
+#endif

@@ -1,0 +1,209 @@
+/// Why a byte sequence could not be decoded. Every decoder in this package throws this;
+/// none of them traps on hostile input.
+public enum DecodingError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// `what` needed `needed` more bytes but only `available` were left.
+    case truncated(what: String, needed: Int, available: Int)
+    /// A field held a value its specification does not allow.
+    case invalidValue(what: String, value: Int, allowed: String)
+    /// A structure was complete but `count` bytes followed it.
+    case trailingBytes(what: String, count: Int)
+
+    public var description: String {
+        switch self {
+        case .truncated(let what, let needed, let available):
+            return "\(what) is truncated: needs \(needed) more byte(s), \(available) left"
+        case .invalidValue(let what, let value, let allowed):
+            return "\(what) has invalid value \(value) (allowed: \(allowed))"
+        case .trailingBytes(let what, let count):
+            return "\(what) is followed by \(count) unexpected byte(s)"
+        }
+    }
+}
+
+/// A cursor over bytes that checks the length before every read.
+public struct ByteReader: Sendable {
+    public let bytes: [UInt8]
+    public private(set) var offset: Int = 0
+
+    public init(_ bytes: some Sequence<UInt8>) { self.bytes = Array(bytes) }
+
+    public var remaining: Int { bytes.count - offset }
+    public var isAtEnd: Bool { offset >= bytes.count }
+
+    private mutating func take(_ n: Int, _ what: String) throws(DecodingError) -> ArraySlice<UInt8> {
+        guard n >= 0, remaining >= n else {
+            throw .truncated(what: what, needed: n, available: max(0, remaining))
+        }
+        defer { offset += n }
+        return bytes[offset..<offset + n]
+    }
+
+    public mutating func readUInt8(_ what: String = "byte") throws(DecodingError) -> UInt8 {
+        try take(1, what).first!  // take(1) returned exactly one byte
+    }
+
+    public mutating func readInt8(_ what: String = "byte") throws(DecodingError) -> Int8 {
+        Int8(bitPattern: try readUInt8(what))
+    }
+
+    public mutating func readUInt16LE(_ what: String = "uint16") throws(DecodingError) -> UInt16 {
+        let s = try take(2, what)
+        return UInt16(s[s.startIndex]) | UInt16(s[s.startIndex + 1]) << 8
+    }
+
+    public mutating func readUInt16BE(_ what: String = "uint16") throws(DecodingError) -> UInt16 {
+        let s = try take(2, what)
+        return UInt16(s[s.startIndex]) << 8 | UInt16(s[s.startIndex + 1])
+    }
+
+    public mutating func readUInt24LE(_ what: String = "uint24") throws(DecodingError) -> UInt32 {
+        let s = try take(3, what)
+        return UInt32(s[s.startIndex]) | UInt32(s[s.startIndex + 1]) << 8 | UInt32(s[s.startIndex + 2]) << 16
+    }
+
+    public mutating func readUInt32LE(_ what: String = "uint32") throws(DecodingError) -> UInt32 {
+        let s = try take(4, what)
+        var v: UInt32 = 0
+        for (i, b) in s.enumerated() { v |= UInt32(b) << (8 * UInt32(i)) }
+        return v
+    }
+
+    public mutating func readUInt32BE(_ what: String = "uint32") throws(DecodingError) -> UInt32 {
+        let s = try take(4, what)
+        return s.reduce(0) { $0 << 8 | UInt32($1) }
+    }
+
+    public mutating func readUInt64LE(_ what: String = "uint64") throws(DecodingError) -> UInt64 {
+        let s = try take(8, what)
+        var v: UInt64 = 0
+        for (i, b) in s.enumerated() { v |= UInt64(b) << (8 * UInt64(i)) }
+        return v
+    }
+
+    public mutating func readUInt64BE(_ what: String = "uint64") throws(DecodingError) -> UInt64 {
+        let s = try take(8, what)
+        return s.reduce(0) { $0 << 8 | UInt64($1) }
+    }
+
+    public mutating func readBytes(_ n: Int, _ what: String = "bytes") throws(DecodingError) -> [UInt8] {
+        Array(try take(n, what))
+    }
+
+    public mutating func readRest() -> [UInt8] {
+        defer { offset = bytes.count }
+        return Array(bytes[min(offset, bytes.count)...])
+    }
+
+    /// Throws `.trailingBytes` unless every byte was consumed.
+    public func expectEnd(_ what: String) throws(DecodingError) {
+        if remaining > 0 { throw .trailingBytes(what: what, count: remaining) }
+    }
+}
+
+/// Appends fields in an explicit byte order.
+public struct ByteWriter: Sendable {
+    public private(set) var bytes: [UInt8] = []
+    public init() {}
+
+    public mutating func uint8(_ v: UInt8) { bytes.append(v) }
+    public mutating func int8(_ v: Int8) { bytes.append(UInt8(bitPattern: v)) }
+    public mutating func uint16LE(_ v: UInt16) { bytes += [UInt8(v & 0xFF), UInt8(v >> 8)] }
+    public mutating func uint16BE(_ v: UInt16) { bytes += [UInt8(v >> 8), UInt8(v & 0xFF)] }
+    public mutating func uint24LE(_ v: UInt32) {
+        bytes += [UInt8(v & 0xFF), UInt8((v >> 8) & 0xFF), UInt8((v >> 16) & 0xFF)]
+    }
+    public mutating func uint32LE(_ v: UInt32) { for i in 0..<4 { bytes.append(UInt8((v >> (8 * UInt32(i))) & 0xFF)) } }
+    public mutating func uint32BE(_ v: UInt32) { for i in (0..<4).reversed() { bytes.append(UInt8((v >> (8 * UInt32(i))) & 0xFF)) } }
+    public mutating func uint64LE(_ v: UInt64) { for i in 0..<8 { bytes.append(UInt8((v >> (8 * UInt64(i))) & 0xFF)) } }
+    public mutating func uint64BE(_ v: UInt64) { for i in (0..<8).reversed() { bytes.append(UInt8((v >> (8 * UInt64(i))) & 0xFF)) } }
+    public mutating func append(_ v: some Sequence<UInt8>) { bytes.append(contentsOf: v) }
+}
+
+extension Array where Element == UInt8 {
+    /// Parses hex such as `"02 01 06"`, `"020106"`, `"0x02,0x01"`, `"02:01:06"`. Returns nil on any
+    /// character that is not a hex digit or separator, or on an odd digit count.
+    public init?(hex: String) {
+        var digits: [UInt8] = []
+        var s = Substring(hex)
+        var out: [UInt8] = []
+        while let c = s.first {
+            s = s.dropFirst()
+            if c == "0", let n = s.first, n == "x" || n == "X" {
+                s = s.dropFirst()
+                if !digits.isEmpty { return nil }
+                continue
+            }
+            if c == " " || c == ":" || c == "," || c == "-" || c == "\n" || c == "\t" || c == "\r" {
+                if !digits.isEmpty { return nil }  // separators only between whole bytes
+                continue
+            }
+            guard let d = c.hexDigitValue else { return nil }
+            digits.append(UInt8(d))
+            if digits.count == 2 {
+                out.append(digits[0] << 4 | digits[1])
+                digits.removeAll(keepingCapacity: true)
+            }
+        }
+        guard digits.isEmpty else { return nil }
+        self = out
+    }
+
+    /// Lower-case hex with no separators.
+    public var hexString: String { hexString(separator: "") }
+
+    public func hexString(separator: String) -> String {
+        let table = Swift.Array("0123456789abcdef".utf8)
+        let sep = Swift.Array(separator.utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(count * (2 + sep.count))
+        for (i, b) in enumerated() {
+            if i > 0 { out += sep }
+            out.append(table[Int(b >> 4)])
+            out.append(table[Int(b & 0xF)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+/// A Bluetooth device address (BD_ADDR). Stored in the on-air/HCI order (least significant
+/// byte first); printed most significant byte first, as `AA:BB:CC:DD:EE:FF`.
+public struct BDAddress: Hashable, Sendable, CustomStringConvertible, Comparable {
+    /// Little-endian, as carried in HCI packets.
+    public let bytes: [UInt8]
+
+    public init(littleEndian bytes: [UInt8]) throws(DecodingError) {
+        guard bytes.count == 6 else {
+            throw .invalidValue(what: "BD_ADDR length", value: bytes.count, allowed: "6")
+        }
+        self.bytes = bytes
+    }
+
+    /// Parses `AA:BB:CC:DD:EE:FF` (any case; `-` also accepted as separator).
+    public init?(_ text: String) {
+        let parts = text.split(whereSeparator: { $0 == ":" || $0 == "-" })
+        guard parts.count == 6 else { return nil }
+        var out: [UInt8] = []
+        for p in parts {
+            guard p.count == 2, let v = UInt8(p, radix: 16) else { return nil }
+            out.append(v)
+        }
+        self.bytes = out.reversed()
+    }
+
+    public static let zero = try! BDAddress(littleEndian: [0, 0, 0, 0, 0, 0])  // constant, 6 bytes
+
+    public var description: String {
+        bytes.reversed().map { b in
+            let s = String(b, radix: 16, uppercase: true)
+            return s.count == 1 ? "0" + s : s
+        }.joined(separator: ":")
+    }
+
+    public static func < (a: BDAddress, b: BDAddress) -> Bool {
+        a.bytes.reversed().lexicographicallyPrecedes(b.bytes.reversed())
+    }
+
+    public static func read(from r: inout ByteReader, _ what: String = "address") throws(DecodingError) -> BDAddress {
+        try BDAddress(littleEndian: r.readBytes(6, what))
+    }
+}

@@ -1,0 +1,1 @@
+// The CLI entry point is added with the first command.

@@ -1,0 +1,1 @@
+extension HCIOpcode { public var name: String? { nil } }

@@ -207,3 +207,26 @@ public struct BDAddress: Hashable, Sendable, CustomStringConvertible, Comparable
         try BDAddress(littleEndian: r.readBytes(6, what))
     }
 }
+
+extension BDAddress {
+    /// A static random device address derived stably from `seed` (the same seed always gives
+    /// the same address), so a beacon keeps one address across restarts.
+    ///
+    /// Core 5.4 Vol 6 Part B §1.3.2.1: the two most significant bits are 0b11, and the random
+    /// part shall not be all zeros nor all ones.
+    public static func staticRandom(derivedFrom seed: [UInt8]) -> BDAddress {
+        // FNV-1a, 64 bit: stable across runs and platforms (Swift's Hasher is seeded per process).
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for b in seed {
+            hash ^= UInt64(b)
+            hash &*= 0x0000_0100_0000_01B3
+        }
+        var bytes = (0..<6).map { UInt8(truncatingIfNeeded: hash >> (8 * UInt64($0))) }
+        bytes[5] |= 0xC0
+        let random = bytes[0..<5].allSatisfy { $0 == 0 } && bytes[5] & 0x3F == 0
+        let allOnes = bytes[0..<5].allSatisfy { $0 == 0xFF } && bytes[5] & 0x3F == 0x3F
+        if random || allOnes { bytes[0] ^= 0x01 }
+        // Six bytes by construction.
+        return (try? BDAddress(littleEndian: bytes)) ?? .zero
+    }
+}

@@ -1,0 +1,93 @@
+# ibeacon — build, test and install. `make help` lists the targets.
+SHELL := /bin/bash
+PREFIX ?= /usr/local
+SWIFT ?= swift
+VENV ?= .venv
+PYTHON := $(VENV)/bin/python
+APT_PACKAGES := libbluetooth-dev pkg-config
+TEST_APT_PACKAGES := tshark libcap2-bin
+PROFILE ?= profiles/store12.json
+DEVICE ?= hci0
+
+.PHONY: all help deps test-deps build debug venv test unit e2e lint format install uninstall demo run bench fuzz clean
+
+all: deps build ## install missing build dependencies, then build the release binary
+
+help: ## list the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
+
+# Installs missing Debian packages when root; otherwise prints the exact command.
+define apt_install
+	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing:$$missing"; \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    apt-get update -q >/dev/null && apt-get install -y -q $$missing >/dev/null || exit 1; \
+	  else \
+	    echo "missing Debian packages:$$missing"; \
+	    echo "run: sudo apt-get install -y$$missing"; exit 1; \
+	  fi; \
+	fi
+endef
+
+deps: ## install the Debian packages needed to build (libbluetooth-dev)
+	$(call apt_install,$(APT_PACKAGES))
+
+test-deps: deps ## install the Debian packages needed by the tests (tshark)
+	$(call apt_install,$(TEST_APT_PACKAGES))
+
+build: deps ## release build: .build/release/ibeacon
+	$(SWIFT) build -c release --product ibeacon
+
+debug: deps
+	$(SWIFT) build --product ibeacon
+
+$(VENV)/.ok: tests/requirements.txt
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check -r tests/requirements.txt
+	touch $@
+
+venv: $(VENV)/.ok ## the Python virtualenv with Bumble, for tests and the demo
+
+unit: deps ## Swift unit and CLI tests
+	$(SWIFT) build --product ibeacon
+	$(SWIFT) test
+
+e2e: deps test-deps venv debug ## end-to-end tests against the Bumble emulated controller
+	IBEACON_BIN=$(CURDIR)/.build/debug/ibeacon $(PYTHON) -m pytest -q tests/e2e
+
+test: unit e2e ## everything that runs without a Bluetooth kernel: unit, CLI and end-to-end tests
+
+lint: ## swift format lint --strict with the checked-in .swift-format
+	$(SWIFT) format lint --strict --recursive Sources Tests Package.swift
+
+format: ## reformat the sources in place
+	$(SWIFT) format --in-place --recursive Sources Tests Package.swift
+
+install: build ## install to $(PREFIX)/bin, grant capabilities, install the systemd unit
+	install -D -m 0755 .build/release/ibeacon $(DESTDIR)$(PREFIX)/bin/ibeacon
+	@if command -v setcap >/dev/null && setcap cap_net_raw,cap_net_admin+ep $(DESTDIR)$(PREFIX)/bin/ibeacon 2>/dev/null; then \
+	  echo "granted cap_net_raw,cap_net_admin to $(PREFIX)/bin/ibeacon"; \
+	else \
+	  echo "could not grant capabilities; run: sudo setcap cap_net_raw,cap_net_admin+ep $(PREFIX)/bin/ibeacon"; \
+	fi
+	@if [ -f contrib/ibeacon@.service ]; then \
+	  sed 's|@BINDIR@|$(PREFIX)/bin|g' contrib/ibeacon@.service > ibeacon@.service.tmp && \
+	  install -D -m 0644 ibeacon@.service.tmp $(DESTDIR)/etc/systemd/system/ibeacon@.service && rm -f ibeacon@.service.tmp && \
+	  echo "installed /etc/systemd/system/ibeacon@.service (profiles go in /etc/ibeacon/NAME.json)"; \
+	fi
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/ibeacon $(DESTDIR)/etc/systemd/system/ibeacon@.service
+
+run: build ## advertise $(PROFILE) on $(DEVICE); falls back to the emulated demo without an adapter
+	@scripts/run.sh "$(PROFILE)" "$(DEVICE)"
+
+demo: build venv ## advertise $(PROFILE) to the emulated controller; an independent scanner prints what a phone decodes
+	@scripts/demo.sh "$(PROFILE)"
+
+clean:
+	rm -rf .build $(VENV)
+
+-include mk/*.mk

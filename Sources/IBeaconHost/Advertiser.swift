@@ -1,0 +1,247 @@
+import IBeaconCore
+import Logging
+
+/// Which HCI advertising command set to use. A controller must not get both kinds between
+/// resets (Core 5.4 Vol 4 Part E §3.1.1: the other kind then answers Command Disallowed).
+public enum AdvertisingMode: String, Sendable, CaseIterable {
+    /// Extended when the controller supports it (LE feature bit 12), else legacy.
+    case auto
+    case legacy
+    case extended
+}
+
+/// One beacon to advertise.
+public struct BeaconSpec: Sendable, Equatable {
+    public var beacon: IBeacon
+    public var intervalMilliseconds: Int
+    /// Requested TX power in dBm (extended advertising only).
+    public var txPower: Int8?
+    /// A static random address to advertise from; nil for the controller's public address.
+    public var randomAddress: BDAddress?
+    /// The TX power the profile's measured power was calibrated at, if recorded.
+    public var calibratedTxPower: Int8?
+    /// Where the beacon came from, for messages (the profile path).
+    public var label: String
+
+    public init(
+        beacon: IBeacon, intervalMilliseconds: Int = 100, txPower: Int8? = nil, randomAddress: BDAddress? = nil,
+        calibratedTxPower: Int8? = nil, label: String
+    ) {
+        self.beacon = beacon
+        self.intervalMilliseconds = intervalMilliseconds
+        self.txPower = txPower
+        self.randomAddress = randomAddress
+        self.calibratedTxPower = calibratedTxPower
+        self.label = label
+    }
+}
+
+/// What was set up, for the status line.
+public struct AdvertisingStatus: Sendable {
+    public struct Beacon: Sendable {
+        public var spec: BeaconSpec
+        public var address: BDAddress
+        public var handle: UInt8?
+        /// The TX power the controller uses, when it says.
+        public var txPower: Int8?
+    }
+
+    public var mode: AdvertisingMode
+    public var controllerAddress: BDAddress
+    public var beacons: [Beacon]
+    /// Things the user should know (TX power not honoured, calibrated at another TX power).
+    public var warnings: [String]
+}
+
+/// A problem with the request itself, independent of any controller error.
+public struct AdvertisingError: Error, Sendable, CustomStringConvertible {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+/// Programs a controller to advertise iBeacons, and turns advertising off again.
+public struct Advertiser: Sendable {
+    public var beacons: [BeaconSpec]
+    public var mode: AdvertisingMode
+    /// True when this host owns the controller (H4 transports): it may Reset it and set the
+    /// event masks. False on a BlueZ adapter shared with the kernel.
+    public var ownsController: Bool
+    public var logger: Logger
+
+    public init(beacons: [BeaconSpec], mode: AdvertisingMode, ownsController: Bool, logger: Logger) {
+        self.beacons = beacons
+        self.mode = mode
+        self.ownsController = ownsController
+        self.logger = logger
+    }
+
+    /// Brings the controller to a known state and starts advertising every beacon.
+    /// On failure advertising is left off (best effort) and the error is rethrown.
+    public func start(on client: ControllerClient) async throws -> AdvertisingStatus {
+        if ownsController {
+            _ = try await client.execute(Reset())
+            try await configureEventMasks(on: client)
+        }
+        let address = try await client.execute(ReadBDAddr()).address
+        let features = try await client.execute(LEReadLocalSupportedFeatures())
+        let chosen = try chooseMode(features: features)
+        do {
+            switch chosen {
+            case .extended: return try await startExtended(on: client, controllerAddress: address)
+            default: return try await startLegacy(on: client, controllerAddress: address)
+            }
+        } catch {
+            await stop(on: client, mode: chosen)
+            throw error
+        }
+    }
+
+    func chooseMode(features: LEFeatures) throws -> AdvertisingMode {
+        let hasExtended = features.contains(.extendedAdvertising)
+        switch mode {
+        case .auto:
+            if !hasExtended && beacons.count > 1 {
+                throw AdvertisingError(
+                    "this controller supports only legacy advertising (no LE Extended Advertising feature), "
+                        + "which is one beacon at a time; advertise one profile per adapter, "
+                        + "or use a Bluetooth 5 controller for several")
+            }
+            return hasExtended ? .extended : .legacy
+        case .extended:
+            guard hasExtended else {
+                throw AdvertisingError(
+                    "--mode extended: this controller does not support LE Extended Advertising (feature bit 12); "
+                        + "use --mode legacy or --mode auto")
+            }
+            return .extended
+        case .legacy:
+            if beacons.count > 1 {
+                throw AdvertisingError(
+                    "--mode legacy advertises one beacon at a time; several profiles need extended advertising "
+                        + "(--mode auto on a Bluetooth 5 controller)")
+            }
+            return .legacy
+        }
+    }
+
+    /// Enables the events advertising and scanning rely on (after Reset the LE Meta event is
+    /// masked, Core 5.4 Vol 4 Part E §7.3.1).
+    func configureEventMasks(on client: ControllerClient) async throws {
+        _ = try await client.execute(SetEventMask(eventMask: .hostDefault))
+        _ = try await client.execute(LESetEventMask(leEventMask: .hostDefault))
+    }
+
+    private func startLegacy(on client: ControllerClient, controllerAddress: BDAddress) async throws -> AdvertisingStatus {
+        let spec = beacons[0]
+        // Stop whatever is advertising: parameters cannot change while enabled (§7.8.5).
+        _ = try await client.execute(LESetAdvertisingEnable(enabled: false))
+        var ownAddressType = OwnAddressType.public
+        if let random = spec.randomAddress {
+            _ = try await client.execute(LESetRandomAddress(randomAddress: random))
+            ownAddressType = .random
+        }
+        let interval = try AdvertisingInterval(milliseconds: spec.intervalMilliseconds, for: .legacy)
+        _ = try await client.execute(
+            LESetAdvertisingParameters(
+                intervalMin: interval, intervalMax: interval, advertisingType: .advNonconnInd,
+                ownAddressType: ownAddressType))
+        // Data before enable, so the first advertising event already carries the beacon.
+        _ = try await client.execute(LESetAdvertisingData(data: spec.beacon.advertisingData))
+        _ = try await client.execute(LESetAdvertisingEnable(enabled: true))
+        let power = try? await client.execute(LEReadAdvertisingPhysicalChannelTxPower()).txPower
+        var warnings: [String] = []
+        if let requested = spec.txPower {
+            warnings.append(
+                "\(spec.label): txPower \(requested) dBm cannot be honoured with legacy advertising; "
+                    + "the controller transmits at \(power.map { "\($0) dBm" } ?? "its own fixed level")")
+        }
+        if let warning = calibrationWarning(spec, inUse: power) { warnings.append(warning) }
+        return AdvertisingStatus(
+            mode: .legacy, controllerAddress: controllerAddress,
+            beacons: [.init(spec: spec, address: spec.randomAddress ?? controllerAddress, handle: nil, txPower: power)],
+            warnings: warnings)
+    }
+
+    private func startExtended(on client: ControllerClient, controllerAddress: BDAddress) async throws -> AdvertisingStatus {
+        let supportedSets = try await client.execute(LEReadNumberOfSupportedAdvertisingSets()).numberOfSets
+        if beacons.count > Int(supportedSets) {
+            throw AdvertisingError(
+                "\(beacons.count) profiles need \(beacons.count) advertising sets but this controller supports "
+                    + "\(supportedSets); advertise fewer profiles on this adapter")
+        }
+        // Stop every set (Number_of_Sets 0 with Enable 0 disables all, §7.8.56) before reprogramming.
+        _ = try await client.execute(LESetExtendedAdvertisingEnable(enable: false, sets: []))
+        var status: [AdvertisingStatus.Beacon] = []
+        var warnings: [String] = []
+        for (index, spec) in beacons.enumerated() {
+            let handle = UInt8(index)
+            do {
+                _ = try await client.execute(LERemoveAdvertisingSet(advertisingHandle: handle))
+            } catch ControllerError.commandFailed(_, .unknownAdvertisingIdentifier) {
+                // Not there: nothing to remove.
+            }
+            let interval = try AdvertisingInterval(milliseconds: spec.intervalMilliseconds, for: .extended)
+            let selected = try await client.execute(
+                LESetExtendedAdvertisingParameters(
+                    advertisingHandle: handle, eventProperties: .legacyAdvNonconnInd,
+                    primaryIntervalMin: interval, primaryIntervalMax: interval,
+                    ownAddressType: spec.randomAddress == nil ? .public : .random,
+                    advertisingTxPower: spec.txPower, advertisingSID: handle & 0x0F)
+            ).selectedTxPower
+            if let random = spec.randomAddress {
+                _ = try await client.execute(
+                    LESetAdvertisingSetRandomAddress(advertisingHandle: handle, randomAddress: random))
+            }
+            _ = try await client.execute(
+                LESetExtendedAdvertisingData(advertisingHandle: handle, data: spec.beacon.advertisingData))
+            if let requested = spec.txPower, requested != selected {
+                warnings.append(
+                    "\(spec.label): requested TX power \(requested) dBm, the controller selected \(selected) dBm")
+            }
+            if let warning = calibrationWarning(spec, inUse: selected) { warnings.append(warning) }
+            status.append(.init(spec: spec, address: spec.randomAddress ?? controllerAddress, handle: handle, txPower: selected))
+        }
+        let sets = try status.map { try LESetExtendedAdvertisingEnable.AdvertisingSet(handle: $0.handle ?? 0) }
+        _ = try await client.execute(LESetExtendedAdvertisingEnable(enable: true, sets: sets))
+        return AdvertisingStatus(mode: .extended, controllerAddress: controllerAddress, beacons: status, warnings: warnings)
+    }
+
+    /// Measured power tracks TX power about 1:1, so a profile calibrated at another TX power is off.
+    func calibrationWarning(_ spec: BeaconSpec, inUse: Int8?) -> String? {
+        guard let calibrated = spec.calibratedTxPower, let inUse, calibrated != inUse else { return nil }
+        return "\(spec.label): measured power was calibrated at TX \(calibrated) dBm but the controller now "
+            + "transmits at \(inUse) dBm; phones will misjudge distance by about \(abs(Int(inUse) - Int(calibrated))) dB "
+            + "— run `ibeacon calibrate` again"
+    }
+
+    /// Turns advertising off. Errors are logged, not thrown: this runs on the way out.
+    public func stop(on client: ControllerClient, mode: AdvertisingMode) async {
+        do {
+            if mode == .extended {
+                _ = try await client.execute(LESetExtendedAdvertisingEnable(enable: false, sets: []), timeout: .seconds(1))
+                _ = try? await client.execute(LEClearAdvertisingSets(), timeout: .seconds(1))
+            } else {
+                _ = try await client.execute(LESetAdvertisingEnable(enabled: false), timeout: .seconds(1))
+            }
+        } catch {
+            logger.warning("could not turn advertising off: \(error)")
+        }
+    }
+
+    /// Turns off advertising that anything left on, whichever command set it used.
+    public static func stopAny(on client: ControllerClient, logger: Logger) async throws -> AdvertisingMode {
+        let features = try await client.execute(LEReadLocalSupportedFeatures())
+        if features.contains(.extendedAdvertising) {
+            do {
+                _ = try await client.execute(LESetExtendedAdvertisingEnable(enable: false, sets: []))
+                return .extended
+            } catch ControllerError.commandFailed(_, .commandDisallowed) {
+                // The controller is in legacy mode since its last reset: fall through.
+            } catch ControllerError.commandFailed(_, .unknownHCICommand) {
+            }
+        }
+        _ = try await client.execute(LESetAdvertisingEnable(enabled: false))
+        return .legacy
+    }
+}

@@ -1,0 +1,199 @@
+import IBeaconCore
+import Logging
+
+/// Keeps beacons on the air: starts advertising, watches the controller, and re-applies the
+/// advertising whenever the controller loses it (another host's Reset, a power-up, a Hardware
+/// Error, the adapter going down and up, the transport dropping), until cancelled; then turns
+/// advertising off.
+///
+/// Idle, it blocks on controller events and one long timer (the health check): no polling.
+public struct AdvertisingSession: Sendable {
+    public typealias Connect = @Sendable () async throws -> ControllerClient
+
+    public var advertiser: Advertiser
+    public var connect: Connect
+    public var clock: any Clock<Duration>
+    /// How often to check that the controller still answers; nil disables the check.
+    public var healthCheckInterval: Duration?
+    /// Quiet time to wait after a reset before re-applying, so the kernel's own
+    /// initialisation sequence (on a BlueZ adapter) has finished.
+    public var settleTime: Duration
+    /// Longest wait between reconnection attempts.
+    public var maximumBackoff: Duration
+    public var logger: Logger
+
+    public init(
+        advertiser: Advertiser, connect: @escaping Connect, clock: any Clock<Duration> = ContinuousClock(),
+        healthCheckInterval: Duration? = .seconds(30), settleTime: Duration = .milliseconds(250),
+        maximumBackoff: Duration = .seconds(30), logger: Logger
+    ) {
+        self.advertiser = advertiser
+        self.connect = connect
+        self.clock = clock
+        self.healthCheckInterval = healthCheckInterval
+        self.settleTime = settleTime
+        self.maximumBackoff = maximumBackoff
+        self.logger = logger
+    }
+
+    /// Why advertising had to be re-applied.
+    enum Trigger: Sendable {
+        case controllerReset(String)
+        case adapterDown
+        case adapterUp
+        case linkClosed(TransportError?)
+        case healthCheck
+    }
+
+    /// Runs until the task is cancelled. Setup errors before the first successful start are
+    /// thrown (the caller exits with them); later problems are logged and recovered from.
+    /// `onReady` is called once advertising is first on; `onRecovered` after each recovery.
+    public func run(
+        onReady: @Sendable (AdvertisingStatus) -> Void,
+        onRecovered: @Sendable (AdvertisingStatus) -> Void = { _ in }
+    ) async throws {
+        var client = try await connect()
+        var status: AdvertisingStatus
+        do {
+            status = try await advertiser.start(on: client)
+        } catch {
+            await client.close()
+            throw error
+        }
+        onReady(status)
+
+        while !Task.isCancelled {
+            let trigger = await nextTrigger(client)
+            guard let trigger else { break }  // cancelled
+            switch trigger {
+            case .adapterDown:
+                logger.warning("\(client.transport.name) went down; advertising will resume when it is back up")
+                continue
+            case .controllerReset(let why):
+                logger.warning("\(why); re-applying advertising")
+            case .adapterUp:
+                logger.warning("\(client.transport.name) is up again; re-applying advertising")
+            case .healthCheck:
+                logger.warning("the controller stopped answering; reconnecting")
+                await client.close()
+                guard let c = await reconnect() else { return }
+                client = c
+            case .linkClosed(let error):
+                logger.warning("lost \(client.transport.name): \(error?.description ?? "closed"); waiting for it to return")
+                await client.close()
+                guard let c = await reconnect() else { return }
+                client = c
+            }
+            if Task.isCancelled { break }
+            let started = clock.now
+            if let s = await reapply(on: client) {
+                status = s
+                let elapsed = started.duration(to: clock.now)
+                logger.notice("advertising resumed after \(elapsed.formattedSeconds)")
+                onRecovered(s)
+            }
+        }
+        await advertiser.stop(on: client, mode: status.mode)
+        await client.close()
+    }
+
+    /// Waits for the next reason to re-apply advertising; nil when cancelled or the session must end.
+    private func nextTrigger(_ client: ControllerClient) async -> Trigger? {
+        await withTaskGroup(of: Trigger?.self) { group in
+            group.addTask {
+                for await event in client.events {
+                    if let t = Self.classify(event) { return t }
+                }
+                return Task.isCancelled ? nil : .linkClosed(nil)
+            }
+            if let interval = healthCheckInterval {
+                group.addTask {
+                    while !Task.isCancelled {
+                        do { try await clock.sleep(for: interval) } catch { return nil }
+                        do {
+                            _ = try await client.execute(ReadBDAddr())
+                        } catch ControllerError.timeout {
+                            return .healthCheck
+                        } catch {
+                            // A transport failure surfaces as linkClosed on the event stream.
+                        }
+                    }
+                    return nil
+                }
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+    }
+
+    /// Maps a controller event to a trigger; nil for events that do not affect advertising.
+    static func classify(_ event: ControllerEvent) -> Trigger? {
+        switch event {
+        case .linkClosed(let error):
+            return .linkClosed(error)
+        case .event(.hardwareError(let code)):
+            return .controllerReset("the controller reported Hardware Error 0x\([code].hexString)")
+        case .event(.commandComplete(_, let opcode, _)) where opcode == .reset:
+            return .controllerReset("the controller was reset by another host")
+        case .event(.commandComplete(_, let opcode, _)) where opcode == .nop:
+            return .controllerReset("the controller restarted (power-up NOP)")
+        case .event(.commandComplete(_, let opcode, _)) where Self.reprogrammingOpcodes.contains(opcode):
+            return .controllerReset("another program changed the advertising (\(opcode))")
+        case .event(.leAdvertisingSetTerminated(_, let handle, _, _)):
+            return .controllerReset("advertising set \(handle) was terminated by the controller")
+        case .event(.stackInternal(let parameters)):
+            // BlueZ stack-internal event: type 0x0001 (device event), then the device event
+            // (3 = up, 4 = down; lib/hci.h HCI_DEV_UP/HCI_DEV_DOWN) and the device id.
+            guard parameters.count >= 4, parameters[0] == 0x01, parameters[1] == 0x00 else { return nil }
+            switch parameters[2] {
+            case 3: return .adapterUp
+            case 4: return .adapterDown
+            default: return nil
+            }
+        default:
+            return nil
+        }
+    }
+
+    /// Commands from another host that stop or replace our advertising.
+    static let reprogrammingOpcodes: Set<HCIOpcode> = [
+        .leSetAdvertisingEnable, .leSetAdvertisingParameters, .leSetAdvertisingData,
+        .leSetExtendedAdvertisingEnable, .leSetExtendedAdvertisingParameters, .leRemoveAdvertisingSet,
+        .leClearAdvertisingSets,
+    ]
+
+    /// Waits for the controller to settle, then starts advertising again. Retries with backoff
+    /// while the controller refuses or is not ready; nil when cancelled.
+    private func reapply(on client: ControllerClient) async -> AdvertisingStatus? {
+        var delay = settleTime
+        while !Task.isCancelled {
+            do { try await clock.sleep(for: delay) } catch { return nil }
+            do {
+                return try await advertiser.start(on: client)
+            } catch let error as ControllerError {
+                if case .transport = error { return nil }  // the event stream reports the link loss
+                logger.warning("re-applying advertising failed: \(error); retrying")
+            } catch {
+                logger.error("re-applying advertising failed: \(error)")
+            }
+            delay = min(delay * 2, .seconds(2))
+        }
+        return nil
+    }
+
+    /// Reconnects with exponential backoff; nil when cancelled.
+    private func reconnect() async -> ControllerClient? {
+        var delay = Duration.milliseconds(500)
+        while !Task.isCancelled {
+            do {
+                return try await connect()
+            } catch {
+                logger.warning("controller not available (\(error)); retrying in \(delay.formattedSeconds)")
+            }
+            do { try await clock.sleep(for: delay) } catch { return nil }
+            delay = min(delay * 2, maximumBackoff)
+        }
+        return nil
+    }
+}

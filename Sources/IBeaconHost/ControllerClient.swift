@@ -1,0 +1,259 @@
+import IBeaconCore
+import Logging
+
+/// Why a command did not produce its return parameters.
+public enum ControllerError: Error, Sendable, CustomStringConvertible {
+    /// The controller answered with a non-zero status.
+    case commandFailed(opcode: HCIOpcode, status: HCIStatus)
+    /// No Command Complete/Status for the command arrived in time.
+    case timeout(opcode: HCIOpcode, after: Duration)
+    /// The reply could not be decoded.
+    case badReply(opcode: HCIOpcode, DecodingError)
+    /// The transport failed or closed.
+    case transport(TransportError)
+    /// The client was closed while the command was outstanding.
+    case closed(opcode: HCIOpcode)
+
+    public var opcode: HCIOpcode? {
+        switch self {
+        case .commandFailed(let op, _), .timeout(let op, _), .badReply(let op, _), .closed(let op): op
+        case .transport: nil
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .commandFailed(let op, let status):
+            var s = "\(op) failed: \(status)"
+            if let hint = status.hint { s += " — \(hint)" }
+            return s
+        case .timeout(let op, let after):
+            return "\(op) got no answer within \(after.formattedSeconds) — the controller is not responding; "
+                + "check that it is attached and powered, or raise --timeout"
+        case .badReply(let op, let error):
+            return "\(op) got a malformed reply: \(error)"
+        case .transport(let error):
+            return error.description
+        case .closed(let op):
+            return "\(op) was abandoned: the connection to the controller was closed"
+        }
+    }
+}
+
+extension Duration {
+    /// `2 s`, `0.5 s`.
+    public var formattedSeconds: String {
+        let (s, attos) = components
+        let ms = s * 1000 + attos / 1_000_000_000_000_000
+        if ms % 1000 == 0 { return "\(ms / 1000) s" }
+        return "\(Double(ms) / 1000) s"
+    }
+}
+
+/// What the controller sent that was not the answer to one of our commands.
+public enum ControllerEvent: Sendable {
+    case event(HCIEvent)
+    /// The link to the controller ended; nil when closed by us.
+    case linkClosed(TransportError?)
+}
+
+/// Sends commands to a controller and matches their replies.
+///
+/// One command is outstanding at a time, and a command is sent only while the controller has
+/// granted a credit (Num_HCI_Command_Packets, Core 5.4 Vol 4 Part E §4.4). Command Complete and
+/// Command Status events are matched to the outstanding command by opcode; every other event,
+/// and any Command Complete we did not ask for (another host's Reset, a power-up NOP), goes to
+/// `events`. Every command has a timeout measured on an injected clock.
+public actor ControllerClient {
+    public nonisolated let transport: any HCITransport
+    public nonisolated let events: AsyncStream<ControllerEvent>
+    private let eventSink: AsyncStream<ControllerEvent>.Continuation
+    private let logger: Logger
+    private let clock: any Clock<Duration>
+    public let defaultTimeout: Duration
+
+    private struct Pending {
+        let id: UInt64
+        let opcode: HCIOpcode
+        let continuation: CheckedContinuation<[UInt8], any Error>
+        var timer: Task<Void, Never>?
+    }
+
+    private var pending: Pending?
+    private var nextID: UInt64 = 0
+    private var credits = 1
+    private var busy = false
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+    private var reader: Task<Void, Never>?
+    private var linkError: TransportError?
+    private var isClosed = false
+
+    public init(
+        transport: any HCITransport, logger: Logger, clock: any Clock<Duration> = ContinuousClock(),
+        defaultTimeout: Duration = .seconds(2)
+    ) {
+        self.transport = transport
+        self.logger = logger
+        self.clock = clock
+        self.defaultTimeout = defaultTimeout
+        (events, eventSink) = AsyncStream.makeStream(of: ControllerEvent.self, bufferingPolicy: .bufferingNewest(16384))
+    }
+
+    /// Starts reading from the transport. Call once before `execute`.
+    public func start() {
+        guard reader == nil else { return }
+        let transport = self.transport
+        reader = Task { [weak self] in
+            do {
+                for try await packet in transport.incoming {
+                    await self?.receive(packet)
+                }
+                await self?.linkEnded(nil)
+            } catch let error as TransportError {
+                await self?.linkEnded(error)
+            } catch {
+                await self?.linkEnded(TransportError(.io, "reading from \(transport.name) failed: \(error)"))
+            }
+        }
+    }
+
+    /// Sends `command` and returns its decoded return parameters.
+    public func execute<C: HCICommand>(_ command: C, timeout: Duration? = nil) async throws -> C.ReturnParameters {
+        let bytes = try await exchange(command.packet, opcode: C.opcode, timeout: timeout ?? defaultTimeout)
+        var reader = ByteReader(bytes)
+        do {
+            let result = try C.ReturnParameters(decoding: &reader)
+            try reader.expectEnd("return parameters of \(C.opcode)")
+            return result
+        } catch {
+            throw ControllerError.badReply(opcode: C.opcode, error)
+        }
+    }
+
+    /// Sends a command and returns its return parameters after the status byte.
+    private func exchange(_ packet: H4Packet, opcode: HCIOpcode, timeout: Duration) async throws -> [UInt8] {
+        if let linkError { throw ControllerError.transport(linkError) }
+        if isClosed { throw ControllerError.closed(opcode: opcode) }
+        await acquireTurn()
+        defer { releaseTurn() }
+        if let linkError { throw ControllerError.transport(linkError) }
+        nextID += 1
+        let id = nextID
+        credits -= 1
+        logger.trace("command", metadata: ["opcode": "\(opcode)", "bytes": "\(packet)"])
+        return try await withCheckedThrowingContinuation { continuation in
+            let clock = self.clock
+            let timer = Task { [weak self] in
+                do {
+                    try await clock.sleep(for: timeout)
+                } catch { return }  // cancelled: answered in time
+                await self?.expire(id: id, opcode: opcode, after: timeout)
+            }
+            pending = Pending(id: id, opcode: opcode, continuation: continuation, timer: timer)
+            let transport = self.transport
+            Task { [weak self] in
+                do {
+                    try await transport.send(packet)
+                } catch {
+                    let te = (error as? TransportError) ?? TransportError(.io, "sending to \(transport.name) failed: \(error)")
+                    await self?.finish(id: id, with: .failure(ControllerError.transport(te)))
+                }
+            }
+        }
+    }
+
+    private func acquireTurn() async {
+        if !busy && credits > 0 {
+            busy = true
+            return
+        }
+        await withCheckedContinuation { waiters.append($0) }
+    }
+
+    private func releaseTurn() {
+        busy = false
+        wakeWaiter()
+    }
+
+    private func wakeWaiter() {
+        guard !busy, credits > 0 || linkError != nil || isClosed, !waiters.isEmpty else { return }
+        busy = true
+        waiters.removeFirst().resume()
+    }
+
+    private func expire(id: UInt64, opcode: HCIOpcode, after: Duration) {
+        guard pending?.id == id else { return }
+        logger.debug("timeout", metadata: ["opcode": "\(opcode)"])
+        // A lost reply also loses its credit; assume the controller can take one more command
+        // rather than stalling every later command.
+        credits = max(credits, 1)
+        finish(id: id, with: .failure(ControllerError.timeout(opcode: opcode, after: after)))
+    }
+
+    private func finish(id: UInt64, with result: Result<[UInt8], any Error>) {
+        guard let p = pending, p.id == id else { return }
+        pending = nil
+        p.timer?.cancel()
+        p.continuation.resume(with: result)
+    }
+
+    private func receive(_ packet: H4Packet) {
+        guard packet.type == .event else { return }  // ACL/SCO/ISO are not ours to handle
+        let event: HCIEvent
+        do {
+            event = try HCIEvent.decode(packet.body)
+        } catch {
+            logger.warning("ignoring malformed event from controller", metadata: ["error": "\(error)", "bytes": "\(packet)"])
+            return
+        }
+        switch event {
+        case .commandComplete(let n, let opcode, let returnParameters):
+            credits = Int(n)
+            if let p = pending, p.opcode == opcode {
+                let status = returnParameters.first.map(HCIStatus.init(rawValue:)) ?? .success
+                if status != .success {
+                    finish(id: p.id, with: .failure(ControllerError.commandFailed(opcode: opcode, status: status)))
+                } else {
+                    finish(id: p.id, with: .success(Array(returnParameters.dropFirst())))
+                }
+            } else {
+                eventSink.yield(.event(event))
+            }
+            wakeWaiter()
+        case .commandStatus(let status, let n, let opcode):
+            credits = Int(n)
+            if let p = pending, p.opcode == opcode {
+                finish(
+                    id: p.id,
+                    with: status == .success
+                        ? .success([]) : .failure(ControllerError.commandFailed(opcode: opcode, status: status)))
+            } else {
+                eventSink.yield(.event(event))
+            }
+            wakeWaiter()
+        default:
+            eventSink.yield(.event(event))
+        }
+    }
+
+    private func linkEnded(_ error: TransportError?) {
+        guard linkError == nil else { return }
+        let error = error ?? (isClosed ? nil : TransportError(.disconnected, "the controller closed the connection (\(transport.name))"))
+        linkError = error ?? TransportError(.disconnected, "closed")
+        if let p = pending {
+            finish(id: p.id, with: .failure(error.map { ControllerError.transport($0) } ?? ControllerError.closed(opcode: p.opcode)))
+        }
+        while !waiters.isEmpty { waiters.removeFirst().resume() }
+        eventSink.yield(.linkClosed(error))
+        eventSink.finish()
+    }
+
+    /// Stops reading and closes the transport. Outstanding commands fail.
+    public func close() {
+        guard !isClosed else { return }
+        isClosed = true
+        transport.close()
+        reader?.cancel()
+        linkEnded(nil)
+    }
+}

@@ -1,0 +1,143 @@
+import ArgumentParser
+import Foundation
+import IBeaconCore
+import IBeaconHost
+import IBeaconTransports
+import Logging
+
+extension AdvertisingMode: ExpressibleByArgument {}
+
+struct AdvertiseCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "advertise",
+        abstract: "Advertise the iBeacon of one or more profiles until stopped.",
+        discussion: """
+            Non-connectable (ADV_NONCONN_IND) on all three channels at the profile's interval
+            (default 100 ms), data set before enabling. Prints one status line, then stays quiet.
+            SIGINT/SIGTERM turn advertising off before exiting. If the controller is reset,
+            power-cycled or reprogrammed behind its back, advertising is re-applied (logged on
+            stderr); if the adapter disappears, it waits for it to return.
+            Under systemd (Type=notify) it reports READY=1 once advertising is on.
+            """)
+
+    @Option(
+        name: .long, parsing: .singleValue,
+        help: ArgumentHelp("Profile to advertise; repeat for several beacons (extended advertising).", valueName: "file"))
+    var profile: [String] = []
+
+    @OptionGroup var device: DeviceOptions
+
+    @Option(help: "Advertising commands: auto (extended when supported), legacy or extended.")
+    var mode: AdvertisingMode = .auto
+
+    @Flag(help: "Advertise from a static random address derived from the profile (stable across restarts).")
+    var randomAddress = false
+
+    @Option(help: ArgumentHelp("Stop after this many seconds (default: run until stopped).", valueName: "seconds"))
+    var duration: Double?
+
+    @Option(help: ArgumentHelp("Seconds between checks that the controller still answers; 0 disables.", valueName: "seconds"))
+    var checkInterval: Double = 30
+
+    @Flag(help: "Print the status line as JSON.")
+    var json = false
+
+    @OptionGroup var logging: LoggingOptions
+
+    func validate() throws {
+        if profile.isEmpty { throw ValidationError("give at least one --profile FILE") }
+        if let duration, !(duration > 0) { throw ValidationError("--duration must be a positive number of seconds") }
+        if !(checkInterval >= 0) { throw ValidationError("--check-interval must be 0 or more seconds") }
+    }
+
+    func run() async throws {
+        let logger = logging.makeLogger()
+        try await reporting {
+            let specs = try profile.map { path in try beaconSpec(path: path, forceRandomAddress: randomAddress) }
+            let transportSpec = try device.spec()
+            let advertiser = Advertiser(
+                beacons: specs, mode: mode, ownsController: transportSpec.isExclusive, logger: logger)
+            let device = self.device
+            let session = AdvertisingSession(
+                advertiser: advertiser, connect: { try await device.connect(logger: logger) },
+                healthCheckInterval: checkInterval > 0 ? .milliseconds(Int64(checkInterval * 1000)) : nil,
+                logger: logger)
+            let deviceName = device.deviceText
+            let json = self.json
+            let duration = self.duration
+            try await runUntilSignalled {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask {
+                        try await session.run(onReady: { status in
+                            for w in status.warnings { logger.warning("\(w)") }
+                            let line = statusLine(status, device: deviceName, json: json)
+                            printOut(line)
+                            SystemdNotifier.notify(
+                                "READY=1\nSTATUS=advertising \(status.beacons.count) beacon(s) on \(deviceName)",
+                                environment: ProcessInfo.processInfo.environment)
+                        })
+                    }
+                    if let duration {
+                        group.addTask {
+                            try await Task.sleep(for: .milliseconds(Int64(duration * 1000)))
+                        }
+                    }
+                    // Whichever ends first (the duration, or the session with an error) ends both.
+                    try await group.next()
+                    group.cancelAll()
+                    try await group.waitForAll()
+                }
+            }
+        }
+    }
+}
+
+/// Builds what to advertise from a profile file.
+func beaconSpec(path: String, forceRandomAddress: Bool) throws -> BeaconSpec {
+    let profile = try Profile.load(bytes: ProfileStore.read(path), file: path)
+    let beacon = profile.beacon
+    let random = forceRandomAddress || profile.address == .randomStatic
+    return BeaconSpec(
+        beacon: beacon, intervalMilliseconds: profile.intervalMs, txPower: profile.txPower.map { Int8($0) },
+        randomAddress: random ? BDAddress.staticRandom(derivedFrom: beacon.advertisingData) : nil,
+        calibratedTxPower: profile.calibrationRecord?.txPower.map { Int8($0) },
+        label: (path as NSString).lastPathComponent)
+}
+
+func statusLine(_ status: AdvertisingStatus, device: String, json: Bool) -> String {
+    status.beacons.map { b in
+        let beacon = b.spec.beacon
+        let tx = b.txPower.map { "\($0) dBm" } ?? "not reported"
+        if json {
+            return jsonLine([
+                "event": "advertising", "device": device, "address": b.address.description,
+                "uuid": beacon.uuidString, "major": Int(beacon.major), "minor": Int(beacon.minor),
+                "measuredPower": Int(beacon.measuredPower), "intervalMs": b.spec.intervalMilliseconds,
+                "mode": status.mode.rawValue, "txPower": b.txPower.map { Int($0) }, "profile": b.spec.label,
+            ])
+        }
+        return "advertising \(b.spec.label) on \(device) from \(b.address): \(beacon.uuidString) "
+            + "major \(beacon.major) minor \(beacon.minor), measured power \(beacon.measuredPower) dBm, "
+            + "every \(b.spec.intervalMilliseconds) ms, \(status.mode.rawValue), TX power \(tx)"
+    }.joined(separator: "\n")
+}
+
+struct StopCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "stop",
+        abstract: "Turn off advertising that anything left on (this tool or another).",
+        discussion: "Works whether legacy or extended advertising was used. Exits 0 if nothing was advertising.")
+
+    @OptionGroup var device: DeviceOptions
+    @OptionGroup var logging: LoggingOptions
+
+    func run() async throws {
+        let logger = logging.makeLogger()
+        try await reporting {
+            let client = try await device.connect(logger: logger)
+            let mode = try await Advertiser.stopAny(on: client, logger: logger)
+            await client.close()
+            printOut("advertising off on \(device.deviceText) (\(mode.rawValue) commands)")
+        }
+    }
+}

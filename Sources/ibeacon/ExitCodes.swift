@@ -1,0 +1,117 @@
+import ArgumentParser
+import IBeaconCore
+import IBeaconHost
+
+/// The process exit codes, from sysexits(3). The README and `ibeacon --help` list them; this
+/// file is the only place that maps errors to them.
+enum Exit {
+    static let ok: Int32 = 0
+    /// Command-line usage error (EX_USAGE).
+    static let usage: Int32 = 64
+    /// Bad data: a malformed profile, hex input or capture (EX_DATAERR).
+    static let dataError: Int32 = 65
+    /// A file that does not exist or cannot be read (EX_NOINPUT).
+    static let noInput: Int32 = 66
+    /// The beacon to calibrate was not heard (EX_NOHOST).
+    static let notHeard: Int32 = 68
+    /// No such adapter, Bluetooth unavailable, or the receiver cannot measure RSSI (EX_UNAVAILABLE).
+    static let unavailable: Int32 = 69
+    /// An internal error: a bug (EX_SOFTWARE).
+    static let software: Int32 = 70
+    /// A file cannot be written (EX_CANTCREAT).
+    static let cannotWrite: Int32 = 73
+    /// An I/O or transport failure: connection lost, read/write error (EX_IOERR).
+    static let ioError: Int32 = 74
+    /// Try again later: the controller did not answer in time, or a file is locked (EX_TEMPFAIL).
+    static let tempFail: Int32 = 75
+    /// The controller rejected a command or sent a malformed reply (EX_PROTOCOL).
+    static let controllerError: Int32 = 76
+    /// Permission denied: missing capabilities (EX_NOPERM).
+    static let permission: Int32 = 77
+
+    static let helpText = """
+        EXIT CODES
+          0   success
+          64  usage error (bad option or argument)
+          65  bad data: malformed profile, hex input or capture
+          66  file or serial device missing or unreadable
+          68  calibrate: the beacon was not heard
+          69  Bluetooth unavailable, no such adapter, nothing listening, or RSSI not available
+          70  internal error (a bug: please report it)
+          73  cannot write a file (read-only, permissions, directory missing)
+          74  I/O or transport failure (connection lost)
+          75  controller did not answer in time, or the file is locked by another ibeacon
+          76  controller rejected a command (the message names the command and status)
+          77  permission denied (capabilities CAP_NET_RAW/CAP_NET_ADMIN)
+        """
+}
+
+/// An error the CLI reports as is, with its exit code.
+struct CLIError: Error, CustomStringConvertible {
+    var message: String
+    var code: Int32
+    init(_ message: String, code: Int32) {
+        self.message = message
+        self.code = code
+    }
+    var description: String { message }
+}
+
+/// Maps any error to the message printed on stderr and the exit code.
+func classify(_ error: any Error) -> (message: String, code: Int32) {
+    switch error {
+    case let e as CLIError:
+        return (e.message, e.code)
+    case let e as ProfileError:
+        return (e.description, Exit.dataError)
+    case let e as FileError:
+        switch e.kind {
+        case .notFound: return (e.description, Exit.noInput)
+        case .cannotWrite: return (e.description, Exit.cannotWrite)
+        case .locked: return (e.description, Exit.tempFail)
+        case .io: return (e.description, Exit.ioError)
+        }
+    case let e as TransportError:
+        return (e.description, exitCode(for: e.kind))
+    case let e as ControllerError:
+        switch e {
+        case .commandFailed, .badReply: return (e.description, Exit.controllerError)
+        case .timeout: return (e.description, Exit.tempFail)
+        case .transport(let t): return (e.description, exitCode(for: t.kind))
+        case .closed: return (e.description, Exit.ioError)
+        }
+    case let e as DecodingError:
+        return (e.description, Exit.dataError)
+    default:
+        return ("internal error: \(error)", Exit.software)
+    }
+}
+
+func exitCode(for kind: TransportError.Kind) -> Int32 {
+    switch kind {
+    case .bluetoothUnavailable, .noSuchAdapter, .rfkilled, .busy, .connectionRefused: Exit.unavailable
+    case .permissionDenied: Exit.permission
+    case .notFound: Exit.noInput
+    case .badSpecification: Exit.usage
+    case .disconnected, .io: Exit.ioError
+    }
+}
+
+/// Runs a command body, turning errors into a message on stderr and an exit code.
+func reporting(_ body: () async throws -> Void) async throws {
+    do {
+        try await body()
+    } catch let e as ExitCode {
+        throw e
+    } catch let e as CleanExit {
+        throw e
+    } catch let e as ValidationError {
+        throw e
+    } catch is CancellationError {
+        throw ExitCode(Exit.ok)
+    } catch {
+        let (message, code) = classify(error)
+        printError("ibeacon: " + message)
+        throw ExitCode(code)
+    }
+}

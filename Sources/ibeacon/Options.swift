@@ -1,0 +1,98 @@
+import ArgumentParser
+import Foundation
+import IBeaconCore
+import IBeaconHost
+import IBeaconTransports
+import Logging
+
+/// `--verbose` / `--quiet`, shared by every command; configures swift-log for the process.
+struct LoggingOptions: ParsableArguments {
+    @Flag(name: .shortAndLong, help: "More detail on stderr (-v debug, -vv every HCI packet).")
+    var verbose: Int
+
+    @Flag(name: .shortAndLong, help: "Only errors on stderr.")
+    var quiet = false
+
+    var level: Logger.Level {
+        if quiet { return .error }
+        switch verbose {
+        case 0: return .notice
+        case 1: return .debug
+        default: return .trace
+        }
+    }
+
+    func makeLogger(_ label: String = "ibeacon") -> Logger {
+        bootstrapLogging(level: level)
+        var logger = Logger(label: label)
+        logger.logLevel = level
+        return logger
+    }
+}
+
+private let loggingBootstrap: Void = {
+    LoggingSystem.bootstrap { label in
+        var handler = StreamLogHandler.standardError(label: label)
+        handler.logLevel = .trace
+        return handler
+    }
+}()
+
+func bootstrapLogging(level: Logger.Level) { _ = loggingBootstrap }
+
+/// `--device`, `--timeout`, `--btsnoop`: how to reach the controller.
+struct DeviceOptions: ParsableArguments {
+    @Option(
+        name: .shortAndLong,
+        help: ArgumentHelp(
+            "Controller: hciN, serial:PATH[,BAUD][,rtscts], tcp:HOST:PORT (default: $IBEACON_DEVICE, else hci0).",
+            valueName: "spec"))
+    var device: String?
+
+    @Option(help: ArgumentHelp("Seconds to wait for each controller answer.", valueName: "seconds"))
+    var timeout: Double = 2
+
+    @Option(help: ArgumentHelp("Write every HCI packet to FILE (btsnoop, opens in Wireshark).", valueName: "file"))
+    var btsnoop: String?
+
+    var deviceText: String {
+        device ?? ProcessInfo.processInfo.environment["IBEACON_DEVICE"].flatMap { $0.isEmpty ? nil : $0 } ?? "hci0"
+    }
+
+    func validate() throws {
+        guard timeout > 0, timeout <= 600 else {
+            throw ValidationError("--timeout must be between 0 and 600 seconds, got \(timeout)")
+        }
+    }
+
+    func spec() throws -> DeviceSpec { try DeviceSpec(parsing: deviceText) }
+
+    /// Opens the transport (wrapped by the btsnoop recorder when asked) and starts a client.
+    func connect(logger: Logger) async throws -> ControllerClient {
+        let spec = try spec()
+        var transport = try openTransport(spec, logger: logger)
+        if let btsnoop {
+            let recorder = try BTSnoopFileRecorder(path: btsnoop)
+            transport = RecordingTransport(wrapping: transport, recorder: recorder)
+        }
+        let client = ControllerClient(
+            transport: transport, logger: logger, defaultTimeout: .milliseconds(Int64(timeout * 1000)))
+        await client.start()
+        return client
+    }
+}
+
+/// Runs `body` until it returns or SIGINT/SIGTERM arrives; on a signal the body's task is
+/// cancelled so it can clean up (turn advertising off) before the process exits.
+func runUntilSignalled(_ body: @escaping @Sendable () async throws -> Void) async throws {
+    let task = Task { try await body() }
+    let sources = [SIGINT, SIGTERM].map { sig -> DispatchSourceSignal in
+        signal(sig, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+        source.setEventHandler { task.cancel() }
+        source.resume()
+        return source
+    }
+    defer { sources.forEach { $0.cancel() } }
+    try await task.value
+}

@@ -1,0 +1,58 @@
+import Foundation
+
+/// Writes to stdout without buffering surprises (status lines must appear under systemd).
+func printOut(_ s: String) {
+    FileHandle.standardOutput.write(Data((s + "\n").utf8))
+}
+
+func printError(_ s: String) {
+    FileHandle.standardError.write(Data((s + "\n").utf8))
+}
+
+/// True when stdout is a terminal (live tables, progress) rather than a pipe or file.
+var stdoutIsTerminal: Bool { isatty(STDOUT_FILENO) != 0 }
+
+/// Renders a JSON object from ordered pairs, so scripts see stable key order.
+func jsonLine(_ pairs: KeyValuePairs<String, Any?>) -> String {
+    "{" + pairs.map { "\(jsonString($0.key)):\(jsonValue($0.value))" }.joined(separator: ",") + "}"
+}
+
+func jsonValue(_ v: Any?) -> String {
+    switch v {
+    case nil: return "null"
+    case let s as String: return jsonString(s)
+    case let b as Bool: return b ? "true" : "false"
+    case let i as Int: return String(i)
+    case let i as Int8: return String(i)
+    case let i as UInt8: return String(i)
+    case let i as UInt16: return String(i)
+    case let i as Int32: return String(i)
+    case let i as UInt32: return String(i)
+    case let i as UInt64: return String(i)
+    case let d as Double: return d.isFinite ? String(format: "%.2f", d) : "null"
+    case let a as [Any?]: return "[" + a.map(jsonValue).joined(separator: ",") + "]"
+    case let raw as RawJSON: return raw.text
+    case let o as KeyValuePairs<String, Any?>: return jsonLine(o)
+    case let o as [(String, Any?)]: return "{" + o.map { "\(jsonString($0.0)):\(jsonValue($0.1))" }.joined(separator: ",") + "}"
+    default: return jsonString("\(v!)")
+    }
+}
+
+/// Text already serialized as JSON.
+struct RawJSON { var text: String }
+
+func jsonString(_ s: String) -> String {
+    var out = "\""
+    for u in s.unicodeScalars {
+        switch u {
+        case "\"": out += "\\\""
+        case "\\": out += "\\\\"
+        case "\n": out += "\\n"
+        case "\r": out += "\\r"
+        case "\t": out += "\\t"
+        case _ where u.value < 0x20: out += String(format: "\\u%04x", u.value)
+        default: out.unicodeScalars.append(u)
+        }
+    }
+    return out + "\""
+}

@@ -1,1 +1,0 @@
-// The CLI entry point is added with the first command.

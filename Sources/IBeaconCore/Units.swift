@@ -1,0 +1,142 @@
+/// A value given to an HCI command that the specification does not allow. Thrown at
+/// construction, before anything reaches a controller.
+public enum ParameterError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// `value` of `what` lies outside `allowed`.
+    case outOfRange(what: String, value: String, allowed: String, reference: String)
+    /// `what` holds `count` bytes (or entries) where at most `maximum` fit.
+    case tooLong(what: String, count: Int, maximum: Int, reference: String)
+    /// Two parameters that are each valid contradict each other.
+    case inconsistent(what: String, reason: String, reference: String)
+
+    public var description: String {
+        switch self {
+        case .outOfRange(let what, let value, let allowed, let reference):
+            return "\(what) \(value) is out of range: allowed \(allowed) (\(reference))"
+        case .tooLong(let what, let count, let maximum, let reference):
+            return "\(what) is \(count) long, at most \(maximum) allowed (\(reference))"
+        case .inconsistent(let what, let reason, let reference):
+            return "\(what): \(reason) (\(reference))"
+        }
+    }
+}
+
+/// Whether a value is for the legacy commands (§7.8.5, §7.8.10) or the extended ones
+/// (§7.8.53, §7.8.64), which allow wider ranges.
+public enum AdvertisingCommandSet: Sendable, Hashable {
+    case legacy
+    case extended
+}
+
+/// Prints milliseconds without a trailing `.0`: multiples of 0.625 are exact in binary.
+private func formatMilliseconds(_ ms: Double) -> String {
+    ms == ms.rounded() && abs(ms) < 1e15 ? "\(Int64(ms)) ms" : "\(ms) ms"
+}
+
+/// An advertising interval, stored as the controller counts it: slots of 0.625 ms.
+/// Legacy range 0x0020…0x4000 (20 ms…10.24 s, Core 5.4 Vol 4 Part E §7.8.5); extended range
+/// 0x000020…0xFFFFFF (§7.8.53). The controller adds 0–10 ms of random delay to each event.
+public struct AdvertisingInterval: Hashable, Sendable, Comparable, CustomStringConvertible {
+    /// Units of 0.625 ms.
+    public let slots: UInt32
+
+    public static let legacyRange: ClosedRange<UInt32> = 0x0020...0x4000
+    public static let extendedRange: ClosedRange<UInt32> = 0x00_0020...0xFF_FFFF
+
+    public static func range(for set: AdvertisingCommandSet) -> ClosedRange<UInt32> {
+        set == .legacy ? legacyRange : extendedRange
+    }
+
+    private static func reference(_ set: AdvertisingCommandSet) -> String {
+        set == .legacy ? "Core 5.4 Vol 4 Part E §7.8.5" : "Core 5.4 Vol 4 Part E §7.8.53"
+    }
+
+    private static func allowedText(_ set: AdvertisingCommandSet) -> String {
+        let r = range(for: set)
+        return "\(formatMilliseconds(Double(r.lowerBound) * 0.625))…\(formatMilliseconds(Double(r.upperBound) * 0.625))"
+            + " (\(r.lowerBound)…\(r.upperBound) slots of 0.625 ms)"
+    }
+
+    /// From a slot count, validated against the range of `set`.
+    public init(slots: UInt32, for set: AdvertisingCommandSet = .legacy) throws(ParameterError) {
+        guard Self.range(for: set).contains(slots) else {
+            throw .outOfRange(
+                what: "advertising interval", value: "\(slots) slots", allowed: Self.allowedText(set),
+                reference: Self.reference(set))
+        }
+        self.slots = slots
+    }
+
+    /// From milliseconds, rounded to the nearest 0.625 ms slot (100 ms → 160 slots),
+    /// validated against the range of `set` (20…10240 ms for legacy advertising).
+    public init(milliseconds: Int, for set: AdvertisingCommandSet = .legacy) throws(ParameterError) {
+        let range = Self.range(for: set)
+        // Compare in milliseconds first so huge inputs cannot overflow the slot arithmetic.
+        let minMs = Int(range.lowerBound) * 5 / 8
+        let maxMs = Int(range.upperBound) * 5 / 8
+        guard milliseconds >= minMs, milliseconds <= maxMs else {
+            throw .outOfRange(
+                what: "advertising interval", value: "\(milliseconds) ms", allowed: Self.allowedText(set),
+                reference: Self.reference(set))
+        }
+        try self.init(slots: UInt32((milliseconds * 8 + 2) / 5), for: set)  // round(ms / 0.625)
+    }
+
+    public var milliseconds: Double { Double(slots) * 0.625 }
+
+    /// `100 ms (160 slots)`.
+    public var description: String { "\(formatMilliseconds(milliseconds)) (\(slots) slots)" }
+
+    public static func < (a: AdvertisingInterval, b: AdvertisingInterval) -> Bool { a.slots < b.slots }
+}
+
+/// A scan interval or scan window, in slots of 0.625 ms. Legacy range 0x0004…0x4000
+/// (2.5 ms…10.24 s, Core 5.4 Vol 4 Part E §7.8.10); extended range 0x0004…0xFFFF (§7.8.64).
+public struct ScanTiming: Hashable, Sendable, Comparable, CustomStringConvertible {
+    /// Units of 0.625 ms.
+    public let slots: UInt16
+
+    public static let legacyRange: ClosedRange<UInt16> = 0x0004...0x4000
+    public static let extendedRange: ClosedRange<UInt16> = 0x0004...0xFFFF
+
+    public static func range(for set: AdvertisingCommandSet) -> ClosedRange<UInt16> {
+        set == .legacy ? legacyRange : extendedRange
+    }
+
+    private static func reference(_ set: AdvertisingCommandSet) -> String {
+        set == .legacy ? "Core 5.4 Vol 4 Part E §7.8.10" : "Core 5.4 Vol 4 Part E §7.8.64"
+    }
+
+    private static func allowedText(_ set: AdvertisingCommandSet) -> String {
+        let r = range(for: set)
+        return "\(formatMilliseconds(Double(r.lowerBound) * 0.625))…\(formatMilliseconds(Double(r.upperBound) * 0.625))"
+            + " (\(r.lowerBound)…\(r.upperBound) slots of 0.625 ms)"
+    }
+
+    public init(slots: UInt16, for set: AdvertisingCommandSet = .legacy) throws(ParameterError) {
+        guard Self.range(for: set).contains(slots) else {
+            throw .outOfRange(
+                what: "scan interval/window", value: "\(slots) slots", allowed: Self.allowedText(set),
+                reference: Self.reference(set))
+        }
+        self.slots = slots
+    }
+
+    /// From milliseconds, rounded to the nearest 0.625 ms slot (2.5 ms → 4 slots).
+    public init(milliseconds: Double, for set: AdvertisingCommandSet = .legacy) throws(ParameterError) {
+        let r = Self.range(for: set)
+        let slots = (milliseconds / 0.625).rounded()
+        guard slots.isFinite, slots >= Double(r.lowerBound), slots <= Double(r.upperBound) else {
+            throw .outOfRange(
+                what: "scan interval/window", value: "\(milliseconds) ms", allowed: Self.allowedText(set),
+                reference: Self.reference(set))
+        }
+        self.slots = UInt16(slots)
+    }
+
+    public var milliseconds: Double { Double(slots) * 0.625 }
+
+    /// `60 ms (96 slots)`.
+    public var description: String { "\(formatMilliseconds(milliseconds)) (\(slots) slots)" }
+
+    public static func < (a: ScanTiming, b: ScanTiming) -> Bool { a.slots < b.slots }
+}

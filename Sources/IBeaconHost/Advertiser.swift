@@ -83,7 +83,7 @@ public struct Advertiser: Sendable {
             _ = try await client.execute(Reset())
             try await configureEventMasks(on: client)
         }
-        let address = try await client.execute(ReadBDAddr()).address
+        let address = try await client.execute(ReadBDAddr())
         let features = try await client.execute(LEReadLocalSupportedFeatures())
         let chosen = try chooseMode(features: features)
         do {
@@ -128,8 +128,8 @@ public struct Advertiser: Sendable {
     /// Enables the events advertising and scanning rely on (after Reset the LE Meta event is
     /// masked, Core 5.4 Vol 4 Part E §7.3.1).
     func configureEventMasks(on client: ControllerClient) async throws {
-        _ = try await client.execute(SetEventMask(eventMask: .hostDefault))
-        _ = try await client.execute(LESetEventMask(leEventMask: .hostDefault))
+        _ = try await client.execute(SetEventMask(eventMask: .ibeaconHost))
+        _ = try await client.execute(LESetEventMask(leEventMask: .ibeaconHost))
     }
 
     private func startLegacy(on client: ControllerClient, controllerAddress: BDAddress) async throws -> AdvertisingStatus {
@@ -149,7 +149,7 @@ public struct Advertiser: Sendable {
         // Data before enable, so the first advertising event already carries the beacon.
         _ = try await client.execute(LESetAdvertisingData(data: spec.beacon.advertisingData))
         _ = try await client.execute(LESetAdvertisingEnable(enabled: true))
-        let power = try? await client.execute(LEReadAdvertisingPhysicalChannelTxPower()).txPower
+        let power = try? await client.execute(LEReadAdvertisingPhysicalChannelTxPower())
         var warnings: [String] = []
         if let requested = spec.txPower {
             warnings.append(
@@ -164,7 +164,7 @@ public struct Advertiser: Sendable {
     }
 
     private func startExtended(on client: ControllerClient, controllerAddress: BDAddress) async throws -> AdvertisingStatus {
-        let supportedSets = try await client.execute(LEReadNumberOfSupportedAdvertisingSets()).numberOfSets
+        let supportedSets = try await client.execute(LEReadNumberOfSupportedAdvertisingSets())
         if beacons.count > Int(supportedSets) {
             throw AdvertisingError(
                 "\(beacons.count) profiles need \(beacons.count) advertising sets but this controller supports "
@@ -244,4 +244,16 @@ public struct Advertiser: Sendable {
         _ = try await client.execute(LESetAdvertisingEnable(enabled: false))
         return .legacy
     }
+}
+
+extension EventMask {
+    /// What this host needs: the reset default plus LE Meta (bit 61; masked after Reset,
+    /// Core 5.4 Vol 4 Part E §7.3.1) and Hardware Error.
+    public static let ibeaconHost = EventMask(rawValue: EventMask.defaultAfterReset.rawValue | EventMask.leMeta.rawValue | EventMask.hardwareError.rawValue)
+}
+
+extension LEEventMask {
+    /// The reset default (0x1F, which includes Advertising Report) plus Extended Advertising
+    /// Report (bit 12) and Advertising Set Terminated (bit 17), Core 5.4 Vol 4 Part E §7.8.1.
+    public static let ibeaconHost = LEEventMask(rawValue: LEEventMask.defaultAfterReset.rawValue | LEEventMask.extendedAdvertisingReport.rawValue | LEEventMask.advertisingSetTerminated.rawValue)
 }

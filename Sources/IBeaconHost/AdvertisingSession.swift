@@ -85,10 +85,10 @@ public struct AdvertisingSession: Sendable {
                 client = c
             }
             if Task.isCancelled { break }
-            let started = clock.now
+            let started = ContinuousClock.now
             if let s = await reapply(on: client) {
                 status = s
-                let elapsed = started.duration(to: clock.now)
+                let elapsed = started.duration(to: ContinuousClock.now)
                 logger.notice("advertising resumed after \(elapsed.formattedSeconds)")
                 onRecovered(s)
             }

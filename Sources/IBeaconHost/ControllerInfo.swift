@@ -13,18 +13,18 @@ public struct ControllerInfo: Sendable {
     public var txPowerRange: (min: Int8, max: Int8)?
 
     public static func read(from client: ControllerClient) async throws -> ControllerInfo {
-        let address = try await client.execute(ReadBDAddr()).address
+        let address = try await client.execute(ReadBDAddr())
         let version = try? await client.execute(ReadLocalVersionInformation())
         let features = try await client.execute(LEReadLocalSupportedFeatures())
         var info = ControllerInfo(address: address, version: version, features: features)
         if features.contains(.extendedAdvertising) {
-            info.advertisingSets = try? await client.execute(LEReadNumberOfSupportedAdvertisingSets()).numberOfSets
-            info.maximumAdvertisingDataLength = try? await client.execute(LEReadMaximumAdvertisingDataLength()).maximumLength
+            info.advertisingSets = try? await client.execute(LEReadNumberOfSupportedAdvertisingSets())
+            info.maximumAdvertisingDataLength = try? await client.execute(LEReadMaximumAdvertisingDataLength())
             if let range = try? await client.execute(LEReadTransmitPower()) {
                 info.txPowerRange = (range.min, range.max)
             }
         } else {
-            info.advertisingTxPower = try? await client.execute(LEReadAdvertisingPhysicalChannelTxPower()).txPower
+            info.advertisingTxPower = try? await client.execute(LEReadAdvertisingPhysicalChannelTxPower())
         }
         return info
     }

@@ -61,8 +61,8 @@ public struct Scanner: Sendable {
     public func start(on client: ControllerClient) async throws -> AdvertisingMode {
         if ownsController {
             _ = try await client.execute(Reset())
-            _ = try await client.execute(SetEventMask(eventMask: .hostDefault))
-            _ = try await client.execute(LESetEventMask(leEventMask: .hostDefault))
+            _ = try await client.execute(SetEventMask(eventMask: .ibeaconHost))
+            _ = try await client.execute(LESetEventMask(leEventMask: .ibeaconHost))
         }
         let features = try await client.execute(LEReadLocalSupportedFeatures())
         let useExtended: Bool
@@ -77,16 +77,16 @@ public struct Scanner: Sendable {
         }
         if useExtended {
             let timing = try ScanTiming(milliseconds: intervalMilliseconds, for: .extended)
-            _ = try? await client.execute(LESetExtendedScanEnable(enable: false, filterDuplicates: .disabled))
+            _ = try? await client.execute(LESetExtendedScanEnable(enabled: false, filterDuplicates: .disabled))
             _ = try await client.execute(
-                LESetExtendedScanParameters(phys: [.init(phy: .le1M, scanType: .passive, interval: timing, window: timing)]))
-            _ = try await client.execute(LESetExtendedScanEnable(enable: true, filterDuplicates: .disabled))
+                LESetExtendedScanParameters(le1M: .init(scanType: .passive, interval: timing, window: timing)))
+            _ = try await client.execute(LESetExtendedScanEnable(enabled: true, filterDuplicates: .disabled))
             return .extended
         }
         let timing = try ScanTiming(milliseconds: intervalMilliseconds, for: .legacy)
-        _ = try? await client.execute(LESetScanEnable(enable: false, filterDuplicates: false))
+        _ = try? await client.execute(LESetScanEnable(enabled: false, filterDuplicates: false))
         _ = try await client.execute(LESetScanParameters(scanType: .passive, interval: timing, window: timing))
-        _ = try await client.execute(LESetScanEnable(enable: true, filterDuplicates: false))
+        _ = try await client.execute(LESetScanEnable(enabled: true, filterDuplicates: false))
         return .legacy
     }
 
@@ -94,9 +94,9 @@ public struct Scanner: Sendable {
     public func stop(on client: ControllerClient, mode: AdvertisingMode) async {
         do {
             if mode == .extended {
-                _ = try await client.execute(LESetExtendedScanEnable(enable: false, filterDuplicates: .disabled), timeout: .seconds(1))
+                _ = try await client.execute(LESetExtendedScanEnable(enabled: false, filterDuplicates: .disabled), timeout: .seconds(1))
             } else {
-                _ = try await client.execute(LESetScanEnable(enable: false, filterDuplicates: false), timeout: .seconds(1))
+                _ = try await client.execute(LESetScanEnable(enabled: false, filterDuplicates: false), timeout: .seconds(1))
             }
         } catch {
             logger.debug("could not stop scanning: \(error)")

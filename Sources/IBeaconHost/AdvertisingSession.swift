@@ -62,9 +62,49 @@ public struct AdvertisingSession: Sendable {
         }
         onReady(status)
 
-        while !Task.isCancelled {
-            let trigger = await nextTrigger(client)
-            guard let trigger else { break }  // cancelled
+        // Every client's events (and its health check) feed one stream, tagged with the
+        // client's generation so that late events of a replaced client are ignored.
+        // A client's event stream is never iterated by a task we cancel (cancelling the
+        // iteration would end the stream): each watcher ends when its client is closed.
+        let (triggers, sink) = AsyncStream.makeStream(of: (Trigger, Int).self)
+        var generation = 0
+        var watchers: [Task<Void, Never>] = []
+        func watch(_ client: ControllerClient) {
+            generation += 1
+            let g = generation
+            watchers.append(
+                Task {
+                    for await event in client.events {
+                        if let t = Self.classify(event) { sink.yield((t, g)) }
+                    }
+                })
+            if let interval = healthCheckInterval {
+                let clock = self.clock
+                watchers.append(
+                    Task {
+                        while !Task.isCancelled {
+                            do { try await clock.sleep(for: interval) } catch { return }
+                            do {
+                                _ = try await client.execute(ReadBDAddr())
+                            } catch ControllerError.timeout {
+                                sink.yield((.healthCheck, g))
+                                return
+                            } catch ControllerError.transport, ControllerError.closed {
+                                return  // the event stream reports the link loss
+                            } catch {
+                                // Any answer, even an error status, means the controller is alive.
+                            }
+                        }
+                    })
+            }
+        }
+        watch(client)
+        defer {
+            watchers.forEach { $0.cancel() }
+            sink.finish()
+        }
+
+        for await (trigger, g) in triggers where g == generation {
             switch trigger {
             case .adapterDown:
                 logger.warning("\(client.transport.name) went down; advertising will resume when it is back up")
@@ -73,16 +113,17 @@ public struct AdvertisingSession: Sendable {
                 logger.warning("\(why); re-applying advertising")
             case .adapterUp:
                 logger.warning("\(client.transport.name) is up again; re-applying advertising")
-            case .healthCheck:
-                logger.warning("the controller stopped answering; reconnecting")
+            case .healthCheck, .linkClosed:
+                if case .linkClosed(let error) = trigger {
+                    logger.warning(
+                        "lost \(client.transport.name): \(error?.description ?? "closed"); waiting for it to return")
+                } else {
+                    logger.warning("the controller stopped answering; reconnecting")
+                }
                 await client.close()
                 guard let c = await reconnect() else { return }
                 client = c
-            case .linkClosed(let error):
-                logger.warning("lost \(client.transport.name): \(error?.description ?? "closed"); waiting for it to return")
-                await client.close()
-                guard let c = await reconnect() else { return }
-                client = c
+                watch(client)
             }
             if Task.isCancelled { break }
             let started = ContinuousClock.now
@@ -95,36 +136,6 @@ public struct AdvertisingSession: Sendable {
         }
         await advertiser.stop(on: client, mode: status.mode)
         await client.close()
-    }
-
-    /// Waits for the next reason to re-apply advertising; nil when cancelled or the session must end.
-    private func nextTrigger(_ client: ControllerClient) async -> Trigger? {
-        await withTaskGroup(of: Trigger?.self) { group in
-            group.addTask {
-                for await event in client.events {
-                    if let t = Self.classify(event) { return t }
-                }
-                return Task.isCancelled ? nil : .linkClosed(nil)
-            }
-            if let interval = healthCheckInterval {
-                group.addTask {
-                    while !Task.isCancelled {
-                        do { try await clock.sleep(for: interval) } catch { return nil }
-                        do {
-                            _ = try await client.execute(ReadBDAddr())
-                        } catch ControllerError.timeout {
-                            return .healthCheck
-                        } catch {
-                            // A transport failure surfaces as linkClosed on the event stream.
-                        }
-                    }
-                    return nil
-                }
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
-        }
     }
 
     /// Maps a controller event to a trigger; nil for events that do not affect advertising.

@@ -53,7 +53,8 @@ extension Duration {
 /// What the controller sent that was not the answer to one of our commands.
 public enum ControllerEvent: Sendable {
     case event(HCIEvent)
-    /// The link to the controller ended; nil when closed by us.
+    /// The link to the controller ended: with the transport's error, or nil when it ended
+    /// normally (closed by us, or the end of a replayed capture).
     case linkClosed(TransportError?)
 }
 
@@ -238,8 +239,9 @@ public actor ControllerClient {
 
     private func linkEnded(_ error: TransportError?) {
         guard linkError == nil else { return }
-        let error = error ?? (isClosed ? nil : TransportError(.disconnected, "the controller closed the connection (\(transport.name))"))
-        linkError = error ?? TransportError(.disconnected, "closed")
+        // A stream that finishes without an error is a closed client or the end of a replayed
+        // capture; transports report a peer that went away by throwing.
+        linkError = error ?? TransportError(.disconnected, "the connection to \(transport.name) has ended")
         if let p = pending {
             finish(id: p.id, with: .failure(error.map { ControllerError.transport($0) } ?? ControllerError.closed(opcode: p.opcode)))
         }

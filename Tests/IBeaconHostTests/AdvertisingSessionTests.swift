@@ -1,0 +1,125 @@
+import Foundation
+import IBeaconCore
+import IBeaconTestSupport
+import Logging
+import Synchronization
+import Testing
+
+@testable import IBeaconHost
+
+/// Waits (bounded) until `condition` holds; returns whether it did. Asserts behaviour, not speed.
+func eventually(within seconds: Double = 5, _ condition: () -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
+    while ContinuousClock.now < deadline {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return condition()
+}
+
+final class Fakes: @unchecked Sendable {
+    private let lock = NSLock()
+    private var all: [FakeController] = []
+    private var failuresLeft: Int
+    let supportsExtended: Bool
+    init(failFirst: Int = 0, supportsExtended: Bool = false) {
+        failuresLeft = failFirst
+        self.supportsExtended = supportsExtended
+    }
+    var count: Int { lock.withLock { all.count } }
+    var latest: FakeController? { lock.withLock { all.last } }
+    func make() throws -> FakeController {
+        try lock.withLock {
+            if failuresLeft > 0 {
+                failuresLeft -= 1
+                throw TransportError(.noSuchAdapter(available: []), "no adapter hci0")
+            }
+            let f = FakeController(supportsExtended: supportsExtended)
+            all.append(f)
+            return f
+        }
+    }
+}
+
+@Suite struct AdvertisingSessionTests {
+    func session(_ fakes: Fakes) -> AdvertisingSession {
+        AdvertisingSession(
+            advertiser: Advertiser(
+                beacons: [BeaconSpec(beacon: testBeacon, label: "t.json")], mode: .auto, ownsController: true,
+                logger: quietLogger),
+            connect: {
+                let client = ControllerClient(transport: try fakes.make(), logger: quietLogger)
+                await client.start()
+                return client
+            },
+            healthCheckInterval: nil, settleTime: .milliseconds(20), maximumBackoff: .milliseconds(50),
+            logger: quietLogger)
+    }
+
+    @Test func resumesAfterAnotherHostResetsTheController() async throws {
+        let fakes = Fakes()
+        let ready = Atomic<Int>(0)
+        let recovered = Atomic<Int>(0)
+        let s = session(fakes)
+        let task = Task {
+            try await s.run(
+                onReady: { _ in ready.add(1, ordering: .relaxed) },
+                onRecovered: { _ in recovered.add(1, ordering: .relaxed) })
+        }
+        #expect(await eventually { ready.load(ordering: .relaxed) == 1 })
+        let fake = try #require(fakes.latest)
+        #expect(fake.isAdvertising)
+
+        fake.resetByAnotherHost()
+        #expect(!fake.isAdvertising)  // the reset really stopped it
+        #expect(await eventually { recovered.load(ordering: .relaxed) == 1 && fake.isAdvertising })
+        #expect(fake.legacy.data == testBeacon.advertisingData)
+
+        task.cancel()
+        try await task.value
+        #expect(!fake.isAdvertising)  // cancelled: advertising turned off on the way out
+    }
+
+    @Test func resumesAfterAHardwareErrorAndAPowerUpNOP() async throws {
+        let fakes = Fakes()
+        let recovered = Atomic<Int>(0)
+        let s = session(fakes)
+        let task = Task {
+            try await s.run(onReady: { _ in }, onRecovered: { _ in recovered.add(1, ordering: .relaxed) })
+        }
+        #expect(await eventually { fakes.latest?.isAdvertising == true })
+        let fake = try #require(fakes.latest)
+
+        fake.loseState()
+        fake.inject(H4Packet(type: .event, body: [0x10, 0x01, 0x01]))  // Hardware Error, code 1
+        #expect(await eventually { recovered.load(ordering: .relaxed) == 1 && fake.isAdvertising })
+
+        fake.loseState()
+        fake.inject(FakeController.commandComplete(.nop, []))  // power-up NOP
+        #expect(await eventually { recovered.load(ordering: .relaxed) == 2 && fake.isAdvertising })
+        task.cancel()
+        try await task.value
+    }
+
+    @Test func waitsForAVanishedControllerAndResumesOnTheNewOne() async throws {
+        let fakes = Fakes()
+        let recovered = Atomic<Int>(0)
+        let s = session(fakes)
+        let task = Task {
+            try await s.run(onReady: { _ in }, onRecovered: { _ in recovered.add(1, ordering: .relaxed) })
+        }
+        #expect(await eventually { fakes.latest?.isAdvertising == true })
+        let first = try #require(fakes.latest)
+        first.dropLink()
+        #expect(await eventually { recovered.load(ordering: .relaxed) == 1 })
+        #expect(fakes.count == 2)
+        #expect(fakes.latest?.isAdvertising == true)
+        task.cancel()
+        try await task.value
+    }
+
+    @Test func aControllerMissingAtStartIsAnErrorNotARetryLoop() async throws {
+        let fakes = Fakes(failFirst: 1)
+        await #expect(throws: TransportError.self) { try await session(fakes).run(onReady: { _ in }) }
+    }
+}

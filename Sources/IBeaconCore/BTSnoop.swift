@@ -15,7 +15,8 @@ public struct BTSnoopDatalink: RawRepresentable, Hashable, Sendable, CustomStrin
     public let rawValue: UInt32
     public init(rawValue: UInt32) { self.rawValue = rawValue }
 
-    /// 1001, "HCI UART (H1)" / un-encapsulated: packets without the type byte.
+    /// 1001, H1: unframed HCI packets without the type byte; the record flags say whether a
+    /// packet is a command/event or data (Wireshark reads it as WTAP_ENCAP_BLUETOOTH_HCI).
     public static let h1 = BTSnoopDatalink(rawValue: 1001)
     /// 1002, "HCI UART (H4)": each packet starts with its H4 type byte. What this package
     /// writes, and what Wireshark writes for Bluetooth H4 captures.
@@ -29,7 +30,7 @@ public struct BTSnoopDatalink: RawRepresentable, Hashable, Sendable, CustomStrin
 
     public var description: String {
         switch self {
-        case .h1: "HCI un-encapsulated (H1, 1001)"
+        case .h1: "HCI unframed (H1, 1001)"
         case .h4: "HCI UART (H4, 1002)"
         case .bcsp: "HCI BCSP (1003)"
         case .h5: "HCI Serial (H5, 1004)"

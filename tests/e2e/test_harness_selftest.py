@@ -531,3 +531,15 @@ def test_slow_answers(harness_factory, client_factory):
     started = time.monotonic()
     c.ok(READ_BD_ADDR)
     assert time.monotonic() - started >= 0.28
+
+
+def test_trace_reports_dut_traffic(harness_factory, client_factory):
+    h = harness_factory('--trace')
+    c = client_factory(h.device_spec)
+    c.ok(READ_BD_ADDR)
+    assert c.command(0xFC55)[0] == 0x01
+    h.wait_for(lambda e: e['event'] == 'hci' and e['dir'] == 'out' and e.get('opcode') == '0xFC55')
+    trace = h.events('hci')
+    assert {'dir': 'in', 'opcode': '0x1009'}.items() <= trace[0].items()
+    assert {'dir': 'out', 'code': '0x0E', 'opcode': '0x1009', 'status': 0}.items() <= trace[1].items()
+    assert {'dir': 'out', 'opcode': '0xFC55', 'status': 1}.items() <= trace[3].items()

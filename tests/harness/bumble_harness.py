@@ -98,7 +98,7 @@ site-packages is never edited). Each is marked "PATCH(n)" in the code:
   5. Reset stopped nothing: HCI_Reset (and the reset/powercycle/hwerror control
      commands) stop advertising and scanning, clear advertising data/parameters/
      sets, scan parameters, random address, duplicate filter and event masks.
-  6. Event masks ignored: events are delivered only if enabled in Set Event Mask
+  6. Event masks ignored (stock stores them but never consults them): events are delivered only if enabled in Set Event Mask
      (default after reset 0x00001FFFFFFFFFFF: bit n = event code n+1); LE Meta
      events need bit 61 and the LE Event Mask bit (subevent code - 1; default
      0x1F), e.g. report 0x02 -> bit 1, extended report 0x0D -> bit 12.
@@ -113,7 +113,8 @@ site-packages is never edited). Each is marked "PATCH(n)" in the code:
      1-7, policy <= 3; Command Disallowed while advertising), LE Set
      Advertising/Scan Response Data (32-octet parameter, length <= 31), LE Set
      Scan Parameters (interval/window 0x0004-0x4000, window <= interval), LE Set
-     Advertising Enable (random own address not set -> 0x12), extended
+     Advertising Enable (random own address not set -> 0x12), LE Set Random
+     Address (0x0C while advertising or scanning), extended
      advertising (legacy PDUs with > 31 octets, unknown handle -> 0x42,
      parameters while enabled -> 0x0C) answer 0x12/0x0C/0x42 as the spec says.
  10. Unknown opcodes (generic HCI_Command: no event at all), unhandled known
@@ -546,6 +547,12 @@ class HarnessController(bumble_controller.Controller):
         return status(SUCCESS)
 
     # PATCH(9): legacy advertising validation.
+    def on_hci_le_set_random_address_command(self, command):
+        # Vol 4 Part E 7.8.4: disallowed while legacy advertising or scanning is enabled.
+        if self.le_legacy_advertiser.enabled or self.le_scan_enable:
+            return status(COMMAND_DISALLOWED)
+        return super().on_hci_le_set_random_address_command(command)
+
     def on_hci_le_set_advertising_parameters_command(self, command):
         if self.le_legacy_advertiser.enabled:
             return status(COMMAND_DISALLOWED)
@@ -755,11 +762,17 @@ class HarnessController(bumble_controller.Controller):
             )
             self.send_hci_packet(hci.HCI_LE_Advertising_Report_Event([report]))
         else:
+            if len(data) > 229:
+                # One report only: mark it truncated (data status 0b10, 7.7.65.13).
+                data = data[:229]
+                extra_status = 0x40
+            else:
+                extra_status = 0
             if legacy_type is not None:
                 event_type = LEGACY_TO_EXTENDED_TYPE[legacy_type]
                 secondary_phy, sid = 0, 0xFF
             else:
-                event_type = getattr(pdu, 'properties', 0) & 0x07
+                event_type = (getattr(pdu, 'properties', 0) & 0x07) | extra_status
                 secondary_phy, sid = hci.Phy.LE_1M, pdu.sid
             ext_report = hci.HCI_LE_Extended_Advertising_Report_Event.Report(
                 event_type=event_type,

@@ -8,7 +8,7 @@ Several Bumble `Controller`s share one in-process `LocalLink` (the "radio"):
   the serial path);
 * optionally a peer *scanner* (``--scanner``): a Bumble `Device` (host stack) on
   its own controller, scanning passively with duplicate filtering off, printing
-  every advertisement it receives, decoded with Bumble's own AD parser (an
+  every advertisement it receives, decoded with Bumble's own AD parser (a
   decoder independent of `ibeacon`);
 * zero or more peer *beacons* (``--beacon UUID,MAJOR,MINOR,POWER[,INTERVAL_MS[,ADDRESS]]``),
   each a Bumble `Device` on its own controller advertising an iBeacon as
@@ -141,6 +141,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import dataclasses
 import errno
 import json
@@ -148,7 +149,9 @@ import logging
 import os
 import pty
 import random
+import signal
 import sys
+import threading
 import time
 import tty
 import uuid as uuidlib
@@ -1036,8 +1039,13 @@ class PtyServer(H4Endpoint):
             except FileNotFoundError:
                 pass
             os.symlink(self.path, self.link_path)
+            atexit.register(self._unlink)
         self._poll()
         return self.path
+
+    def _unlink(self) -> None:
+        if self.link_path and os.path.islink(self.link_path):
+            os.unlink(self.link_path)
 
     def _poll(self) -> None:
         self.poll_handle = None
@@ -1310,17 +1318,23 @@ async def run(args: argparse.Namespace) -> int:
         ready['tcp'] = await tcp_server.start(args.tcp or '127.0.0.1:0')
     emit(ready)
 
-    # Control loop over stdin.
+    # Control loop over stdin (read in a thread: works for pipes, ttys and files).
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader()
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    lines: asyncio.Queue[str] = asyncio.Queue()
+
+    def read_stdin() -> None:
+        for text in sys.stdin:
+            loop.call_soon_threadsafe(lines.put_nowait, text)
+        loop.call_soon_threadsafe(lines.put_nowait, '')
+
+    threading.Thread(target=read_stdin, daemon=True).start()
     while True:
-        line = await reader.readline()
+        line = await lines.get()
         if not line:
             if args.keep_running:
                 await asyncio.Event().wait()
             break
-        cmd = line.decode(errors='replace').strip()
+        cmd = line.strip()
         if not cmd:
             continue
         ack: dict[str, Any] = {'event': 'ack', 'cmd': cmd, 'ok': True}
@@ -1344,11 +1358,7 @@ async def run(args: argparse.Namespace) -> int:
 
     if pty_server is not None:
         pty_server.close()
-        if pty_server.link_path:
-            try:
-                os.unlink(pty_server.link_path)
-            except FileNotFoundError:
-                pass
+        pty_server._unlink()
     if tcp_server is not None and tcp_server.server is not None:
         tcp_server.server.close()
     return 0
@@ -1371,6 +1381,8 @@ def main() -> int:
     except ValueError as error:
         print(f'bumble_harness: {error}', file=sys.stderr)
         return 2
+    # SIGTERM: exit through SystemExit so atexit cleanup (pty symlink) runs.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     return asyncio.run(run(args))
 
 

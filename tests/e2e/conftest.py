@@ -1,0 +1,199 @@
+"""Fixtures for end-to-end tests against the emulated Bluetooth world
+(tests/harness/bumble_harness.py).
+
+    def test_x(harness_factory):
+        h = harness_factory('--scanner', '--rssi', 'gauss:-59,4')
+        h.device_spec            # "tcp:127.0.0.1:PORT" or "serial:/dev/pts/N"
+        t0 = time.monotonic()
+        ...                      # run ibeacon against h.device_spec
+        h.send('reset')          # control command, waits for its ack
+        h.wait_for(lambda e: e['event'] == 'adv', timeout=5)
+        h.adv_events(since=t0)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+HARNESS_SCRIPT = REPO_ROOT / 'tests' / 'harness' / 'bumble_harness.py'
+
+Event = dict[str, Any]
+
+
+class HarnessError(RuntimeError):
+    pass
+
+
+class Harness:
+    """The harness subprocess, its JSON-lines events and its control channel."""
+
+    def __init__(self, *args: str, ready_timeout: float = 10.0) -> None:
+        self.args = list(args)
+        self._lock = threading.Condition()
+        self._events: list[Event] = []
+        self._ended = False
+        self.proc = subprocess.Popen(
+            [sys.executable, '-u', str(HARNESS_SCRIPT), *self.args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
+        self._reader = threading.Thread(target=self._read_stdout, daemon=True)
+        self._reader.start()
+        try:
+            self.ready = self.wait_for(lambda e: e['event'] == 'ready', timeout=ready_timeout)
+        except Exception:
+            self.close()
+            raise
+        self.address: str = self.ready['address']
+        if 'tcp' in self.ready:
+            self.device_spec = f"tcp:{self.ready['tcp']}"
+        else:
+            self.device_spec = f"serial:{self.ready['pty']}"
+
+    # -- events ------------------------------------------------------------
+    def _read_stdout(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                event = {'event': 'garbled', 'line': line}
+            with self._lock:
+                self._events.append(event)
+                if event.get('event') == 'pty':
+                    self.device_spec = f"serial:{event['pty']}"
+                self._lock.notify_all()
+        with self._lock:
+            self._ended = True
+            self._lock.notify_all()
+
+    @property
+    def tcp_port(self) -> int:
+        return int(self.ready['tcp'].rsplit(':', 1)[1])
+
+    @property
+    def pty_path(self) -> str:
+        return self.device_spec.split(':', 1)[1]
+
+    def events(self, kind: str | None = None) -> list[Event]:
+        with self._lock:
+            return [e for e in self._events if kind is None or e.get('event') == kind]
+
+    def adv_events(self, since: float | None = None, address: str | None = None) -> list[Event]:
+        """Advertisements heard by the peer scanner (t >= since, time.monotonic())."""
+        return [
+            e
+            for e in self.events('adv')
+            if (since is None or e['t'] >= since)
+            and (address is None or e['address'].upper() == address.upper())
+        ]
+
+    def wait_for(
+        self, predicate: Callable[[Event], bool], timeout: float = 5.0, start: int = 0
+    ) -> Event:
+        """First event (at index >= start) satisfying predicate; TimeoutError if none."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            index = start
+            while True:
+                while index < len(self._events):
+                    event = self._events[index]
+                    index += 1
+                    if predicate(event):
+                        return event
+                remaining = deadline - time.monotonic()
+                if self._ended:
+                    raise HarnessError(f'harness exited (rc={self.proc.poll()}) while waiting')
+                if remaining <= 0:
+                    raise TimeoutError('no matching harness event')
+                self._lock.wait(remaining)
+
+    # -- control -------------------------------------------------------------
+    def send(self, cmd: str, timeout: float = 5.0) -> Event:
+        """Send a control command (reset, powercycle, hwerror, disconnect, quit); wait for its ack."""
+        with self._lock:
+            start = len(self._events)
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(cmd + '\n')
+        self.proc.stdin.flush()
+        ack = self.wait_for(
+            lambda e: e.get('event') == 'ack' and e.get('cmd') == cmd, timeout=timeout, start=start
+        )
+        if not ack.get('ok', False):
+            raise HarnessError(f'command {cmd!r} refused: {ack}')
+        return ack
+
+    def close(self) -> None:
+        """Stop the subprocess (by its PID), politely first."""
+        if self.proc.poll() is None:
+            try:
+                assert self.proc.stdin is not None
+                self.proc.stdin.write('quit\n')
+                self.proc.stdin.close()
+            except (BrokenPipeError, OSError, ValueError):
+                pass
+            try:
+                self.proc.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                self.proc.terminate()
+                try:
+                    self.proc.wait(timeout=3)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait(timeout=3)
+        self._reader.join(timeout=3)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+    def __enter__(self) -> 'Harness':
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@pytest.fixture
+def harness_factory() -> Iterator[Callable[..., Harness]]:
+    """Start harnesses with the given arguments; all are stopped at teardown."""
+    started: list[Harness] = []
+
+    def start(*args: str, ready_timeout: float = 10.0) -> Harness:
+        harness = Harness(*args, ready_timeout=ready_timeout)
+        started.append(harness)
+        return harness
+
+    yield start
+    for harness in started:
+        harness.close()
+
+
+@pytest.fixture
+def harness(harness_factory: Callable[..., Harness]) -> Harness:
+    """A default harness: DUT on TCP, peer scanner on."""
+    return harness_factory('--scanner')
+
+
+@pytest.fixture
+def ibeacon_bin() -> Path:
+    """Path to the ibeacon binary (env IBEACON_BIN, default .build/debug/ibeacon)."""
+    path = Path(os.environ.get('IBEACON_BIN', '.build/debug/ibeacon'))
+    if not path.is_absolute():
+        path = REPO_ROOT / path
+    if not path.exists():
+        pytest.fail(f'ibeacon binary not found at {path}; build it or set IBEACON_BIN')
+    return path

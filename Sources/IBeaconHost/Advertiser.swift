@@ -132,23 +132,51 @@ public struct Advertiser: Sendable {
         _ = try await client.execute(LESetEventMask(leEventMask: .ibeaconHost))
     }
 
+    /// The legacy commands that program one beacon, in order: stop whatever is advertising
+    /// (parameters cannot change while enabled, §7.8.5), address, parameters, data, and only
+    /// then enable, so the first advertising event already carries the beacon.
+    public static func legacyCommands(for spec: BeaconSpec) throws -> [any HCICommand] {
+        var commands: [any HCICommand] = [LESetAdvertisingEnable(enabled: false)]
+        if let random = spec.randomAddress { commands.append(LESetRandomAddress(randomAddress: random)) }
+        let interval = try AdvertisingInterval(milliseconds: spec.intervalMilliseconds, for: .legacy)
+        commands.append(
+            try LESetAdvertisingParameters(
+                intervalMin: interval, intervalMax: interval, advertisingType: .advNonconnInd,
+                ownAddressType: spec.randomAddress == nil ? .public : .random))
+        commands.append(try LESetAdvertisingData(data: spec.beacon.advertisingData))
+        commands.append(LESetAdvertisingEnable(enabled: true))
+        return commands
+    }
+
+    /// The extended commands that program one beacon as advertising set `handle` (legacy
+    /// ADV_NONCONN_IND PDUs, which is what phones scan for), without enabling it.
+    public static func extendedSetCommands(for spec: BeaconSpec, handle: UInt8) throws -> [any HCICommand] {
+        let interval = try AdvertisingInterval(milliseconds: spec.intervalMilliseconds, for: .extended)
+        var commands: [any HCICommand] = [
+            try LESetExtendedAdvertisingParameters(
+                advertisingHandle: handle, eventProperties: .legacyAdvNonconnInd,
+                primaryIntervalMin: interval, primaryIntervalMax: interval,
+                ownAddressType: spec.randomAddress == nil ? .public : .random,
+                advertisingTxPower: spec.txPower, advertisingSID: handle & 0x0F)
+        ]
+        if let random = spec.randomAddress {
+            commands.append(try LESetAdvertisingSetRandomAddress(advertisingHandle: handle, randomAddress: random))
+        }
+        commands.append(try LESetExtendedAdvertisingData(advertisingHandle: handle, data: spec.beacon.advertisingData))
+        return commands
+    }
+
+    /// Enables sets `0..<count` together.
+    public static func extendedEnableCommand(count: Int) throws -> LESetExtendedAdvertisingEnable {
+        try LESetExtendedAdvertisingEnable(
+            enable: true, sets: (0..<count).map { try LESetExtendedAdvertisingEnable.AdvertisingSet(handle: UInt8($0)) })
+    }
+
     private func startLegacy(on client: ControllerClient, controllerAddress: BDAddress) async throws -> AdvertisingStatus {
         let spec = beacons[0]
-        // Stop whatever is advertising: parameters cannot change while enabled (§7.8.5).
-        _ = try await client.execute(LESetAdvertisingEnable(enabled: false))
-        var ownAddressType = OwnAddressType.public
-        if let random = spec.randomAddress {
-            _ = try await client.execute(LESetRandomAddress(randomAddress: random))
-            ownAddressType = .random
+        for command in try Self.legacyCommands(for: spec) {
+            _ = try await client.execute(command)
         }
-        let interval = try AdvertisingInterval(milliseconds: spec.intervalMilliseconds, for: .legacy)
-        _ = try await client.execute(
-            LESetAdvertisingParameters(
-                intervalMin: interval, intervalMax: interval, advertisingType: .advNonconnInd,
-                ownAddressType: ownAddressType))
-        // Data before enable, so the first advertising event already carries the beacon.
-        _ = try await client.execute(LESetAdvertisingData(data: spec.beacon.advertisingData))
-        _ = try await client.execute(LESetAdvertisingEnable(enabled: true))
         let power = try? await client.execute(LEReadAdvertisingPhysicalChannelTxPower())
         var warnings: [String] = []
         if let requested = spec.txPower {
@@ -181,29 +209,19 @@ public struct Advertiser: Sendable {
             } catch ControllerError.commandFailed(_, .unknownAdvertisingIdentifier) {
                 // Not there: nothing to remove.
             }
-            let interval = try AdvertisingInterval(milliseconds: spec.intervalMilliseconds, for: .extended)
-            let selected = try await client.execute(
-                LESetExtendedAdvertisingParameters(
-                    advertisingHandle: handle, eventProperties: .legacyAdvNonconnInd,
-                    primaryIntervalMin: interval, primaryIntervalMax: interval,
-                    ownAddressType: spec.randomAddress == nil ? .public : .random,
-                    advertisingTxPower: spec.txPower, advertisingSID: handle & 0x0F)
-            ).selectedTxPower
-            if let random = spec.randomAddress {
-                _ = try await client.execute(
-                    LESetAdvertisingSetRandomAddress(advertisingHandle: handle, randomAddress: random))
+            var selected: Int8?
+            for command in try Self.extendedSetCommands(for: spec, handle: handle) {
+                let result = try await client.execute(command)
+                if let r = result as? LESetExtendedAdvertisingParameters.ReturnParameters { selected = r.selectedTxPower }
             }
-            _ = try await client.execute(
-                LESetExtendedAdvertisingData(advertisingHandle: handle, data: spec.beacon.advertisingData))
-            if let requested = spec.txPower, requested != selected {
+            if let requested = spec.txPower, let selected, requested != selected {
                 warnings.append(
                     "\(spec.label): requested TX power \(requested) dBm, the controller selected \(selected) dBm")
             }
             if let warning = calibrationWarning(spec, inUse: selected) { warnings.append(warning) }
             status.append(.init(spec: spec, address: spec.randomAddress ?? controllerAddress, handle: handle, txPower: selected))
         }
-        let sets = try status.map { try LESetExtendedAdvertisingEnable.AdvertisingSet(handle: $0.handle ?? 0) }
-        _ = try await client.execute(LESetExtendedAdvertisingEnable(enable: true, sets: sets))
+        _ = try await client.execute(Self.extendedEnableCommand(count: beacons.count))
         return AdvertisingStatus(mode: .extended, controllerAddress: controllerAddress, beacons: status, warnings: warnings)
     }
 

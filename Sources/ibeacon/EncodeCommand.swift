@@ -1,0 +1,119 @@
+import ArgumentParser
+import Foundation
+import IBeaconCore
+import IBeaconHost
+
+/// `--profile FILE`, or the beacon's fields on the command line.
+struct BeaconOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("Profile to read the beacon from.", valueName: "file"))
+    var profile: String?
+
+    @Option(help: ArgumentHelp("Proximity UUID (8-4-4-4-12), instead of --profile.", valueName: "uuid"))
+    var uuid: String?
+
+    @Option(help: ArgumentHelp("Major, 0…65535.", valueName: "n"))
+    var major: Int?
+
+    @Option(help: ArgumentHelp("Minor, 0…65535.", valueName: "n"))
+    var minor: Int?
+
+    @Option(help: ArgumentHelp("Measured power in dBm, -127…-1 (default -59).", valueName: "dBm"))
+    var measuredPower: Int?
+
+    @Option(help: ArgumentHelp("Advertising interval in ms, 20…10240 (default 100).", valueName: "ms"))
+    var intervalMs: Int?
+
+    func validate() throws {
+        if profile != nil {
+            if uuid != nil || major != nil || minor != nil || measuredPower != nil {
+                throw ValidationError("give either --profile or --uuid/--major/--minor/--measured-power, not both")
+            }
+            return
+        }
+        guard let uuid, major != nil, minor != nil else {
+            throw ValidationError("give --profile FILE, or --uuid, --major and --minor")
+        }
+        guard UUID(uuidString: uuid) != nil, uuid.count == 36 else {
+            throw ValidationError("--uuid \(uuid) is not a UUID like F7826DA6-4FA2-4E98-8024-BC5B71E0893E")
+        }
+        for (name, value) in [("--major", major), ("--minor", minor)] {
+            if let value, !(0...65535).contains(value) { throw ValidationError("\(name) \(value) is outside 0…65535") }
+        }
+        if let p = measuredPower, !(-127...(-1)).contains(p) {
+            throw ValidationError("--measured-power \(p) is outside -127…-1 dBm")
+        }
+        if let i = intervalMs, !(20...10240).contains(i) {
+            throw ValidationError("--interval-ms \(i) is outside 20…10240")
+        }
+    }
+
+    func spec() throws -> BeaconSpec {
+        if let profile {
+            var s = try beaconSpec(path: profile, forceRandomAddress: false)
+            if let intervalMs { s.intervalMilliseconds = intervalMs }
+            return s
+        }
+        // validate() checked every field.
+        let beacon = IBeacon(
+            proximityUUID: UUID(uuidString: uuid ?? "") ?? UUID(), major: UInt16(major ?? 0), minor: UInt16(minor ?? 0),
+            measuredPower: Int8(measuredPower ?? -59))
+        return BeaconSpec(beacon: beacon, intervalMilliseconds: intervalMs ?? 100, label: "command line")
+    }
+}
+
+struct EncodeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "encode",
+        abstract: "Print a beacon's advertising data and the HCI commands that advertise it.",
+        discussion: """
+            The advertising data is the 30-byte legacy payload (Flags + Apple manufacturer data).
+            The commands are H4 packets in hex, one per line, exactly as `ibeacon advertise` sends
+            them after reading the controller's address and features. On a serial or TCP
+            controller they are preceded by Reset, Set Event Mask and LE Set Event Mask.
+            """)
+
+    @OptionGroup var beacon: BeaconOptions
+
+    @Option(help: "Which command set to show: legacy or extended.")
+    var mode: AdvertisingMode = .legacy
+
+    @Flag(help: "Print one JSON object.")
+    var json = false
+
+    func validate() throws {
+        if mode == .auto { throw ValidationError("--mode for encode is legacy or extended (auto depends on the controller)") }
+    }
+
+    func run() async throws {
+        try await reporting {
+            let spec = try beacon.spec()
+            let commands: [any HCICommand] =
+                mode == .extended
+                ? [try LESetExtendedAdvertisingEnable(enable: false, sets: [])]
+                    + (try Advertiser.extendedSetCommands(for: spec, handle: 0))
+                    + [try Advertiser.extendedEnableCommand(count: 1)]
+                : try Advertiser.legacyCommands(for: spec)
+            let data = spec.beacon.advertisingData
+            if json {
+                printOut(
+                    jsonLine([
+                        "uuid": spec.beacon.uuidString, "major": Int(spec.beacon.major), "minor": Int(spec.beacon.minor),
+                        "measuredPower": Int(spec.beacon.measuredPower), "intervalMs": spec.intervalMilliseconds,
+                        "advertisingData": data.hexString, "mode": mode.rawValue,
+                        "commands": commands.map { c -> Any? in
+                            [("name", type(of: c).opcode.name), ("opcode", type(of: c).opcode.hex), ("h4", c.packet.bytes.hexString)]
+                                as [(String, Any?)]
+                        } as [Any?],
+                    ]))
+                return
+            }
+            printOut("# \(spec.beacon.uuidString) major \(spec.beacon.major) minor \(spec.beacon.minor), measured power \(spec.beacon.measuredPower) dBm, every \(spec.intervalMilliseconds) ms")
+            printOut("# advertising data (\(data.count) bytes):")
+            printOut(data.hexString)
+            printOut("# HCI commands (\(mode.rawValue) advertising), H4:")
+            for c in commands {
+                printOut("\(c.packet.bytes.hexString)  # \(type(of: c).opcode)")
+            }
+        }
+    }
+}

@@ -75,7 +75,8 @@ public final class BTSnoopFileRecorder: PacketRecorder {
 }
 
 /// Passes everything through to another transport and gives the recorder a copy of every
-/// packet sent and received.
+/// packet sent and received. A received packet is recorded as it is handed on to the
+/// consumer, so a reply is always recorded before any command sent in response to it.
 public final class RecordingTransport: HCITransport {
     private let inner: any HCITransport
     private let recorder: any PacketRecorder

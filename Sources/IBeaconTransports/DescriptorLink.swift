@@ -104,7 +104,7 @@ final class DescriptorLink: Sendable {
         guard case .some(let thread) = reader else { return }
         // Wake the reader first and wait for it, so it never sees the shutdown below as the
         // peer going away, and never reads a descriptor number that is being reused.
-        _ = try? wakeWrite.writeAll([1])
+        try? Sys.writeAll(wakeWrite, [1])
         if let thread, !thread.isCurrent { thread.join() }
         // A sender blocked in send(2) (peer not reading) is woken by the shutdown.
         if isSocket { Sys.shutdown(fd) }

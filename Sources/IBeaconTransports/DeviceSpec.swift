@@ -1,0 +1,120 @@
+import IBeaconHost
+
+/// Whether a serial line uses hardware flow control.
+public enum SerialFlowControl: Sendable, Hashable {
+    case none
+    /// RTS/CTS (`CRTSCTS`).
+    case rtsCts
+}
+
+/// Which controller to talk to, as the user wrote it with `--device`.
+///
+/// Accepted forms: `hciN` (or plain `N`), `serial:PATH[,BAUD][,rtscts]`, `tcp:HOST:PORT`
+/// (`tcp:[::1]:PORT` for IPv6), `btsnoop:FILE` (offline replay of a capture).
+public enum DeviceSpec: Sendable, Hashable, CustomStringConvertible {
+    /// A BlueZ adapter, reached through a raw HCI socket.
+    case hci(index: UInt16)
+    /// An H4 controller on a serial line.
+    case serial(path: String, baudRate: Int, flowControl: SerialFlowControl)
+    /// An H4 controller behind a TCP socket (e.g. Bumble's `tcp-server:` transport).
+    case tcp(host: String, port: UInt16)
+    /// A btsnoop capture replayed as if it were a controller.
+    case btsnoop(path: String)
+
+    /// The serial speed when none is given.
+    public static let defaultBaudRate = 115_200
+
+    /// The serial speeds `serial:` accepts (each has a termios constant on Linux).
+    public static let supportedBaudRates = [
+        9600, 19200, 38400, 57600, 115_200, 230_400, 460_800, 500_000, 921_600,
+        1_000_000, 1_500_000, 2_000_000, 3_000_000, 4_000_000,
+    ]
+
+    /// What every error message lists.
+    public static let acceptedForms =
+        "hciN (e.g. hci0), serial:/dev/ttyACM0[,BAUD][,rtscts], tcp:HOST:PORT or btsnoop:FILE"
+
+    /// Parses a device specification. Throws `TransportError(.badSpecification, …)` naming the
+    /// accepted forms.
+    public init(parsing text: String) throws(TransportError) {
+        func bad(_ why: String) -> TransportError {
+            TransportError(.badSpecification, "invalid device '\(text)': \(why)", hint: "expected \(Self.acceptedForms)")
+        }
+        if let rest = text.strippingPrefix("serial:") {
+            let parts = rest.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+            guard let path = parts.first, !path.isEmpty else { throw bad("the serial device path is missing") }
+            var baudRate: Int?
+            var flowControl: SerialFlowControl?
+            for option in parts.dropFirst() {
+                if option == "rtscts" {
+                    guard flowControl == nil else { throw bad("'rtscts' is given twice") }
+                    flowControl = .rtsCts
+                } else if !option.isEmpty, option.allSatisfy(\.isASCIIDigit), let rate = Int(option) {
+                    guard baudRate == nil else { throw bad("the baud rate is given twice") }
+                    guard Self.supportedBaudRates.contains(rate) else {
+                        throw bad(
+                            "unsupported baud rate \(option) (supported: "
+                                + Self.supportedBaudRates.map(String.init).joined(separator: ", ") + ")")
+                    }
+                    baudRate = rate
+                } else {
+                    throw bad("unknown serial option '\(option)' (expected a baud rate or 'rtscts')")
+                }
+            }
+            self = .serial(path: path, baudRate: baudRate ?? Self.defaultBaudRate, flowControl: flowControl ?? .none)
+        } else if let rest = text.strippingPrefix("tcp:") {
+            let host: Substring
+            let portText: Substring
+            if rest.hasPrefix("[") {
+                guard let close = rest.firstIndex(of: "]") else { throw bad("unterminated '[' in the IPv6 address") }
+                host = rest[rest.index(after: rest.startIndex)..<close]
+                let after = rest[rest.index(after: close)...]
+                guard after.hasPrefix(":") else { throw bad("expected ':PORT' after ']'") }
+                portText = after.dropFirst()
+            } else {
+                guard let colon = rest.lastIndex(of: ":") else { throw bad("the port is missing (tcp:HOST:PORT)") }
+                host = rest[..<colon]
+                portText = rest[rest.index(after: colon)...]
+                guard !host.contains(":") else { throw bad("write an IPv6 address in brackets: tcp:[::1]:PORT") }
+            }
+            guard !host.isEmpty else { throw bad("the host is missing (tcp:HOST:PORT)") }
+            guard !portText.isEmpty, portText.allSatisfy(\.isASCIIDigit), portText.count <= 5,
+                let port = Int(portText), (1...65535).contains(port)
+            else { throw bad("the port must be a number from 1 to 65535") }
+            self = .tcp(host: String(host), port: UInt16(port))
+        } else if let rest = text.strippingPrefix("btsnoop:") {
+            guard !rest.isEmpty else { throw bad("the capture file name is missing") }
+            self = .btsnoop(path: String(rest))
+        } else {
+            let digits = text.strippingPrefix("hci") ?? Substring(text)
+            guard !digits.isEmpty, digits.allSatisfy(\.isASCIIDigit), digits.count <= 5,
+                let index = Int(digits), index < 0xFFFF  // 0xFFFF is HCI_DEV_NONE
+            else { throw bad("unrecognised device") }
+            self = .hci(index: UInt16(index))
+        }
+    }
+
+    /// The canonical spelling; parsing it gives back the same value.
+    public var description: String {
+        switch self {
+        case .hci(let index):
+            return "hci\(index)"
+        case .serial(let path, let baudRate, let flowControl):
+            return "serial:\(path),\(baudRate)" + (flowControl == .rtsCts ? ",rtscts" : "")
+        case .tcp(let host, let port):
+            return host.contains(":") ? "tcp:[\(host)]:\(port)" : "tcp:\(host):\(port)"
+        case .btsnoop(let path):
+            return "btsnoop:\(path)"
+        }
+    }
+}
+
+extension String {
+    fileprivate func strippingPrefix(_ prefix: String) -> Substring? {
+        hasPrefix(prefix) ? self.dropFirst(prefix.count) : nil
+    }
+}
+
+extension Character {
+    fileprivate var isASCIIDigit: Bool { isASCII && isNumber }
+}

@@ -1,0 +1,114 @@
+import IBeaconCore
+import IBeaconHost
+import Logging
+import Synchronization
+import SystemPackage
+
+/// Writes every packet it is given to a btsnoop v1 file (datalink 1002, H4), which Wireshark,
+/// tshark and `btmon -r` open. Each record goes out in one `write(2)` as it happens, so a
+/// process killed mid-run leaves a readable file.
+public final class BTSnoopFileRecorder: PacketRecorder {
+    public let path: String
+    private let clock: @Sendable () -> Int64
+    private let logger: Logger
+    /// The open file, nil after `close()` or after a failed write.
+    private let file: Mutex<FileDescriptor?>
+    private let firstFailure: Mutex<TransportError?>
+
+    /// Creates (or truncates) `path` and writes the file header.
+    ///
+    /// - Parameter clock: wall-clock time in microseconds since the Unix epoch; nil for the
+    ///   system's real-time clock.
+    public init(
+        path: String, logger: Logger, clock: (@Sendable () -> Int64)? = nil
+    ) throws(TransportError) {
+        self.path = path
+        self.clock = clock ?? { Sys.realtimeMicroseconds() }
+        self.logger = logger
+        let fd: FileDescriptor
+        do {
+            fd = try Sys.createFile(path)
+            try Sys.writeAll(fd, BTSnoopFormat.fileHeader())
+        } catch .noSuchFileOrDirectory {
+            throw TransportError(.notFound, "cannot create \(path): its directory does not exist")
+        } catch let error where error == .permissionDenied || error == .readOnlyFileSystem {
+            throw TransportError(.permissionDenied, "cannot create \(path): \(error)", errno: error.rawValue)
+        } catch {
+            throw TransportError(.io, "cannot write \(path): \(error)", errno: error.rawValue)
+        }
+        self.file = Mutex(fd)
+        self.firstFailure = Mutex(nil)
+    }
+
+    deinit { close() }
+
+    /// The first write error, if recording stopped because of one.
+    public var failure: TransportError? { firstFailure.withLock { $0 } }
+
+    public func record(_ packet: H4Packet, direction: PacketDirection) {
+        let bytes = BTSnoopFormat.record(packet, direction: direction, unixMicroseconds: clock())
+        let error = file.withLock { (fd: inout FileDescriptor?) -> Errno? in
+            guard let descriptor = fd else { return nil }
+            do throws(Errno) {
+                try Sys.writeAll(descriptor, bytes)
+                return nil
+            } catch {
+                Sys.close(descriptor)
+                fd = nil
+                return error
+            }
+        }
+        if let error {
+            let failure = TransportError(.io, "recording to \(path) stopped: \(error)", errno: error.rawValue)
+            firstFailure.withLock { $0 = $0 ?? failure }
+            logger.error("\(failure)")
+        }
+    }
+
+    /// Closes the file; later records are dropped. Idempotent.
+    public func close() {
+        file.withLock { fd in
+            if let descriptor = fd { Sys.close(descriptor) }
+            fd = nil
+        }
+    }
+}
+
+/// Passes everything through to another transport and gives the recorder a copy of every
+/// packet sent and received. A received packet is recorded as it is handed on to the
+/// consumer, so a reply is always recorded before any command sent in response to it.
+public final class RecordingTransport: HCITransport {
+    private let inner: any HCITransport
+    private let recorder: any PacketRecorder
+    public let incoming: AsyncThrowingStream<H4Packet, any Error>
+
+    public init(wrapping inner: any HCITransport, recorder: any PacketRecorder) {
+        self.inner = inner
+        self.recorder = recorder
+        let (stream, continuation) = AsyncThrowingStream.makeStream(of: H4Packet.self, throwing: (any Error).self)
+        incoming = stream
+        let forwarder = Task {
+            do {
+                for try await packet in inner.incoming {
+                    recorder.record(packet, direction: .received)
+                    continuation.yield(packet)
+                }
+                continuation.finish()
+            } catch {
+                continuation.finish(throwing: error)
+            }
+        }
+        continuation.onTermination = { _ in forwarder.cancel() }
+    }
+
+    public var name: String { inner.name }
+
+    public func send(_ packet: H4Packet) async throws {
+        // Recorded before it is written: the reply may be read (and recorded) before the
+        // write returns, and the capture must show the command first.
+        recorder.record(packet, direction: .sent)
+        try await inner.send(packet)
+    }
+
+    public func close() { inner.close() }
+}

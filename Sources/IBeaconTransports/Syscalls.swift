@@ -1,0 +1,433 @@
+import CBlueZ
+import Glibc
+import SystemPackage
+
+// Every libc and libbluetooth call of this module lives in this file, behind small wrappers
+// that retry EINTR and report failure as `Errno`. Reads, writes, opens and closes of plain
+// descriptors go through swift-system's `FileDescriptor`; what it lacks is here.
+
+/// Calls `body` again while it fails with EINTR; returns its result or throws the errno.
+private func retryingOnInterrupt<T: SignedInteger>(_ body: () -> T) throws(Errno) -> T {
+    while true {
+        let result = body()
+        if result != -1 { return result }
+        let error = Errno(rawValue: Glibc.errno)
+        if error != .interrupted { throw error }
+    }
+}
+
+/// The errno left by the last failed call.
+private var lastErrno: Errno { Errno(rawValue: Glibc.errno) }
+
+enum Sys {
+    // MARK: - Descriptors
+
+    /// `pipe2(2)` with `O_CLOEXEC`.
+    static func pipe() throws(Errno) -> (readEnd: FileDescriptor, writeEnd: FileDescriptor) {
+        try FileDescriptor.pipe(options: .closeOnExec)
+    }
+
+    /// Opens a serial device with `O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC`: `O_NONBLOCK` so
+    /// that the open does not wait for carrier detect; `setBlocking` undoes it once CLOCAL is set.
+    static func openSerial(_ path: String) throws(Errno) -> FileDescriptor {
+        do {
+            return try FileDescriptor.open(
+                FilePath(path), .readWrite,
+                options: [.closeOnExec, .nonBlocking, FileDescriptor.OpenOptions(rawValue: O_NOCTTY)],
+                retryOnInterrupt: true)
+        } catch let error as Errno {
+            throw error
+        } catch {
+            throw .ioError  // FileDescriptor.open only throws Errno
+        }
+    }
+
+    /// `open(2)` for writing a new file (`O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC`, mode 0644).
+    static func createFile(_ path: String) throws(Errno) -> FileDescriptor {
+        do {
+            return try FileDescriptor.open(
+                FilePath(path), .writeOnly, options: [.create, .truncate, .closeOnExec],
+                permissions: [.ownerReadWrite, .groupRead, .otherRead], retryOnInterrupt: true)
+        } catch let error as Errno {
+            throw error
+        } catch {
+            throw .ioError
+        }
+    }
+
+    /// Reads a whole regular file with `open(2)`/`read(2)`.
+    static func readFile(_ path: String) throws(Errno) -> [UInt8] {
+        let fd: FileDescriptor
+        do {
+            fd = try FileDescriptor.open(FilePath(path), .readOnly, options: [.closeOnExec], retryOnInterrupt: true)
+        } catch let error as Errno {
+            throw error
+        } catch {
+            throw .ioError
+        }
+        defer { try? fd.close() }
+        var out: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n: Int
+            do {
+                n = try chunk.withUnsafeMutableBytes { try fd.read(into: $0, retryOnInterrupt: true) }
+            } catch let error as Errno {
+                throw error
+            } catch {
+                throw .ioError
+            }
+            if n == 0 { return out }
+            out.append(contentsOf: chunk[0..<n])
+        }
+    }
+
+    /// `read(2)` into `buffer`; returns the byte count (0 at end of file).
+    static func read(_ fd: FileDescriptor, into buffer: inout [UInt8]) throws(Errno) -> Int {
+        do {
+            return try buffer.withUnsafeMutableBytes { try fd.read(into: $0, retryOnInterrupt: true) }
+        } catch let error as Errno {
+            throw error
+        } catch {
+            throw .ioError
+        }
+    }
+
+    /// `write(2)` until every byte is written (a short write is continued, not reported).
+    static func writeAll(_ fd: FileDescriptor, _ bytes: [UInt8]) throws(Errno) {
+        do {
+            _ = try fd.writeAll(bytes)
+        } catch let error as Errno {
+            throw error
+        } catch {
+            throw .ioError
+        }
+    }
+
+    /// `send(2)` with `MSG_NOSIGNAL` (a closed peer gives EPIPE instead of killing the process
+    /// with SIGPIPE), continued until every byte is sent.
+    static func sendAll(_ fd: FileDescriptor, _ bytes: [UInt8]) throws(Errno) {
+        var offset = 0
+        while offset < bytes.count {
+            let n = try retryingOnInterrupt {
+                bytes.withUnsafeBytes { buffer in
+                    Glibc.send(fd.rawValue, buffer.baseAddress! + offset, buffer.count - offset, Int32(MSG_NOSIGNAL))
+                }
+            }
+            offset += n
+        }
+    }
+
+    /// `close(2)`; errors are ignored because the descriptor is released either way on Linux.
+    static func close(_ fd: FileDescriptor) {
+        try? fd.close()
+    }
+
+    /// `poll(2)` on `descriptors` (descriptor, requested events); `timeoutMilliseconds` of -1 waits
+    /// forever. Returns the returned events in the same order.
+    static func poll(_ descriptors: [(FileDescriptor, Int16)], timeoutMilliseconds: Int32) throws(Errno) -> [Int16] {
+        var fds = descriptors.map { pollfd(fd: $0.0.rawValue, events: $0.1, revents: 0) }
+        _ = try retryingOnInterrupt { Glibc.poll(&fds, nfds_t(fds.count), timeoutMilliseconds) }
+        return fds.map(\.revents)
+    }
+
+    static let pollIn = Int16(POLLIN)
+    static let pollOut = Int16(POLLOUT)
+    static let pollHangUp = Int16(POLLHUP)
+    static let pollError = Int16(POLLERR)
+    static let pollInvalid = Int16(POLLNVAL)
+
+    /// `fcntl(F_SETFL)` to clear or set `O_NONBLOCK`.
+    static func setNonBlocking(_ fd: FileDescriptor, _ nonBlocking: Bool) throws(Errno) {
+        let flags = try retryingOnInterrupt { fcntl(fd.rawValue, F_GETFL) }
+        let updated = nonBlocking ? flags | O_NONBLOCK : flags & ~O_NONBLOCK
+        _ = try retryingOnInterrupt { fcntl(fd.rawValue, F_SETFL, updated) }
+    }
+
+    // MARK: - Sockets
+
+    /// `socket(2)`; `type` is combined with `SOCK_CLOEXEC` (and `SOCK_NONBLOCK` if asked).
+    static func socket(domain: Int32, type: Int32, protocol proto: Int32, nonBlocking: Bool = false) throws(Errno)
+        -> FileDescriptor
+    {
+        let flags = Int32(SOCK_CLOEXEC.rawValue) | (nonBlocking ? Int32(SOCK_NONBLOCK.rawValue) : 0)
+        let fd = try retryingOnInterrupt { Glibc.socket(domain, type | flags, proto) }
+        return FileDescriptor(rawValue: fd)
+    }
+
+    /// `shutdown(2)` of both directions; wakes a thread blocked in `send` on this socket.
+    static func shutdown(_ fd: FileDescriptor) {
+        _ = Glibc.shutdown(fd.rawValue, Int32(SHUT_RDWR))
+    }
+
+    /// `setsockopt(2)` with a value of type `T`.
+    static func setOption<T: BitwiseCopyable>(_ fd: FileDescriptor, level: Int32, name: Int32, _ value: T) throws(Errno) {
+        var value = value
+        _ = try retryingOnInterrupt {
+            setsockopt(fd.rawValue, level, name, &value, socklen_t(MemoryLayout<T>.size))
+        }
+    }
+
+    /// Sets `TCP_NODELAY`: HCI commands are small and must not wait for Nagle's algorithm.
+    static func setTCPNoDelay(_ fd: FileDescriptor) throws(Errno) {
+        try setOption(fd, level: Int32(IPPROTO_TCP), name: TCP_NODELAY, Int32(1))
+    }
+
+    /// `getsockopt(SO_ERROR)`: the outcome of a non-blocking `connect`.
+    static func pendingSocketError(_ fd: FileDescriptor) throws(Errno) -> Errno? {
+        var value: Int32 = 0
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        _ = try retryingOnInterrupt { getsockopt(fd.rawValue, SOL_SOCKET, SO_ERROR, &value, &length) }
+        return value == 0 ? nil : Errno(rawValue: value)
+    }
+
+    /// One address `getaddrinfo` returned.
+    struct ResolvedAddress: @unchecked Sendable {
+        var family: Int32
+        var socketType: Int32
+        var socketProtocol: Int32
+        var storage: sockaddr_storage
+        var length: socklen_t
+        /// The address in numeric form (`127.0.0.1`, `::1`), from `getnameinfo(3)`.
+        var numericHost: String
+    }
+
+    /// `getaddrinfo(3)` for a TCP stream to `host`:`port`. On failure returns the
+    /// `gai_strerror(3)` text.
+    static func resolveTCP(host: String, port: UInt16) -> Result<[ResolvedAddress], ResolveFailure> {
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_flags = AI_ADDRCONFIG | AI_NUMERICSERV
+        var list: UnsafeMutablePointer<addrinfo>?
+        var rc: Int32
+        repeat {
+            rc = getaddrinfo(host, String(port), &hints, &list)
+        } while rc == EAI_SYSTEM && Glibc.errno == EINTR
+        guard rc == 0 else {
+            return .failure(ResolveFailure(code: rc, message: String(cString: gai_strerror(rc))))
+        }
+        defer { freeaddrinfo(list) }
+        var out: [ResolvedAddress] = []
+        var cursor = list
+        while let info = cursor {
+            defer { cursor = info.pointee.ai_next }
+            guard let address = info.pointee.ai_addr,
+                Int(info.pointee.ai_addrlen) <= MemoryLayout<sockaddr_storage>.size
+            else { continue }
+            var storage = sockaddr_storage()
+            withUnsafeMutableBytes(of: &storage) { raw in
+                raw.copyMemory(from: UnsafeRawBufferPointer(start: address, count: Int(info.pointee.ai_addrlen)))
+            }
+            var hostBuffer = [CChar](repeating: 0, count: Int(NI_MAXHOST))
+            let named = getnameinfo(
+                address, info.pointee.ai_addrlen, &hostBuffer, socklen_t(hostBuffer.count), nil, 0, NI_NUMERICHOST)
+            let numeric = named == 0 ? String(decoding: hostBuffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : host
+            out.append(
+                ResolvedAddress(
+                    family: info.pointee.ai_family, socketType: info.pointee.ai_socktype,
+                    socketProtocol: info.pointee.ai_protocol, storage: storage, length: info.pointee.ai_addrlen,
+                    numericHost: numeric))
+        }
+        return .success(out)
+    }
+
+    struct ResolveFailure: Error {
+        var code: Int32
+        var message: String
+    }
+
+    /// `connect(2)` on a non-blocking socket. Returns true when connected at once, false when
+    /// the connection is in progress (EINPROGRESS; EINTR means the same for connect).
+    static func startConnect(_ fd: FileDescriptor, to address: ResolvedAddress) throws(Errno) -> Bool {
+        var storage = address.storage
+        let rc = withUnsafePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd.rawValue, $0, address.length) }
+        }
+        if rc == 0 { return true }
+        let error = lastErrno
+        if error == .nowInProgress || error == .interrupted { return false }
+        throw error
+    }
+
+    // MARK: - Serial lines
+
+    /// The termios speed constant for `baudRate`, or nil when the kernel has none.
+    static func speed(forBaudRate baudRate: Int) -> speed_t? {
+        switch baudRate {
+        case 9600: speed_t(B9600)
+        case 19200: speed_t(B19200)
+        case 38400: speed_t(B38400)
+        case 57600: speed_t(B57600)
+        case 115200: speed_t(B115200)
+        case 230400: speed_t(B230400)
+        case 460800: speed_t(B460800)
+        case 500000: speed_t(B500000)
+        case 921600: speed_t(B921600)
+        case 1_000_000: speed_t(B1000000)
+        case 1_500_000: speed_t(B1500000)
+        case 2_000_000: speed_t(B2000000)
+        case 3_000_000: speed_t(B3000000)
+        case 4_000_000: speed_t(B4000000)
+        default: nil
+        }
+    }
+
+    /// `tcgetattr`/`cfmakeraw`/`cfsetispeed`/`cfsetospeed`/`tcsetattr`/`tcflush`: 8N1 raw mode at
+    /// `speed`, receiver on, modem lines ignored (CLOCAL), RTS/CTS as asked, reads return as soon
+    /// as one byte is there (VMIN 1, VTIME 0); bytes received before now are discarded.
+    /// Throws ENOTTY when `fd` is not a terminal.
+    static func configureRawSerial(_ fd: FileDescriptor, speed: speed_t, rtscts: Bool) throws(Errno) {
+        var tio = termios()
+        _ = try retryingOnInterrupt { tcgetattr(fd.rawValue, &tio) }
+        cfmakeraw(&tio)
+        _ = try retryingOnInterrupt { cfsetispeed(&tio, speed) }
+        _ = try retryingOnInterrupt { cfsetospeed(&tio, speed) }
+        tio.c_cflag |= tcflag_t(CLOCAL | CREAD)
+        if rtscts {
+            tio.c_cflag |= tcflag_t(CRTSCTS)
+        } else {
+            tio.c_cflag &= ~tcflag_t(CRTSCTS)
+        }
+        withUnsafeMutableBytes(of: &tio.c_cc) { cc in
+            cc[Int(VMIN)] = 1
+            cc[Int(VTIME)] = 0
+        }
+        _ = try retryingOnInterrupt { tcsetattr(fd.rawValue, TCSANOW, &tio) }
+        _ = try retryingOnInterrupt { tcflush(fd.rawValue, TCIOFLUSH) }
+    }
+
+    // MARK: - BlueZ HCI sockets
+
+    /// `socket(AF_BLUETOOTH, SOCK_RAW | SOCK_CLOEXEC, BTPROTO_HCI)`.
+    static func hciSocket() throws(Errno) -> FileDescriptor {
+        try socket(domain: AF_BLUETOOTH, type: Int32(SOCK_RAW.rawValue), protocol: BTPROTO_HCI)
+    }
+
+    /// `setsockopt(SOL_HCI, HCI_FILTER)` letting every event through (including 0xFD, stack
+    /// internal) and nothing else, with libbluetooth's `hci_filter_*` helpers. Without it a raw
+    /// socket receives no events at all.
+    static func setHCIEventFilter(_ fd: FileDescriptor) throws(Errno) {
+        var filter = hci_filter()
+        hci_filter_clear(&filter)
+        hci_filter_set_ptype(HCI_EVENT_PKT, &filter)
+        hci_filter_all_events(&filter)
+        try setOption(fd, level: SOL_HCI, name: HCI_FILTER, filter)
+    }
+
+    /// What `HCIGETDEVINFO` tells about one adapter.
+    struct HCIDeviceInfo {
+        var index: UInt16
+        /// `hci0`.
+        var name: String
+        /// BD_ADDR, least significant byte first.
+        var address: [UInt8]
+        var isUp: Bool
+        /// `hci_dev_info.type`: bus in bits 0-3, controller type in bits 4-5.
+        var type: UInt8
+    }
+
+    /// libbluetooth's `hci_devinfo` (ioctl `HCIGETDEVINFO` on a socket of its own).
+    static func hciDeviceInfo(index: UInt16) throws(Errno) -> HCIDeviceInfo {
+        var info = hci_dev_info()
+        _ = try retryingOnInterrupt { hci_devinfo(Int32(index), &info) }
+        let name = withUnsafeBytes(of: info.name) { raw in
+            String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+        }
+        let address = withUnsafeBytes(of: info.bdaddr) { Array($0) }
+        let isUp = info.flags & (UInt32(1) << UInt32(HCI_UP)) != 0
+        return HCIDeviceInfo(index: info.dev_id, name: name, address: address, isUp: isUp, type: info.type)
+    }
+
+    /// ioctl `HCIGETDEVLIST`: the index of every registered adapter, up or down. (libbluetooth's
+    /// `hci_for_each_dev` only visits adapters with a given flag set, so it cannot list down ones.)
+    static func hciDeviceList(_ fd: FileDescriptor) throws(Errno) -> [UInt16] {
+        let maximum = 256
+        let headerSize = MemoryLayout<hci_dev_list_req>.size
+        let entryStride = MemoryLayout<hci_dev_req>.stride
+        let buffer = UnsafeMutableRawPointer.allocate(
+            byteCount: headerSize + maximum * entryStride, alignment: MemoryLayout<hci_dev_req>.alignment)
+        defer { buffer.deallocate() }
+        buffer.initializeMemory(as: UInt8.self, repeating: 0, count: headerSize + maximum * entryStride)
+        buffer.storeBytes(of: UInt16(maximum), as: UInt16.self)
+        _ = try retryingOnInterrupt { ioctl(fd.rawValue, ibeacon_HCIGETDEVLIST, buffer) }
+        let count = min(Int(buffer.load(as: UInt16.self)), maximum)
+        return (0..<count).map { i in
+            buffer.load(fromByteOffset: headerSize + i * entryStride, as: hci_dev_req.self).dev_id
+        }
+    }
+
+    /// ioctl `HCIDEVUP`: powers the adapter on (needs CAP_NET_ADMIN).
+    static func hciDeviceUp(_ fd: FileDescriptor, index: UInt16) throws(Errno) {
+        _ = try retryingOnInterrupt { ioctl(fd.rawValue, ibeacon_HCIDEVUP, Int32(index)) }
+    }
+
+    /// `bind(2)` to adapter `index` on `HCI_CHANNEL_RAW`: shares the controller with the kernel.
+    static func bindHCIRaw(_ fd: FileDescriptor, index: UInt16) throws(Errno) {
+        var address = sockaddr_hci()
+        address.hci_family = sa_family_t(AF_BLUETOOTH)
+        address.hci_dev = index
+        address.hci_channel = UInt16(HCI_CHANNEL_RAW)
+        _ = try retryingOnInterrupt {
+            withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd.rawValue, $0, socklen_t(MemoryLayout<sockaddr_hci>.size))
+                }
+            }
+        }
+    }
+
+    static let hciEventPacket = UInt8(HCI_EVENT_PKT)
+    static let stackInternalEvent = UInt8(EVT_STACK_INTERNAL)
+    static let stackInternalDevice = UInt16(EVT_SI_DEVICE)
+    static let deviceDown = UInt16(HCI_DEV_DOWN)
+    static let deviceUnregistered = UInt16(HCI_DEV_UNREG)
+    /// ERFKILL, which swift-system does not name.
+    static let rfkilled = Errno(rawValue: ERFKILL)
+
+    // MARK: - Threads
+
+    /// A joinable POSIX thread.
+    final class Thread: @unchecked Sendable {
+        // Written once in `spawnThread`, then only read.
+        fileprivate var handle = pthread_t()
+
+        /// `pthread_join(3)`. Call exactly once, never from the thread itself.
+        func join() { _ = pthread_join(handle, nil) }
+
+        /// `pthread_equal(pthread_self(), …)`.
+        var isCurrent: Bool { pthread_equal(pthread_self(), handle) != 0 }
+    }
+
+    private final class ThreadBody {
+        let body: @Sendable () -> Void
+        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+    }
+
+    /// `pthread_create(3)` running `body`.
+    static func spawnThread(_ body: @escaping @Sendable () -> Void) throws(Errno) -> Thread {
+        let thread = Thread()
+        let context = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
+        let rc = pthread_create(
+            &thread.handle, nil,
+            { argument in
+                guard let argument else { return nil }
+                Unmanaged<ThreadBody>.fromOpaque(argument).takeRetainedValue().body()
+                return nil
+            }, context)
+        guard rc == 0 else {
+            Unmanaged<ThreadBody>.fromOpaque(context).release()
+            throw Errno(rawValue: rc)
+        }
+        return thread
+    }
+
+    // MARK: - Time
+
+    /// `clock_gettime(CLOCK_REALTIME)` in microseconds since the Unix epoch.
+    static func realtimeMicroseconds() -> Int64 {
+        var ts = timespec()
+        _ = clock_gettime(CLOCK_REALTIME, &ts)
+        return Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1000
+    }
+}

@@ -1,0 +1,49 @@
+import IBeaconCore
+import IBeaconHost
+@testable import IBeaconTransports
+import Testing
+
+/// This machine's kernel has no Bluetooth: socket(AF_BLUETOOTH) really fails with EAFNOSUPPORT.
+@Suite struct BlueZTests {
+    @Test func openingAnAdapterSaysBluetoothIsUnavailable() {
+        let error = transportError { _ = try openTransport(DeviceSpec(parsing: "hci0"), logger: testLogger) }
+        #expect(error?.kind == .bluetoothUnavailable)
+        #expect(
+            error?.message == "this kernel has no Bluetooth support (socket(AF_BLUETOOTH) failed with EAFNOSUPPORT)")
+        #expect(error?.hint?.contains("bluetooth module") == true)
+        #expect(error?.errno == 97)  // EAFNOSUPPORT on Linux
+    }
+
+    @Test func listingAdaptersSaysBluetoothIsUnavailable() {
+        let error = transportError { _ = try listAdapters() }
+        #expect(error?.kind == .bluetoothUnavailable)
+    }
+
+    @Test func adapterDescriptionsUseBlueZNames() {
+        // Values of HCI_USB, HCI_UART, HCI_VIRTUAL in BlueZ lib/hci.h.
+        #expect(HCIBusType(rawValue: 1).description == "USB")
+        #expect(HCIBusType(rawValue: 3).description == "UART")
+        #expect(HCIBusType(rawValue: 0).description == "Virtual")
+        #expect(HCIBusType(rawValue: 0x0E).description == "unknown bus (14)")
+        #expect(HCIControllerType(rawValue: 0).description == "Primary")
+    }
+
+    @Test func stackInternalDeviceDownEndsTheLink() {
+        // Event 0xFD, length 6: hci_ev_stack_internal type 0x0001 (EVT_SI_DEVICE), then
+        // evt_si_device event 0x0004 (HCI_DEV_DOWN), dev_id 0x0002 — little-endian.
+        let down = H4Packet(type: .event, body: [0xFD, 0x06, 0x01, 0x00, 0x04, 0x00, 0x02, 0x00])
+        #expect(BlueZHCITransport.deviceGone(down, index: 2)?.kind == .disconnected)
+        #expect(BlueZHCITransport.deviceGone(down, index: 2)?.message == "hci2 went down")
+        // Another adapter going down is not ours.
+        #expect(BlueZHCITransport.deviceGone(down, index: 1) == nil)
+        // HCI_DEV_UP (3) is no reason to stop.
+        let up = H4Packet(type: .event, body: [0xFD, 0x06, 0x01, 0x00, 0x03, 0x00, 0x02, 0x00])
+        #expect(BlueZHCITransport.deviceGone(up, index: 2) == nil)
+        // HCI_DEV_UNREG (2).
+        let removed = H4Packet(type: .event, body: [0xFD, 0x06, 0x01, 0x00, 0x02, 0x00, 0x02, 0x00])
+        #expect(BlueZHCITransport.deviceGone(removed, index: 2)?.message == "hci2 was removed")
+        // Truncated stack-internal events are passed on, not trapped on.
+        #expect(BlueZHCITransport.deviceGone(H4Packet(type: .event, body: [0xFD, 0x01, 0x01]), index: 0) == nil)
+        #expect(BlueZHCITransport.deviceGone(Vectors.resetComplete, index: 0) == nil)
+    }
+}

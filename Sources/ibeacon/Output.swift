@@ -14,7 +14,11 @@ var stdoutIsTerminal: Bool { isatty(STDOUT_FILENO) != 0 }
 
 /// Renders a JSON object from ordered pairs, so scripts see stable key order.
 func jsonLine(_ pairs: KeyValuePairs<String, Any?>) -> String {
-    "{" + pairs.map { "\(jsonString($0.key)):\(jsonValue($0.value))" }.joined(separator: ",") + "}"
+    jsonLine(pairs.map { ($0.key, $0.value) })
+}
+
+func jsonLine(_ pairs: [(String, Any?)]) -> String {
+    "{" + pairs.map { "\(jsonString($0.0)):\(jsonValue($0.1))" }.joined(separator: ",") + "}"
 }
 
 func jsonValue(_ v: Any?) -> String {

@@ -1,0 +1,197 @@
+import ArgumentParser
+import Foundation
+import IBeaconCore
+import IBeaconHost
+
+struct CalibrateCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "calibrate",
+        abstract: "Measure a beacon's RSSI at 1 m and write its measured power into the profile.",
+        discussion: """
+            Hold this receiver 1 m from the beacon, in the open, facing it. The tool collects the
+            RSSI of every advertisement from the beacon the profile names, estimates the RSSI at
+            1 m robustly (deep fades and per-channel offsets do not drag it), and stops once the
+            95 % confidence interval is within ±--precision dB (after at least 30 samples) or at
+            --duration. It then writes measuredPower (rounded dBm) and a calibration record into
+            the profile, atomically, keeping every other key.
+
+            --offset corrects for a receiver that reads a known number of dB weaker (positive)
+            or stronger (negative) than a reference phone.
+            """)
+
+    @Option(help: ArgumentHelp("Profile of the beacon to calibrate; measuredPower is written back.", valueName: "file"))
+    var profile: String?
+
+    @Option(help: ArgumentHelp("Calibrate a beacon without a profile: its UUID (with --major, --minor, --write).", valueName: "uuid"))
+    var uuid: String?
+    @Option(help: ArgumentHelp("Major of the beacon without a profile.", valueName: "n"))
+    var major: Int?
+    @Option(help: ArgumentHelp("Minor of the beacon without a profile.", valueName: "n"))
+    var minor: Int?
+    @Option(help: ArgumentHelp("With --uuid/--major/--minor: the profile file to create or update.", valueName: "file"))
+    var write: String?
+
+    @OptionGroup var device: DeviceOptions
+
+    @Option(help: ArgumentHelp("Give up after this many seconds.", valueName: "seconds"))
+    var duration: Double = 30
+    @Option(help: ArgumentHelp("Stop when the 95 % interval is within ± this many dB.", valueName: "dB"))
+    var precision: Double = 1
+    @Option(help: ArgumentHelp("dB to add to every sample (receiver correction).", valueName: "dB"))
+    var offset: Double = 0
+    @Option(help: ArgumentHelp("Only this transmitter, when several carry the same identity.", valueName: "address"))
+    var address: String?
+    @Flag(help: "Measure and show the result, but write nothing.")
+    var dryRun = false
+    @Flag(help: "Print the result as one JSON object.")
+    var json = false
+    @OptionGroup var logging: LoggingOptions
+
+    func validate() throws {
+        if profile != nil && (uuid != nil || major != nil || minor != nil || write != nil) {
+            throw ValidationError("give either --profile FILE, or --uuid/--major/--minor with --write FILE")
+        }
+        if profile == nil {
+            guard let uuid, let major, let minor else {
+                throw ValidationError("give --profile FILE, or --uuid, --major, --minor and --write FILE")
+            }
+            guard UUID(uuidString: uuid) != nil else { throw ValidationError("--uuid \(uuid) is not a UUID") }
+            guard (0...65535).contains(major), (0...65535).contains(minor) else {
+                throw ValidationError("--major and --minor must be within 0…65535")
+            }
+            if write == nil && !dryRun { throw ValidationError("--uuid/--major/--minor need --write FILE (or --dry-run)") }
+        }
+        guard duration > 0, duration <= 3600 else { throw ValidationError("--duration must be within 0…3600 seconds") }
+        guard precision > 0, precision <= 20 else { throw ValidationError("--precision must be within 0…20 dB") }
+        guard abs(offset) <= 40 else { throw ValidationError("--offset must be within -40…40 dB") }
+        if let address, BDAddress(address) == nil {
+            throw ValidationError("--address \(address) is not a Bluetooth address like AA:BB:CC:DD:EE:FF")
+        }
+    }
+
+    func run() async throws {
+        let logger = logging.makeLogger()
+        let command = self
+        try await reporting {
+            try await runUntilSignalled { try await command.calibrate(logger: logger) }
+        }
+    }
+
+    func calibrate(logger: Logger) async throws {
+        // Everything that can be checked before scanning is checked first, so a read-only or
+        // broken profile fails in a second, not after 30 s of measuring.
+        let path = profile ?? write
+        var existing: Profile?
+        if let path, profile != nil || FileManager.default.fileExists(atPath: path) {
+            existing = try Profile.load(bytes: ProfileStore.read(path), file: path)
+        }
+        let target: CalibrationTarget
+        if let existing {
+            target = CalibrationTarget(
+                proximityUUID: existing.uuid, major: existing.major, minor: existing.minor,
+                address: address.flatMap(BDAddress.init))
+        } else {
+            target = CalibrationTarget(
+                proximityUUID: UUID(uuidString: uuid ?? "") ?? UUID(), major: UInt16(major ?? 0),
+                minor: UInt16(minor ?? 0), address: address.flatMap(BDAddress.init))
+        }
+        var lock: ProfileStore.Lock?
+        if !dryRun, let path, existing != nil {
+            try ProfileStore.checkWritable(path)
+            lock = try ProfileStore.lock(path)
+        }
+        defer { lock?.unlock() }
+
+        var settings = CalibrationSettings()
+        settings.maximumDuration = .milliseconds(Int64(duration * 1000))
+        settings.precision = precision
+        settings.offset = offset
+        settings.notHeardTimeout = .milliseconds(Int64(min(duration, 10) * 1000))
+
+        let spec = try device.spec()
+        let client = try await device.connect(logger: logger)
+        let receiverAddress: BDAddress?
+        do {
+            receiverAddress = try await client.execute(ReadBDAddr())
+        } catch {
+            await client.close()
+            throw error
+        }
+        let calibrator = Calibrator(
+            scanner: Scanner(ownsController: spec.isExclusive, logger: logger), target: target, settings: settings,
+            logger: logger)
+        let live = stdoutIsTerminal && !json
+        if !json {
+            printOut("calibrating \(target.identity) through \(device.deviceText); hold the receiver 1 m from the beacon")
+        }
+        let result: CalibrationResult
+        do {
+            result = try await calibrator.run(on: client) { collector, elapsed in
+                guard live else { return }
+                let e = collector.estimate()
+                let estimate = e.map { String(format: "%.1f ± %.1f dBm", $0.value + settings.offset, $0.halfWidth95) } ?? "…"
+                FileHandle.standardOutput.write(
+                    Data("\r\u{1B}[K  \(collector.samples.count) samples, \(String(format: "%.1f", elapsed.seconds)) s: \(estimate)".utf8))
+            }
+        } catch {
+            if live { printOut("") }
+            await client.close()
+            throw error
+        }
+        await client.close()
+        if live { printOut("") }
+
+        let record = CalibrationRecord(
+            timestamp: Date(), samples: result.samples.count, estimate: result.estimate, interval95: result.halfWidth95,
+            spread: result.spread, method: result.method, receiver: device.deviceText,
+            receiverAddress: receiverAddress?.description ?? "unknown", offset: offset,
+            txPower: existing?.txPower)
+        let spreadWarning = result.spread > 8
+        if json {
+            printOut(
+                jsonLine([
+                    "uuid": target.proximityUUID.uuidString, "major": Int(target.major), "minor": Int(target.minor),
+                    "address": result.address.description, "measuredPower": result.measuredPower,
+                    "estimate": result.estimate, "interval95": result.halfWidth95, "spread": result.spread,
+                    "samples": result.samples.count, "seconds": result.elapsed.seconds,
+                    "precisionReached": result.precisionReached, "method": result.method,
+                    "previousMeasuredPower": existing.map { $0.measuredPower }, "written": !dryRun && path != nil,
+                    "file": path,
+                ]))
+        } else {
+            printOut(Histogram(samples: result.samples).render(width: 40))
+            printOut(
+                String(
+                    format: "estimate %.2f dBm, 95%% interval ±%.2f dB, spread (σ) %.1f dB, %d samples in %.1f s",
+                    result.estimate, result.halfWidth95, result.spread, result.samples.count, result.elapsed.seconds)
+                    + " (\(result.method))")
+            printOut(
+                result.precisionReached
+                    ? "precision ±\(precision) dB reached"
+                    : "precision ±\(precision) dB NOT reached within \(Int(duration)) s; the estimate is less certain")
+        }
+        if spreadWarning {
+            logger.warning(
+                "the RSSI spread is \(String(format: "%.1f", result.spread)) dB (over 8 dB): reflections or obstacles; move to a clearer spot and calibrate again")
+        }
+        guard !dryRun, let path else {
+            if !json { printOut("measured power \(result.measuredPower) dBm (dry run: nothing written)") }
+            return
+        }
+        var updated = existing ?? Profile.new(uuid: target.proximityUUID, major: target.major, minor: target.minor, measuredPower: result.measuredPower, name: nil)
+        if existing != nil {
+            // Re-read under the lock, so edits made while measuring are kept.
+            updated = try Profile.load(bytes: ProfileStore.read(path), file: path)
+        }
+        updated.applyCalibration(measuredPower: result.measuredPower, record: record)
+        if existing != nil {
+            try ProfileStore.writeAtomically(path, updated.encoded())
+        } else {
+            try ProfileStore.create(path, updated.encoded(), overwrite: false)
+        }
+        if !json {
+            let was = existing.map { " (was \($0.measuredPower) dBm)" } ?? ""
+            printOut("wrote measuredPower \(result.measuredPower) dBm to \(path)\(was)")
+        }
+    }
+}

@@ -1,0 +1,130 @@
+import ArgumentParser
+import IBeaconCore
+import IBeaconHost
+
+struct DecodeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "decode",
+        abstract: "Decode advertising data, or a whole HCI event packet (LE Advertising Report).",
+        discussion: """
+            HEX may use spaces, colons or 0x prefixes. An HCI event is recognised by its first
+            bytes: 04 3E … (H4, with the packet type) or 3E … (event code first); anything else
+            is read as advertising data. Every AD structure is shown, with the iBeacon fields
+            when present. Malformed input is reported with the offset, never guessed at.
+            """)
+
+    @Argument(help: ArgumentHelp("Bytes in hex.", valueName: "hex"))
+    var hex: [String]
+
+    @Option(help: "Read HEX as: auto, ad (advertising data) or event (HCI event).")
+    var `as`: InputKind = .auto
+
+    @Flag(help: "Print one JSON object.")
+    var json = false
+
+    enum InputKind: String, ExpressibleByArgument, CaseIterable {
+        case auto, ad, event
+    }
+
+    func run() async throws {
+        try await reporting {
+            let text = hex.joined(separator: " ")
+            guard let bytes = [UInt8](hex: text) else {
+                throw CLIError(
+                    "decode: '\(text.prefix(80))' is not hex (expected pairs of hex digits, optionally separated by spaces or colons)",
+                    code: Exit.dataError)
+            }
+            guard !bytes.isEmpty else { throw CLIError("decode: no bytes given", code: Exit.dataError) }
+            var kind = `as`
+            if kind == .auto {
+                kind = (bytes.count >= 2 && bytes[0] == 0x04 && bytes[1] == 0x3E) || bytes[0] == 0x3E ? .event : .ad
+            }
+            if kind == .ad {
+                let structures = try parseAD(bytes, what: "advertising data")
+                if json {
+                    printOut(jsonLine(["kind": "advertisingData"] + adJSON(bytes, structures)))
+                } else {
+                    printAD(structures, indent: "")
+                }
+                return
+            }
+            let body = bytes.first == 0x04 ? Array(bytes.dropFirst()) : bytes
+            let event: HCIEvent
+            do {
+                event = try HCIEvent.decode(body)
+            } catch {
+                throw CLIError("decode: not a valid HCI event: \(error)", code: Exit.dataError)
+            }
+            let sightings = Sighting.all(in: event)
+            if sightings.isEmpty {
+                let summary = "\(event)"
+                if json {
+                    printOut(jsonLine(["kind": "event", "event": summary]))
+                } else {
+                    printOut("HCI event: \(summary)")
+                }
+                return
+            }
+            var reports: [Any?] = []
+            for (i, s) in sightings.enumerated() {
+                let structures = try parseAD(s.data, what: "report \(i + 1) data")
+                if json {
+                    reports.append(
+                        [
+                            ("address", s.address.description), ("addressType", s.addressType.description),
+                            ("rssi", s.rssi.map { Int($0) }), ("extended", s.extended),
+                        ] + adJSON(s.data, structures))
+                } else {
+                    printOut("report \(i + 1) of \(sightings.count): \(s.address) (\(s.addressType)), RSSI \(s.rssi.map { "\($0) dBm" } ?? "not available")\(s.extended ? ", extended" : "")")
+                    printAD(structures, indent: "  ")
+                }
+            }
+            if json { printOut(jsonLine(["kind": "advertisingReport", "reports": reports])) }
+        }
+    }
+
+    private func parseAD(_ bytes: [UInt8], what: String) throws -> [ADStructure] {
+        do {
+            return try ADStructure.parse(bytes)
+        } catch {
+            throw CLIError("decode: malformed \(what): \(error)", code: Exit.dataError)
+        }
+    }
+
+    private func adJSON(_ bytes: [UInt8], _ structures: [ADStructure]) -> [(String, Any?)] {
+        let beacon = IBeacon.find(in: structures)
+        return [
+            ("data", bytes.hexString),
+            (
+                "structures",
+                structures.map { s -> Any? in
+                    [("type", Int(s.type.rawValue)), ("name", s.type.name), ("data", s.data.hexString), ("summary", s.summary)]
+                        as [(String, Any?)]
+                } as [Any?]
+            ),
+            (
+                "ibeacon",
+                beacon.map {
+                    [
+                        ("uuid", $0.uuidString), ("major", Int($0.major)), ("minor", Int($0.minor)),
+                        ("measuredPower", Int($0.measuredPower)),
+                    ] as [(String, Any?)]
+                }
+            ),
+        ]
+    }
+
+    private func printAD(_ structures: [ADStructure], indent: String) {
+        if structures.isEmpty { printOut("\(indent)(no AD structures)") }
+        for s in structures {
+            printOut("\(indent)\(s.type): \(s.summary)")
+        }
+        if let b = IBeacon.find(in: structures) {
+            printOut("\(indent)iBeacon: UUID \(b.uuidString), major \(b.major) (0x\(String(b.major, radix: 16))), minor \(b.minor) (0x\(String(b.minor, radix: 16))), measured power \(b.measuredPower) dBm")
+        }
+    }
+}
+
+func + (a: KeyValuePairs<String, Any?>, b: [(String, Any?)]) -> [(String, Any?)] {
+    a.map { ($0.key, $0.value) } + b
+}

@@ -1,0 +1,102 @@
+import ArgumentParser
+import Foundation
+import IBeaconCore
+import IBeaconHost
+
+struct ProfileCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "profile",
+        abstract: "Create and check beacon profiles.",
+        subcommands: [New.self, Check.self])
+
+    struct New: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Write a new profile (a random proximity UUID unless --uuid is given).",
+            discussion: "Refuses to replace an existing file unless --force is given. The file is written atomically.")
+
+        @Argument(help: ArgumentHelp("The profile file to write, e.g. profiles/store12.json.", valueName: "file"))
+        var file: String
+        @Option(help: ArgumentHelp("Major: the store, 0…65535.", valueName: "n"))
+        var major: Int
+        @Option(help: ArgumentHelp("Minor: the department, 0…65535.", valueName: "n"))
+        var minor: Int
+        @Option(help: ArgumentHelp("Proximity UUID (8-4-4-4-12); default: a new random one.", valueName: "uuid"))
+        var uuid: String?
+        @Option(help: ArgumentHelp("Measured power (RSSI at 1 m) in dBm, -127…-1; calibrate to get it right.", valueName: "dBm"))
+        var measuredPower: Int = -59
+        @Option(help: ArgumentHelp("A name for people, e.g. \"Store 12 entrance\".", valueName: "text"))
+        var name: String?
+        @Flag(help: "Replace the file if it exists.")
+        var force = false
+
+        func validate() throws {
+            guard (0...65535).contains(major) else { throw ValidationError("--major \(major) is outside 0…65535") }
+            guard (0...65535).contains(minor) else { throw ValidationError("--minor \(minor) is outside 0…65535") }
+            guard (-127...(-1)).contains(measuredPower) else {
+                throw ValidationError("--measured-power \(measuredPower) is outside -127…-1 dBm")
+            }
+            if let uuid, UUID(uuidString: uuid) == nil || uuid.count != 36 {
+                throw ValidationError("--uuid \(uuid) is not a UUID like F7826DA6-4FA2-4E98-8024-BC5B71E0893E")
+            }
+        }
+
+        func run() async throws {
+            try await reporting {
+                let profile = Profile.new(
+                    uuid: uuid.flatMap(UUID.init(uuidString:)) ?? UUID(), major: UInt16(major), minor: UInt16(minor),
+                    measuredPower: measuredPower, name: name)
+                try ProfileStore.create(file, profile.encoded(), overwrite: force)
+                printOut("wrote \(file): \(profile.uuid.uuidString) major \(major) minor \(minor), measured power \(measuredPower) dBm")
+            }
+        }
+    }
+
+    struct Check: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Validate profiles and show what each beacon will look like.",
+            discussion: "Every problem in every file is reported, each naming the file, the key and the allowed range.")
+
+        @Argument(help: ArgumentHelp("Profile files.", valueName: "file"))
+        var files: [String]
+        @Flag(help: "One JSON object per file.")
+        var json = false
+
+        func run() async throws {
+            var worst: (any Error)?
+            for file in files {
+                do {
+                    let p = try Profile.load(bytes: ProfileStore.read(file), file: file)
+                    let b = p.beacon
+                    if json {
+                        printOut(
+                            jsonLine([
+                                "file": file, "valid": true, "name": p.name, "uuid": b.uuidString, "major": Int(b.major),
+                                "minor": Int(b.minor), "measuredPower": Int(b.measuredPower), "intervalMs": p.intervalMs,
+                                "txPower": p.txPower, "advertisingData": b.advertisingData.hexString,
+                                "calibrated": p.calibrationRecord != nil,
+                            ]))
+                    } else {
+                        printOut("\(file): ok\(p.name.map { " — \($0)" } ?? "")")
+                        printOut("  \(b.uuidString) major \(b.major) minor \(b.minor), measured power \(b.measuredPower) dBm, every \(p.intervalMs) ms")
+                        if let tx = p.txPower { printOut("  TX power \(tx) dBm (extended advertising)") }
+                        if let c = p.calibrationRecord {
+                            printOut("  calibrated \(c.timestamp): \(c.samples) samples, ±\(String(format: "%.2f", c.interval95)) dB")
+                        } else {
+                            printOut("  not calibrated: run `ibeacon calibrate --profile \(file)` with a receiver 1 m away")
+                        }
+                        printOut("  advertising data: \(b.advertisingData.hexString)")
+                    }
+                } catch {
+                    let (message, _) = classify(error)
+                    if json {
+                        printOut(jsonLine(["file": file, "valid": false, "error": message]))
+                    } else {
+                        printError("ibeacon: " + message)
+                    }
+                    if worst == nil { worst = error }
+                }
+            }
+            if let worst { throw ExitCode(classify(worst).code) }
+        }
+    }
+}

@@ -1,0 +1,183 @@
+import ArgumentParser
+import Foundation
+import IBeaconCore
+import IBeaconHost
+
+struct ScanCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "scan",
+        abstract: "Show the iBeacons nearby: identity, rate, RSSI, estimated distance and proximity.",
+        discussion: """
+            Scans passively with duplicate filtering off, so every advertisement counts. On a
+            terminal it shows a live table; otherwise it prints one line per beacon per second.
+            --json prints one JSON object per report heard, for scripts.
+
+            Distance uses the log-distance model d = 10^((measured power - RSSI) / 20) on the
+            smoothed RSSI; proximity is immediate below 0.5 m, near up to 3 m, far beyond,
+            unknown when the receiver reports no RSSI.
+            """)
+
+    @OptionGroup var device: DeviceOptions
+
+    @Option(help: ArgumentHelp("Only beacons with this proximity UUID.", valueName: "uuid"))
+    var uuid: String?
+    @Option(help: ArgumentHelp("Only beacons with this major.", valueName: "n"))
+    var major: Int?
+    @Option(help: ArgumentHelp("Only beacons with this minor.", valueName: "n"))
+    var minor: Int?
+    @Flag(help: "Also show advertisements that are not iBeacons.")
+    var all = false
+    @Option(help: ArgumentHelp("Stop after this many seconds (default: until interrupted).", valueName: "seconds"))
+    var duration: Double?
+    @Option(help: "Scanning commands: auto, legacy or extended.")
+    var mode: AdvertisingMode = .auto
+    @Flag(help: "One JSON object per report, one per line.")
+    var json = false
+    @OptionGroup var logging: LoggingOptions
+
+    func validate() throws {
+        if let uuid, UUID(uuidString: uuid) == nil { throw ValidationError("--uuid \(uuid) is not a UUID") }
+        for (name, v) in [("--major", major), ("--minor", minor)] {
+            if let v, !(0...65535).contains(v) { throw ValidationError("\(name) \(v) is outside 0…65535") }
+        }
+        if let duration, !(duration > 0) { throw ValidationError("--duration must be a positive number of seconds") }
+    }
+
+    func matches(_ s: Sighting) -> Bool {
+        guard let b = s.beacon else { return all && uuid == nil && major == nil && minor == nil }
+        if let uuid, UUID(uuidString: uuid) != b.proximityUUID { return false }
+        if let major, Int(b.major) != major { return false }
+        if let minor, Int(b.minor) != minor { return false }
+        return true
+    }
+
+    func run() async throws {
+        let logger = logging.makeLogger()
+        let command = self
+        try await reporting {
+            try await runUntilSignalled {
+                try await command.scan(logger: logger)
+            }
+        }
+    }
+
+    func scan(logger: Logger) async throws {
+        let spec = try device.spec()
+        let client = try await device.connect(logger: logger)
+        let scanner = Scanner(mode: mode, ownsController: spec.isExclusive, logger: logger)
+        let scanMode: AdvertisingMode
+        do {
+            scanMode = try await scanner.start(on: client)
+        } catch {
+            await client.close()
+            throw error
+        }
+        let started = ContinuousClock.now
+        func now() -> Double { started.duration(to: ContinuousClock.now).seconds }
+        let live = stdoutIsTerminal && !json
+        let deadline = duration
+
+        enum Input: Sendable {
+            case event(ControllerEvent)
+            case tick
+        }
+        let (inputs, sink) = AsyncStream.makeStream(of: Input.self, bufferingPolicy: .bufferingNewest(65536))
+        let forwarder = Task { for await e in client.events { sink.yield(.event(e)) } }
+        let ticker = Task {
+            while !Task.isCancelled {
+                do { try await Task.sleep(for: .seconds(1)) } catch { return }
+                sink.yield(.tick)
+            }
+        }
+        var table = SightingTable()
+        var failure: (any Error)?
+        loop: for await input in inputs {
+            switch input {
+            case .tick:
+                let t = now()
+                table.prune(now: t)
+                if !json { render(table, now: t, live: live) }
+                if let deadline, t >= deadline { break loop }
+            case .event(.linkClosed(nil)):
+                break loop  // end of a replayed capture
+            case .event(.linkClosed(let error?)):
+                failure = error
+                break loop
+            case .event(.event(let event)):
+                let t = now()
+                for s in Sighting.all(in: event) where matches(s) {
+                    table.record(s, now: t)
+                    if json { printOut(jsonReport(s, t: t)) }
+                }
+                if let deadline, t >= deadline { break loop }
+            }
+        }
+        forwarder.cancel()
+        ticker.cancel()
+        sink.finish()
+        if !json && !live { render(table, now: now(), live: false) }
+        await scanner.stop(on: client, mode: scanMode)
+        await client.close()
+        if let failure { throw failure }
+    }
+
+    func jsonReport(_ s: Sighting, t: Double) -> String {
+        let b = s.beacon
+        let distance = b.flatMap { beacon in s.rssi.map { estimatedDistance(rssi: Double($0), measuredPower: beacon.measuredPower) } }
+        return jsonLine([
+            "t": (t * 1000).rounded() / 1000, "address": s.address.description, "addressType": s.addressType.description,
+            "rssi": s.rssi.map { Int($0) }, "uuid": b?.uuidString, "major": b.map { Int($0.major) },
+            "minor": b.map { Int($0.minor) }, "measuredPower": b.map { Int($0.measuredPower) },
+            "distance": distance, "proximity": b == nil ? nil : Proximity(distance: distance).rawValue,
+            "data": s.data.hexString,
+        ])
+    }
+
+    func render(_ table: SightingTable, now: Double, live: Bool) {
+        let rows = table.entries.values.sorted { ($0.beacon?.major ?? 0, $0.beacon?.minor ?? 0, $0.address) < ($1.beacon?.major ?? 0, $1.beacon?.minor ?? 0, $1.address) }
+        var lines: [String] = []
+        if live {
+            lines.append("ADDRESS            UUID                                  MAJOR MINOR  RPT/S   RSSI  POWER  DIST(m) PROXIMITY")
+        }
+        for e in rows {
+            let b = e.beacon
+            let rssi = e.smoothedRSSI.map { String(format: "%6.1f", $0) } ?? "   n/a"
+            let distance = b.flatMap { beacon in e.smoothedRSSI.map { estimatedDistance(rssi: $0, measuredPower: beacon.measuredPower) } }
+            let prox = b == nil ? "-" : Proximity(distance: distance).rawValue
+            let uuid = b?.uuidString ?? "(not an iBeacon)                    "
+            let line = [
+                e.address.description.padded(17), uuid.padded(36), (b.map { "\($0.major)" } ?? "-").padded(5, left: true),
+                (b.map { "\($0.minor)" } ?? "-").padded(5, left: true),
+                String(format: "%6.1f", e.rate(now: now, window: table.rateWindow)), rssi,
+                (b.map { "\($0.measuredPower)" } ?? "-").padded(6, left: true),
+                (distance.map { String(format: "%.2f", $0) } ?? "-").padded(8, left: true), prox,
+            ].joined(separator: " ")
+            lines.append(line)
+        }
+        if live {
+            // Redraw in place: home the cursor, clear the screen.
+            printOut("\u{1B}[H\u{1B}[2J" + lines.joined(separator: "\n") + "\n\(rows.count) transmitter(s), \(String(format: "%.0f", now)) s")
+        } else {
+            for l in lines { printOut(String(format: "%.1f ", now) + l) }
+        }
+    }
+}
+
+extension DeviceSpec {
+    /// True for transports this host has to itself (serial, TCP): it may Reset the controller
+    /// and set event masks. A BlueZ adapter is shared with the kernel.
+    var isExclusive: Bool {
+        switch self {
+        case .hci, .btsnoop: false
+        case .serial, .tcp: true
+        }
+    }
+}
+
+extension String {
+    /// Pads with spaces to `width` (right-aligned when `left` is set); never truncates.
+    func padded(_ width: Int, left: Bool = false) -> String {
+        let pad = String(repeating: " ", count: max(0, width - count))
+        return left ? pad + self : self + pad
+    }
+}

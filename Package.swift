@@ -47,6 +47,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Decoding benchmark (`make bench`).
+        .executableTarget(name: "ibeacon-bench", dependencies: ["IBeaconCore", "IBeaconHost"]),
         // Scripted transport, behavioural fake controller, manual clock.
         .target(name: "IBeaconTestSupport", dependencies: ["IBeaconCore", "IBeaconHost"]),
         .testTarget(name: "IBeaconCoreTests", dependencies: ["IBeaconCore"]),

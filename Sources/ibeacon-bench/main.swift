@@ -1,0 +1,53 @@
+// Decoding benchmark: HCI event bytes from a btsnoop capture → decoded iBeacon sightings,
+// the same path `ibeacon scan` and `ibeacon calibrate` use (HCIEvent.decode, then every report
+// of every event, its AD structures, and the iBeacon fields). Run by `make bench`; see
+// BENCHMARKS.md for the method.
+import Foundation
+import IBeaconCore
+import IBeaconHost
+
+let arguments = CommandLine.arguments
+guard arguments.count >= 2 else {
+    FileHandle.standardError.write(Data("usage: ibeacon-bench CAPTURE.btsnoop [REPEAT]\n".utf8))
+    exit(64)
+}
+let repeats = arguments.count >= 3 ? Int(arguments[2]) ?? 5 : 5
+guard let data = FileManager.default.contents(atPath: arguments[1]) else {
+    FileHandle.standardError.write(Data("cannot read \(arguments[1])\n".utf8))
+    exit(66)
+}
+
+// Load the event packets first, so the timed loop measures decoding, not file parsing.
+var bodies: [[UInt8]] = []
+do {
+    var reader = try BTSnoopReader(bytes: [UInt8](data))
+    while let record = try reader.next() {
+        if record.packet.type == .event, record.direction == .received { bodies.append(record.packet.body) }
+    }
+} catch {
+    FileHandle.standardError.write(Data("bad capture: \(error)\n".utf8))
+    exit(65)
+}
+
+var best = Double.infinity
+var reports = 0
+var beacons = 0
+for _ in 0..<repeats {
+    reports = 0
+    beacons = 0
+    let start = ContinuousClock.now
+    for body in bodies {
+        guard let event = try? HCIEvent.decode(body) else { continue }
+        for s in Sighting.all(in: event) {
+            reports += 1
+            if s.beacon != nil { beacons += 1 }
+        }
+    }
+    let elapsed = start.duration(to: .now)
+    let (s, atto) = elapsed.components
+    best = min(best, Double(s) + Double(atto) / 1e18)
+}
+let rate = Double(reports) / best
+print(
+    "{\"events\":\(bodies.count),\"reports\":\(reports),\"ibeacons\":\(beacons),\"seconds\":\(best),"
+        + "\"reportsPerSecond\":\(Int(rate)),\"nanosecondsPerReport\":\(Int(1e9 / rate))}")

@@ -28,11 +28,11 @@ vm-prepare: vm-deps
 	@$(VM_ROOT)/scripts/vm/prepare.sh
 
 test-kernel: vm-prepare $(VM_TEST_PREREQS)
-	@IBEACON_BIN='$(IBEACON_BIN)' IBEACON_REQUIRE_BIN='$(IBEACON_REQUIRE_BIN)' \
+	@VM_SKIP_PREPARE=1 IBEACON_BIN='$(IBEACON_BIN)' IBEACON_REQUIRE_BIN='$(IBEACON_REQUIRE_BIN)' \
 	  $(VM_ROOT)/scripts/vm/run.sh --timeout $(VM_TIMEOUT) -C $(VM_ROOT) -- tests/vm/guest-test.sh $(VM_SCENARIOS)
 
 vm-run: vm-prepare
-	@$(VM_ROOT)/scripts/vm/run.sh --timeout $(VM_TIMEOUT) -C $(VM_ROOT) -- sh -c '$(VM_CMD)'
+	@VM_SKIP_PREPARE=1 $(VM_ROOT)/scripts/vm/run.sh --timeout $(VM_TIMEOUT) -C $(VM_ROOT) -- sh -c '$(VM_CMD)'
 
 vm-clean:
 	rm -rf $(VM_ROOT)/.vm

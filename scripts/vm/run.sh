@@ -66,7 +66,10 @@ case $VM_DIR/ in
   /tmp/*|/run/*) echo "vm: VM_DIR=$VM_DIR must not be under /tmp or /run (the guest mounts its own)" >&2; exit 64;;
 esac
 
-"$here/prepare.sh" || { say "preparing the kernel failed"; exit 125; }
+# VM_SKIP_PREPARE=1: the caller (mk/vm.mk) has just run prepare.sh.
+if [ "${VM_SKIP_PREPARE:-0}" != 1 ] || [ ! -s "$VM_DIR/kernel.env" ]; then
+  "$here/prepare.sh" || { say "preparing the kernel failed"; exit 125; }
+fi
 # shellcheck disable=SC1091
 . "$VM_DIR/kernel.env"
 VM_DIR=$(cd "$VM_DIR" && pwd)

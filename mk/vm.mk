@@ -1,0 +1,38 @@
+# Kernel-path tests: the real Linux Bluetooth stack (BlueZ btvirt virtual controllers) in a
+# QEMU VM (TCG). Included by the main Makefile; also usable alone: make -f mk/vm.mk test-kernel
+#
+#   make test-kernel                     deps + cached kernel/initramfs + tests/vm/guest-test.sh
+#   make test-kernel VM_SCENARIOS="controllers raw_advertising"
+#   make vm-run VM_CMD="hciconfig -a"    any command in the VM (as root, in the repo)
+#   make vm-clean                        drop the .vm/ cache (kernel, initramfs)
+#
+# Variables: IBEACON_BIN (binary under test, built on the host beforehand; default
+# .build/release/ibeacon), IBEACON_REQUIRE_BIN=1 (missing binary fails instead of skipping),
+# VM_TIMEOUT (seconds for the whole VM run, default 480), VM_TEST_PREREQS (targets to make first,
+# e.g. the release build), VM_SCENARIOS (subset; `tests/vm/guest-test.sh --list`).
+
+VM_ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/..)
+VM_TIMEOUT ?= 480
+VM_SCENARIOS ?=
+VM_TEST_PREREQS ?=
+VM_CMD ?= uname -a
+IBEACON_BIN ?= .build/release/ibeacon
+IBEACON_REQUIRE_BIN ?= 0
+
+.PHONY: test-kernel vm-deps vm-prepare vm-run vm-clean
+
+vm-deps:
+	@$(VM_ROOT)/scripts/vm/deps.sh
+
+vm-prepare: vm-deps
+	@$(VM_ROOT)/scripts/vm/prepare.sh
+
+test-kernel: vm-prepare $(VM_TEST_PREREQS)
+	@VM_SKIP_PREPARE=1 IBEACON_BIN='$(IBEACON_BIN)' IBEACON_REQUIRE_BIN='$(IBEACON_REQUIRE_BIN)' \
+	  $(VM_ROOT)/scripts/vm/run.sh --timeout $(VM_TIMEOUT) -C $(VM_ROOT) -- tests/vm/guest-test.sh $(VM_SCENARIOS)
+
+vm-run: vm-prepare
+	@VM_SKIP_PREPARE=1 $(VM_ROOT)/scripts/vm/run.sh --timeout $(VM_TIMEOUT) -C $(VM_ROOT) -- sh -c '$(VM_CMD)'
+
+vm-clean:
+	rm -rf $(VM_ROOT)/.vm

@@ -90,4 +90,8 @@ demo: build venv ## advertise $(PROFILE) to the emulated controller; an independ
 clean:
 	rm -rf .build $(VENV)
 
+# The kernel-path tests (mk/vm.mk) run the release binary, and must not pass without it.
+VM_TEST_PREREQS := build
+IBEACON_REQUIRE_BIN := 1
+
 -include mk/*.mk

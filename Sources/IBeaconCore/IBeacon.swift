@@ -1,0 +1,102 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// An iBeacon advertisement: Apple's Manufacturer Specific Data with type 0x02, length 0x15.
+///
+/// Manufacturer data layout (25 bytes, see FIELD.md):
+/// `4C 00` company Apple (LE) · `02` type · `15` remaining length 21 · 16-byte proximity UUID as
+/// written · major (BE) · minor (BE) · measured power (int8).
+public struct IBeacon: Hashable, Sendable, CustomStringConvertible {
+    public var proximityUUID: UUID
+    public var major: UInt16
+    public var minor: UInt16
+    /// RSSI in dBm at 1 m (signed, e.g. -59 = 0xC5).
+    public var measuredPower: Int8
+
+    public init(proximityUUID: UUID, major: UInt16, minor: UInt16, measuredPower: Int8) {
+        self.proximityUUID = proximityUUID
+        self.major = major
+        self.minor = minor
+        self.measuredPower = measuredPower
+    }
+
+    static let type: UInt8 = 0x02
+    static let remainingLength: UInt8 = 0x15
+    /// Company id (2) + type (1) + length (1) + 21.
+    public static let manufacturerDataLength = 25
+
+    /// The AD data of the Manufacturer Specific Data structure, company id included.
+    /// The only place the big-endian iBeacon fields are written.
+    public var manufacturerData: [UInt8] {
+        var w = ByteWriter()
+        w.uint16LE(CompanyIdentifier.apple.rawValue)
+        w.uint8(Self.type)
+        w.uint8(Self.remainingLength)
+        w.append(proximityUUID.bytes)
+        w.uint16BE(major)
+        w.uint16BE(minor)
+        w.int8(measuredPower)
+        return w.bytes
+    }
+
+    /// Flags (LE General Discoverable, BR/EDR Not Supported) + the manufacturer data.
+    public var adStructures: [ADStructure] {
+        [
+            ADStructure(type: .flags, data: [0x06]),
+            ADStructure(type: .manufacturerSpecificData, data: manufacturerData),
+        ]
+    }
+
+    /// The 30 bytes of legacy advertising data (without the zero padding to 31).
+    public var advertisingData: [UInt8] {
+        var w = ByteWriter()
+        for s in adStructures {
+            w.uint8(UInt8(s.data.count + 1))  // 2 and 26: both structures are fixed-size
+            w.uint8(s.type.rawValue)
+            w.append(s.data)
+        }
+        return w.bytes
+    }
+
+    /// Decodes Manufacturer Specific Data (company id first). Throws saying why it is not an
+    /// iBeacon.
+    public static func decode(manufacturerData data: [UInt8]) throws(DecodingError) -> IBeacon {
+        var r = ByteReader(data)
+        let company = try r.readUInt16LE("company identifier")
+        guard company == CompanyIdentifier.apple.rawValue else {
+            throw .invalidValue(what: "iBeacon company identifier", value: Int(company), allowed: "0x004C (Apple)")
+        }
+        let type = try r.readUInt8("iBeacon type")
+        guard type == Self.type else { throw .invalidValue(what: "iBeacon type", value: Int(type), allowed: "0x02") }
+        let length = try r.readUInt8("iBeacon length")
+        guard length == Self.remainingLength else { throw .invalidValue(what: "iBeacon length", value: Int(length), allowed: "0x15 (21)") }
+        let uuid = try r.readBytes(16, "iBeacon proximity UUID")
+        let major = try r.readUInt16BE("iBeacon major")
+        let minor = try r.readUInt16BE("iBeacon minor")
+        let power = try r.readInt8("iBeacon measured power")
+        try r.expectEnd("iBeacon manufacturer data")
+        return IBeacon(proximityUUID: UUID(bytes: uuid), major: major, minor: minor, measuredPower: power)
+    }
+
+    /// nil unless `data` is exactly `4C 00 02 15` + 21 bytes.
+    public init?(manufacturerData data: [UInt8]) {
+        guard let b = try? IBeacon.decode(manufacturerData: data) else { return nil }
+        self = b
+    }
+
+    /// The first iBeacon among the structures' Manufacturer Specific Data.
+    public static func find(in structures: [ADStructure]) -> IBeacon? {
+        for s in structures where s.type == .manufacturerSpecificData {
+            if let b = IBeacon(manufacturerData: s.data) { return b }
+        }
+        return nil
+    }
+
+    /// `iBeacon F7826DA6-4FA2-4E98-8024-BC5B71E0893E major 258 minor 772 measured power -59 dBm`
+    public var description: String {
+        "iBeacon \(proximityUUID.canonicalString) major \(major) minor \(minor) measured power \(measuredPower) dBm"
+    }
+}

@@ -40,6 +40,13 @@ struct DecodeCommand: AsyncParsableCommand {
                 kind = (bytes.count >= 2 && bytes[0] == 0x04 && bytes[1] == 0x3E) || bytes[0] == 0x3E ? .event : .ad
             }
             if kind == .ad {
+                // Core 5.4 Vol 4 Part E §7.8.7: legacy advertising data is at most 31 octets.
+                guard bytes.count <= 31 else {
+                    throw CLIError(
+                        "decode: \(bytes.count) bytes of advertising data; legacy advertising data is at most 31 "
+                            + "(Core 5.4 Vol 4 Part E §7.8.7) — for an extended advertisement pass the whole HCI event",
+                        code: Exit.dataError)
+                }
                 let structures = try parseAD(bytes, what: "advertising data")
                 if json {
                     printOut(jsonLine(["kind": "advertisingData"] + adJSON(bytes, structures)))

@@ -19,3 +19,16 @@ bench-advertise: deps venv
 	$(SWIFT) build -c release --product ibeacon
 	mkdir -p out
 	$(PYTHON) scripts/bench/advertise.py .build/release/ibeacon $(BENCH_SECONDS) 10 | tee out/bench-advertise.json
+
+SOAK_SECONDS ?= 3600
+SOAK_INTERVAL ?= 60
+
+.PHONY: soak soak-ci
+
+soak: deps venv ## 1-hour advertising soak with a controller fault every minute (RELIABILITY.md)
+	$(SWIFT) build -c release --product ibeacon
+	$(PYTHON) scripts/soak.py .build/release/ibeacon $(SOAK_SECONDS) $(SOAK_INTERVAL)
+
+soak-ci: deps venv ## the soak shortened for CI: 2 minutes, a fault every 10 s
+	$(SWIFT) build --product ibeacon
+	$(PYTHON) scripts/soak.py .build/debug/ibeacon 120 10

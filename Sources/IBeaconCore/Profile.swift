@@ -188,6 +188,11 @@ public struct Profile: Sendable, Equatable {
             if range.contains(i) { return i }
             issues.append(ProfileIssue(key: key, found: v.description, problem: .outOfRange, allowed: allowed, note: nil))
         case .number(let d, let text):
+            if !text.contains(where: { $0 == "." || $0 == "e" || $0 == "E" }) {
+                // An integer literal too large for Int64.
+                issues.append(ProfileIssue(key: key, found: text, problem: .outOfRange, allowed: allowed, note: nil))
+                return nil
+            }
             let whole = d == d.rounded() && abs(d) < 1e15
             let note = whole ? "write \(Int64(d)) without a decimal point or exponent" : "it has a fractional part"
             issues.append(ProfileIssue(key: key, found: text, problem: .notAnInteger, allowed: allowed, note: note))

@@ -33,10 +33,12 @@ enum Exit {
         EXIT CODES
           0   success
           64  usage error (bad option or argument)
-          65  bad data: malformed profile, hex input or capture
+          65  bad data: malformed profile, hex input or capture; calibrate: two beacons
+              with the same identity (pick one with --address)
           66  file or serial device missing or unreadable
           68  calibrate: the beacon was not heard
-          69  Bluetooth unavailable, no such adapter, nothing listening, or RSSI not available
+          69  Bluetooth unavailable, no such adapter, nothing listening, RSSI not available,
+              or a feature the controller lacks (several beacons without extended advertising)
           70  internal error (a bug: please report it)
           73  cannot write a file (read-only, permissions, directory missing)
           74  I/O or transport failure (connection lost)
@@ -81,6 +83,16 @@ func classify(_ error: any Error) -> (message: String, code: Int32) {
         case .closed: return (e.description, Exit.ioError)
         }
     case let e as DecodingError:
+        return (e.description, Exit.dataError)
+    case let e as CalibrationError:
+        switch e {
+        case .notHeard, .tooFewSamples: return (e.description, Exit.notHeard)
+        case .rssiNotAvailable: return (e.description, Exit.unavailable)
+        case .ambiguous: return (e.description, Exit.dataError)
+        }
+    case let e as AdvertisingError:
+        return (e.description, Exit.unavailable)
+    case let e as ParameterError:
         return (e.description, Exit.dataError)
     default:
         return ("internal error: \(error)", Exit.software)

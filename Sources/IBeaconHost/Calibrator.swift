@@ -99,10 +99,16 @@ public struct CalibrationCollector: Sendable {
     private var others: Set<BDAddress> = []
     private var reportsWithoutRSSI = 0
     public private(set) var lastEstimate: MeasuredPowerEstimate?
+    private var rule: StoppingRule
+    private var reachedPrecision = false
 
     public init(target: CalibrationTarget, settings: CalibrationSettings) {
         self.target = target
         self.settings = settings
+        // The rule waits for the interval to stay within the precision for several samples and
+        // to clear it by a margin: stopping the first time it dips below lets the 95th-percentile
+        // error exceed the precision (see StoppingRule).
+        rule = StoppingRule(precision: settings.precision, minimumSamples: settings.minimumSamples)
     }
 
     public enum Decision: Sendable, Equatable {
@@ -130,7 +136,10 @@ public struct CalibrationCollector: Sendable {
         samples.append(Int(rssi))
         guard samples.count >= settings.minimumSamples else { return .more }
         lastEstimate = MeasuredPowerEstimator().estimate(samples)
-        if let e = lastEstimate, e.halfWidth95 <= settings.precision { return .done }
+        if let e = lastEstimate, rule.update(with: e) == .precisionReached {
+            reachedPrecision = true
+            return .done
+        }
         return .more
     }
 
@@ -161,7 +170,7 @@ public struct CalibrationCollector: Sendable {
         return CalibrationResult(
             estimate: e.value + settings.offset, halfWidth95: e.halfWidth95, spread: e.spread, method: e.method,
             samples: samples,
-            precisionReached: samples.count >= settings.minimumSamples && e.halfWidth95 <= settings.precision,
+            precisionReached: reachedPrecision,
             address: address, elapsed: elapsed, offset: settings.offset)
     }
 }

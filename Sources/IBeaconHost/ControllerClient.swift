@@ -200,6 +200,7 @@ public actor ControllerClient {
 
     private func receive(_ packet: H4Packet) {
         guard packet.type == .event else { return }  // ACL/SCO/ISO are not ours to handle
+        logger.trace("event", metadata: ["bytes": "\(packet)"])
         let event: HCIEvent
         do {
             event = try HCIEvent.decode(packet.body)

@@ -39,7 +39,9 @@ struct CalibrateCommand: AsyncParsableCommand {
     var duration: Double = 30
     @Option(help: ArgumentHelp("Stop when the 95 % interval is within ± this many dB.", valueName: "dB"))
     var precision: Double = 1
-    @Option(help: ArgumentHelp("dB to add to every sample (receiver correction).", valueName: "dB"))
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp("dB to add to every sample (receiver correction).", valueName: "dB"))
     var offset: Double = 0
     @Option(help: ArgumentHelp("Only this transmitter, when several carry the same identity.", valueName: "address"))
     var address: String?

@@ -17,7 +17,8 @@ struct BeaconOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Minor, 0…65535.", valueName: "n"))
     var minor: Int?
 
-    @Option(help: ArgumentHelp("Measured power in dBm, -127…-1 (default -59).", valueName: "dBm"))
+    // Negative numbers are values, not options: `--measured-power -65`.
+    @Option(parsing: .unconditional, help: ArgumentHelp("Measured power in dBm, -127…-1 (default -59).", valueName: "dBm"))
     var measuredPower: Int?
 
     @Option(help: ArgumentHelp("Advertising interval in ms, 20…10240 (default 100).", valueName: "ms"))

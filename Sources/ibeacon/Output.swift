@@ -34,10 +34,11 @@ func jsonValue(_ v: Any?) -> String {
     case let i as UInt32: return String(i)
     case let i as UInt64: return String(i)
     case let d as Double: return d.isFinite ? String(format: "%.2f", d) : "null"
+    // Objects before arrays: an array of pairs would also match `[Any?]`.
+    case let o as [(String, Any?)]: return jsonLine(o)
+    case let o as KeyValuePairs<String, Any?>: return jsonLine(o)
     case let a as [Any?]: return "[" + a.map(jsonValue).joined(separator: ",") + "]"
     case let raw as RawJSON: return raw.text
-    case let o as KeyValuePairs<String, Any?>: return jsonLine(o)
-    case let o as [(String, Any?)]: return "{" + o.map { "\(jsonString($0.0)):\(jsonValue($0.1))" }.joined(separator: ",") + "}"
     default: return jsonString("\(v!)")
     }
 }

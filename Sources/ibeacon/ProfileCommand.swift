@@ -22,7 +22,9 @@ struct ProfileCommand: AsyncParsableCommand {
         var minor: Int
         @Option(help: ArgumentHelp("Proximity UUID (8-4-4-4-12); default: a new random one.", valueName: "uuid"))
         var uuid: String?
-        @Option(help: ArgumentHelp("Measured power (RSSI at 1 m) in dBm, -127…-1; calibrate to get it right.", valueName: "dBm"))
+        @Option(
+            parsing: .unconditional,
+            help: ArgumentHelp("Measured power (RSSI at 1 m) in dBm, -127…-1; calibrate to get it right.", valueName: "dBm"))
         var measuredPower: Int = -59
         @Option(help: ArgumentHelp("A name for people, e.g. \"Store 12 entrance\".", valueName: "text"))
         var name: String?

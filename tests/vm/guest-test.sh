@@ -599,7 +599,7 @@ scenario_ibeacon_adapter_reset() {
   need_profile || return
   reset_controller hci0
   observer_start_or_fail || return
-  "$IBEACON_BIN" advertise -v --device hci0 --profile "$PROFILE" > "$WORK/reset-adv.txt" 2>&1 &
+  "$IBEACON_BIN" advertise ${IBEACON_VM_VERBOSE:-} --device hci0 --profile "$PROFILE" > "$WORK/reset-adv.txt" 2>&1 &
   local adv=$!
   BG_PIDS+=("$adv")
   if observer_wait "$P_ADV" 30; then
@@ -625,6 +625,21 @@ scenario_ibeacon_adapter_reset() {
 # that succeeds on the kernel path (see TESTBED.md Layer 2).
 
 # =================================================================================================
+
+# btvirt after an adapter down/up: does advertising set up again afterwards reach hci1?
+scenario_raw_advertising_after_down_up() {
+  reset_controller hci0
+  raw_advertise "$P_ADV" || { fail "advertise on hci0" "status 00" "status $HCI_STATUS"; return; }
+  observer_start_or_fail || return
+  if observer_wait "$P_ADV" 10; then pass "seen before down/up"; else fail "seen before down/up" "report" "$(observer_seen)"; fi
+  observer_stop
+  timeout 10 hciconfig hci0 down; sleep 1; timeout 10 hciconfig hci0 up
+  raw_advertise "$P_ADV" || { fail "advertise on hci0 after down/up" "status 00" "status $HCI_STATUS"; return; }
+  observer_start_or_fail || return
+  if observer_wait "$P_ADV" 10; then pass "raw advertising set up again after down/up is seen"; else fail "raw advertising set up again after down/up is seen" "report" "$(observer_seen)"; fi
+  observer_stop
+  raw_advertise_stop
+}
 
 SCENARIOS=(
   controllers

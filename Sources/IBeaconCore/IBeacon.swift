@@ -1,12 +1,19 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
-/// An iBeacon: Apple's manufacturer-specific advertisement carrying a proximity UUID, a major
-/// and a minor number, and the measured power (RSSI at 1 m).
-public struct IBeacon: Hashable, Sendable {
+/// An iBeacon advertisement: Apple's Manufacturer Specific Data with type 0x02, length 0x15.
+///
+/// Manufacturer data layout (25 bytes, see FIELD.md):
+/// `4C 00` company Apple (LE) · `02` type · `15` remaining length 21 · 16-byte proximity UUID as
+/// written · major (BE) · minor (BE) · measured power (int8).
+public struct IBeacon: Hashable, Sendable, CustomStringConvertible {
     public var proximityUUID: UUID
     public var major: UInt16
     public var minor: UInt16
-    /// RSSI in dBm that a receiver sees at 1 m. Sent as a signed byte (0xC5 = -59).
+    /// RSSI in dBm at 1 m (signed, e.g. -59 = 0xC5).
     public var measuredPower: Int8
 
     public init(proximityUUID: UUID, major: UInt16, minor: UInt16, measuredPower: Int8) {
@@ -16,60 +23,85 @@ public struct IBeacon: Hashable, Sendable {
         self.measuredPower = measuredPower
     }
 
-    /// Upper-case canonical 8-4-4-4-12.
-    public var uuidString: String { proximityUUID.uuidString }
+    static let type: UInt8 = 0x02
+    static let remainingLength: UInt8 = 0x15
+    /// Company id (2) + type (1) + length (1) + 21.
+    public static let manufacturerDataLength = 25
 
-    /// Apple's iBeacon type (0x02) and the length of what follows it (0x15 = 21).
-    static let typeAndLength: [UInt8] = [0x02, 0x15]
-
-    /// The manufacturer-specific data after the company identifier: type, length, UUID,
-    /// major, minor, power. The big-endian fields are written here and nowhere else.
-    public var payload: [UInt8] {
+    /// The AD data of the Manufacturer Specific Data structure, company id included.
+    /// The only place the big-endian iBeacon fields are written.
+    public var manufacturerData: [UInt8] {
         var w = ByteWriter()
-        w.append(Self.typeAndLength)
-        w.append(uuidBytes)
+        w.uint16LE(CompanyIdentifier.apple.rawValue)
+        w.uint8(Self.type)
+        w.uint8(Self.remainingLength)
+        w.append(proximityUUID.bytes)
         w.uint16BE(major)
         w.uint16BE(minor)
         w.int8(measuredPower)
         return w.bytes
     }
 
-    public var uuidBytes: [UInt8] {
-        let u = proximityUUID.uuid
-        return [
-            u.0, u.1, u.2, u.3, u.4, u.5, u.6, u.7, u.8, u.9, u.10, u.11, u.12, u.13, u.14, u.15,
+    /// Flags (LE General Discoverable, BR/EDR Not Supported) + the manufacturer data.
+    public var adStructures: [ADStructure] {
+        [
+            ADStructure(type: .flags, data: [0x06]),
+            ADStructure(type: .manufacturerSpecificData, data: manufacturerData),
         ]
     }
 
-    /// The 30 bytes of legacy advertising data: Flags (LE General Discoverable, BR/EDR not
-    /// supported) and the manufacturer-specific data for company 0x004C (little-endian).
+    /// The 30 bytes of legacy advertising data (without the zero padding to 31).
     public var advertisingData: [UInt8] {
-        [0x02, ADType.flags.rawValue, 0x06, 0x1A, ADType.manufacturerSpecificData.rawValue, 0x4C, 0x00] + payload
-    }
-
-    /// Reads an iBeacon from manufacturer-specific data (company id first, as in the AD
-    /// structure). Nil unless it is Apple's, of iBeacon type, and exactly 25 bytes long.
-    public init?(manufacturerData data: [UInt8]) {
-        guard data.count == 25, data[0] == 0x4C, data[1] == 0x00, data[2] == 0x02, data[3] == 0x15 else {
-            return nil
+        var w = ByteWriter()
+        for s in adStructures {
+            w.uint8(UInt8(s.data.count + 1))  // 2 and 26: both structures are fixed-size
+            w.uint8(s.type.rawValue)
+            w.append(s.data)
         }
-        var r = ByteReader(data.dropFirst(4))
-        guard let uuid = try? r.readBytes(16, "proximity UUID"), let major = try? r.readUInt16BE("major"),
-            let minor = try? r.readUInt16BE("minor"), let power = try? r.readInt8("measured power")
-        else { return nil }
-        self.init(
-            proximityUUID: UUID(
-                uuid: (
-                    uuid[0], uuid[1], uuid[2], uuid[3], uuid[4], uuid[5], uuid[6], uuid[7], uuid[8], uuid[9], uuid[10],
-                    uuid[11], uuid[12], uuid[13], uuid[14], uuid[15]
-                )), major: major, minor: minor, measuredPower: power)
+        return w.bytes
     }
 
-    /// The first iBeacon among the AD structures of an advertisement.
+    /// Decodes Manufacturer Specific Data (company id first). Throws saying why it is not an
+    /// iBeacon.
+    public static func decode(manufacturerData data: [UInt8]) throws(DecodingError) -> IBeacon {
+        var r = ByteReader(data)
+        let company = try r.readUInt16LE("company identifier")
+        guard company == CompanyIdentifier.apple.rawValue else {
+            throw .invalidValue(what: "iBeacon company identifier", value: Int(company), allowed: "0x004C (Apple)")
+        }
+        let type = try r.readUInt8("iBeacon type")
+        guard type == Self.type else { throw .invalidValue(what: "iBeacon type", value: Int(type), allowed: "0x02") }
+        let length = try r.readUInt8("iBeacon length")
+        guard length == Self.remainingLength else { throw .invalidValue(what: "iBeacon length", value: Int(length), allowed: "0x15 (21)") }
+        let uuid = try r.readBytes(16, "iBeacon proximity UUID")
+        let major = try r.readUInt16BE("iBeacon major")
+        let minor = try r.readUInt16BE("iBeacon minor")
+        let power = try r.readInt8("iBeacon measured power")
+        try r.expectEnd("iBeacon manufacturer data")
+        return IBeacon(proximityUUID: UUID(bytes: uuid), major: major, minor: minor, measuredPower: power)
+    }
+
+    /// nil unless `data` is exactly `4C 00 02 15` + 21 bytes.
+    public init?(manufacturerData data: [UInt8]) {
+        guard let b = try? IBeacon.decode(manufacturerData: data) else { return nil }
+        self = b
+    }
+
+    /// The first iBeacon among the structures' Manufacturer Specific Data.
     public static func find(in structures: [ADStructure]) -> IBeacon? {
         for s in structures where s.type == .manufacturerSpecificData {
             if let b = IBeacon(manufacturerData: s.data) { return b }
         }
         return nil
     }
+
+    /// `iBeacon F7826DA6-4FA2-4E98-8024-BC5B71E0893E major 258 minor 772 measured power -59 dBm`
+    public var description: String {
+        "iBeacon \(proximityUUID.canonicalString) major \(major) minor \(minor) measured power \(measuredPower) dBm"
+    }
+}
+
+extension IBeacon {
+    /// The proximity UUID, upper-case 8-4-4-4-12.
+    public var uuidString: String { proximityUUID.canonicalString }
 }

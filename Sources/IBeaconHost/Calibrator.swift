@@ -129,7 +129,7 @@ public struct CalibrationCollector: Sendable {
         }
         samples.append(Int(rssi))
         guard samples.count >= settings.minimumSamples else { return .more }
-        lastEstimate = MeasuredPowerEstimator.estimate(samples)
+        lastEstimate = MeasuredPowerEstimator().estimate(samples)
         if let e = lastEstimate, e.halfWidth95 <= settings.precision { return .done }
         return .more
     }
@@ -147,14 +147,14 @@ public struct CalibrationCollector: Sendable {
     }
 
     /// The current estimate, for progress display.
-    public func estimate() -> MeasuredPowerEstimate? { MeasuredPowerEstimator.estimate(samples) }
+    public func estimate() -> MeasuredPowerEstimate? { MeasuredPowerEstimator().estimate(samples) }
 
     /// The result once `add` or `check` said `.done`.
     public func result(elapsed: Duration) throws(CalibrationError) -> CalibrationResult {
         guard let address else {
             throw .notHeard(target: target.identity, seconds: elapsed.seconds)
         }
-        guard samples.count >= settings.minimumUsableSamples, let e = MeasuredPowerEstimator.estimate(samples) else {
+        guard samples.count >= settings.minimumUsableSamples, let e = MeasuredPowerEstimator().estimate(samples) else {
             if samples.isEmpty && reportsWithoutRSSI > 0 { throw .rssiNotAvailable(reports: reportsWithoutRSSI) }
             throw .tooFewSamples(count: samples.count, needed: settings.minimumUsableSamples, seconds: elapsed.seconds)
         }

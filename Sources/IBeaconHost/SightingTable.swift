@@ -1,4 +1,3 @@
-import Foundation
 import IBeaconCore
 
 /// What `ibeacon scan` knows about each transmitter it heard, with bounded memory: entries
@@ -13,8 +12,9 @@ public struct SightingTable: Sendable {
         public var reports: Int
         /// Report times within the rate window, for reports per second.
         var recent: [Double] = []
-        /// Exponentially smoothed RSSI; nil until a report carried one.
-        public var smoothedRSSI: Double?
+        /// Smoothed RSSI (sliding median); nil until a report carried one.
+        public var smoothedRSSI: Double? { smoother.value }
+        var smoother: RSSISmoother
         public var lastRSSI: Int8?
 
         /// Reports per second over the last `window` seconds.
@@ -29,10 +29,12 @@ public struct SightingTable: Sendable {
     public let capacity: Int
     public let expiry: Double
     public let rateWindow: Double
-    /// Weight of a new sample in the smoothed RSSI (0…1).
-    public let smoothing: Double
+    /// How RSSI is smoothed per transmitter.
+    public let smoothing: RSSISmoother.Mode
 
-    public init(capacity: Int = 1024, expiry: Double = 60, rateWindow: Double = 5, smoothing: Double = 0.2) {
+    public init(
+        capacity: Int = 1024, expiry: Double = 60, rateWindow: Double = 5, smoothing: RSSISmoother.Mode = .median(window: 10)
+    ) {
         self.capacity = capacity
         self.expiry = expiry
         self.rateWindow = rateWindow
@@ -47,7 +49,11 @@ public struct SightingTable: Sendable {
                 entries[oldest.address] = nil
             }
         }
-        var e = entries[s.address] ?? Entry(address: s.address, beacon: nil, firstSeen: now, lastSeen: now, reports: 0)
+        var e =
+            entries[s.address]
+            ?? Entry(
+                address: s.address, beacon: nil, firstSeen: now, lastSeen: now, reports: 0,
+                smoother: RSSISmoother(smoothing))
         if let b = s.beacon { e.beacon = b }
         e.lastSeen = now
         e.reports += 1
@@ -57,7 +63,7 @@ public struct SightingTable: Sendable {
         }
         if let rssi = s.rssi {
             e.lastRSSI = rssi
-            e.smoothedRSSI = e.smoothedRSSI.map { $0 + smoothing * (Double(rssi) - $0) } ?? Double(rssi)
+            _ = e.smoother.add(Double(rssi))
         }
         entries[s.address] = e
     }
@@ -65,26 +71,5 @@ public struct SightingTable: Sendable {
     /// Drops entries not heard for `expiry` seconds.
     public mutating func prune(now: Double) {
         entries = entries.filter { $0.value.lastSeen > now - expiry }
-    }
-}
-
-/// Distance from RSSI with the log-distance path-loss model: d = 10^((P - RSSI) / (10 n)),
-/// where P is the measured power (RSSI at 1 m) and n the path-loss exponent (2 in free space;
-/// 2–4 indoors).
-public func estimatedDistance(rssi: Double, measuredPower: Int8, pathLossExponent: Double = 2) -> Double {
-    pow(10, (Double(measuredPower) - rssi) / (10 * pathLossExponent))
-}
-
-/// Core Location's proximity classes. Thresholds (by estimated distance): immediate below
-/// 0.5 m, near up to 3 m, far beyond; unknown without RSSI.
-public enum Proximity: String, Sendable {
-    case immediate, near, far, unknown
-
-    public init(distance: Double?) {
-        guard let d = distance, d.isFinite else {
-            self = .unknown
-            return
-        }
-        self = d < 0.5 ? .immediate : d <= 3 ? .near : .far
     }
 }

@@ -95,10 +95,10 @@ struct AdvertiseCommand: AsyncParsableCommand {
 /// Builds what to advertise from a profile file.
 func beaconSpec(path: String, forceRandomAddress: Bool) throws -> BeaconSpec {
     let profile = try Profile.load(bytes: ProfileStore.read(path), file: path)
-    let beacon = profile.beacon
+    let beacon = profile.iBeacon
     let random = forceRandomAddress || profile.address == .randomStatic
     return BeaconSpec(
-        beacon: beacon, intervalMilliseconds: profile.intervalMs, txPower: profile.txPower.map { Int8($0) },
+        beacon: beacon, intervalMilliseconds: profile.intervalMs, txPower: profile.txPower,
         randomAddress: random ? BDAddress.staticRandom(derivedFrom: beacon.advertisingData) : nil,
         calibratedTxPower: profile.calibrationRecord?.txPower.map { Int8($0) },
         label: (path as NSString).lastPathComponent)

@@ -2,6 +2,8 @@ import ArgumentParser
 import Foundation
 import IBeaconCore
 import IBeaconHost
+import IBeaconTransports
+import Logging
 
 struct CalibrateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -88,7 +90,7 @@ struct CalibrateCommand: AsyncParsableCommand {
         let target: CalibrationTarget
         if let existing {
             target = CalibrationTarget(
-                proximityUUID: existing.uuid, major: existing.major, minor: existing.minor,
+                proximityUUID: existing.proximityUUID, major: existing.major, minor: existing.minor,
                 address: address.flatMap(BDAddress.init))
         } else {
             target = CalibrationTarget(
@@ -121,6 +123,7 @@ struct CalibrateCommand: AsyncParsableCommand {
             scanner: Scanner(ownsController: spec.isExclusive, logger: logger), target: target, settings: settings,
             logger: logger)
         let live = stdoutIsTerminal && !json
+        let offset = self.offset
         if !json {
             printOut("calibrating \(target.identity) through \(device.deviceText); hold the receiver 1 m from the beacon")
         }
@@ -129,7 +132,7 @@ struct CalibrateCommand: AsyncParsableCommand {
             result = try await calibrator.run(on: client) { collector, elapsed in
                 guard live else { return }
                 let e = collector.estimate()
-                let estimate = e.map { String(format: "%.1f ± %.1f dBm", $0.value + settings.offset, $0.halfWidth95) } ?? "…"
+                let estimate = e.map { String(format: "%.1f ± %.1f dBm", $0.value + offset, $0.halfWidth95) } ?? "…"
                 FileHandle.standardOutput.write(
                     Data("\r\u{1B}[K  \(collector.samples.count) samples, \(String(format: "%.1f", elapsed.seconds)) s: \(estimate)".utf8))
             }
@@ -142,10 +145,10 @@ struct CalibrateCommand: AsyncParsableCommand {
         if live { printOut("") }
 
         let record = CalibrationRecord(
-            timestamp: Date(), samples: result.samples.count, estimate: result.estimate, interval95: result.halfWidth95,
+            timestamp: CalibrationRecord.iso8601(secondsSince1970: Int64(Date().timeIntervalSince1970)), samples: result.samples.count, estimate: result.estimate, interval95: result.halfWidth95,
             spread: result.spread, method: result.method, receiver: device.deviceText,
             receiverAddress: receiverAddress?.description ?? "unknown", offset: offset,
-            txPower: existing?.txPower)
+            txPower: existing?.txPower.map { Int($0) })
         let spreadWarning = result.spread > 8
         if json {
             printOut(
@@ -155,11 +158,11 @@ struct CalibrateCommand: AsyncParsableCommand {
                     "estimate": result.estimate, "interval95": result.halfWidth95, "spread": result.spread,
                     "samples": result.samples.count, "seconds": result.elapsed.seconds,
                     "precisionReached": result.precisionReached, "method": result.method,
-                    "previousMeasuredPower": existing.map { $0.measuredPower }, "written": !dryRun && path != nil,
+                    "previousMeasuredPower": existing.map { Int($0.measuredPower) }, "written": !dryRun && path != nil,
                     "file": path,
                 ]))
         } else {
-            printOut(Histogram(samples: result.samples).render(width: 40))
+            printOut(Histogram(result.samples).rendered(width: 40, mark: result.estimate - result.offset))
             printOut(
                 String(
                     format: "estimate %.2f dBm, 95%% interval ±%.2f dB, spread (σ) %.1f dB, %d samples in %.1f s",
@@ -178,12 +181,16 @@ struct CalibrateCommand: AsyncParsableCommand {
             if !json { printOut("measured power \(result.measuredPower) dBm (dry run: nothing written)") }
             return
         }
-        var updated = existing ?? Profile.new(uuid: target.proximityUUID, major: target.major, minor: target.minor, measuredPower: result.measuredPower, name: nil)
+        var updated =
+            try existing
+            ?? Profile.new(
+                uuid: target.proximityUUID, major: target.major, minor: target.minor,
+                measuredPower: result.measuredPower, file: path)
         if existing != nil {
             // Re-read under the lock, so edits made while measuring are kept.
             updated = try Profile.load(bytes: ProfileStore.read(path), file: path)
         }
-        updated.applyCalibration(measuredPower: result.measuredPower, record: record)
+        try updated.applyCalibration(measuredPower: result.measuredPower, record: record)
         if existing != nil {
             try ProfileStore.writeAtomically(path, updated.encoded())
         } else {

@@ -117,7 +117,7 @@ struct DecodeCommand: AsyncParsableCommand {
     private func printAD(_ structures: [ADStructure], indent: String) {
         if structures.isEmpty { printOut("\(indent)(no AD structures)") }
         for s in structures {
-            printOut("\(indent)\(s.type): \(s.summary)")
+            printOut("\(indent)\(s.summary)")
         }
         if let b = IBeacon.find(in: structures) {
             printOut("\(indent)iBeacon: UUID \(b.uuidString), major \(b.major) (0x\(String(b.major, radix: 16))), minor \(b.minor) (0x\(String(b.minor, radix: 16))), measured power \(b.measuredPower) dBm")

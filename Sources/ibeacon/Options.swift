@@ -72,7 +72,7 @@ struct DeviceOptions: ParsableArguments {
         let spec = try spec()
         var transport = try openTransport(spec, logger: logger)
         if let btsnoop {
-            let recorder = try BTSnoopFileRecorder(path: btsnoop)
+            let recorder = try BTSnoopFileRecorder(path: btsnoop, logger: logger)
             transport = RecordingTransport(wrapping: transport, recorder: recorder)
         }
         let client = ControllerClient(

@@ -42,11 +42,11 @@ struct ProfileCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await reporting {
-                let profile = Profile.new(
+                let profile = try Profile.new(
                     uuid: uuid.flatMap(UUID.init(uuidString:)) ?? UUID(), major: UInt16(major), minor: UInt16(minor),
-                    measuredPower: measuredPower, name: name)
+                    measuredPower: measuredPower, name: name, file: file)
                 try ProfileStore.create(file, profile.encoded(), overwrite: force)
-                printOut("wrote \(file): \(profile.uuid.uuidString) major \(major) minor \(minor), measured power \(measuredPower) dBm")
+                printOut("wrote \(file): \(profile.proximityUUID.canonicalString) major \(major) minor \(minor), measured power \(measuredPower) dBm")
             }
         }
     }
@@ -66,7 +66,7 @@ struct ProfileCommand: AsyncParsableCommand {
             for file in files {
                 do {
                     let p = try Profile.load(bytes: ProfileStore.read(file), file: file)
-                    let b = p.beacon
+                    let b = p.iBeacon
                     if json {
                         printOut(
                             jsonLine([

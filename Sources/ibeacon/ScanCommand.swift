@@ -2,6 +2,8 @@ import ArgumentParser
 import Foundation
 import IBeaconCore
 import IBeaconHost
+import IBeaconTransports
+import Logging
 
 struct ScanCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -123,7 +125,7 @@ struct ScanCommand: AsyncParsableCommand {
 
     func jsonReport(_ s: Sighting, t: Double) -> String {
         let b = s.beacon
-        let distance = b.flatMap { beacon in s.rssi.map { estimatedDistance(rssi: Double($0), measuredPower: beacon.measuredPower) } }
+        let distance = b.flatMap { beacon in s.rssi.flatMap { estimatedDistance(rssi: Double($0), measuredPower: Double(beacon.measuredPower)) } }
         return jsonLine([
             "t": (t * 1000).rounded() / 1000, "address": s.address.description, "addressType": s.addressType.description,
             "rssi": s.rssi.map { Int($0) }, "uuid": b?.uuidString, "major": b.map { Int($0.major) },
@@ -142,7 +144,7 @@ struct ScanCommand: AsyncParsableCommand {
         for e in rows {
             let b = e.beacon
             let rssi = e.smoothedRSSI.map { String(format: "%6.1f", $0) } ?? "   n/a"
-            let distance = b.flatMap { beacon in e.smoothedRSSI.map { estimatedDistance(rssi: $0, measuredPower: beacon.measuredPower) } }
+            let distance = b.flatMap { beacon in e.smoothedRSSI.flatMap { estimatedDistance(rssi: $0, measuredPower: Double(beacon.measuredPower)) } }
             let prox = b == nil ? "-" : Proximity(distance: distance).rawValue
             let uuid = b?.uuidString ?? "(not an iBeacon)                    "
             let line = [

@@ -1,0 +1,267 @@
+/// The result of estimating measured power (RSSI at 1 m) from RSSI samples.
+public struct MeasuredPowerEstimate: Sendable, Equatable, CustomStringConvertible {
+    /// Estimated RSSI at 1 m, dBm.
+    public var value: Double
+    /// Half-width of the 95 % confidence interval of `value`, dB (`.infinity` when too few
+    /// samples to say).
+    public var halfWidth95: Double
+    /// Robust standard deviation of the un-faded samples, dB.
+    public var spread: Double
+    public var count: Int
+    public var method: String
+
+    public init(value: Double, halfWidth95: Double, spread: Double, count: Int, method: String) {
+        self.value = value
+        self.halfWidth95 = halfWidth95
+        self.spread = spread
+        self.count = count
+        self.method = method
+    }
+
+    /// `value` rounded to whole dBm, the iBeacon measured power field.
+    public var measuredPower: Int { Int(value.rounded()) }
+
+    public var interval95: ClosedRange<Double> { (value - halfWidth95)...(value + halfWidth95) }
+
+    public var description: String {
+        let v = JSONValue.decimal(value, fractionDigits: 2)
+        let h = halfWidth95.isFinite ? JSONValue.decimal(halfWidth95, fractionDigits: 2).description : "∞"
+        return "\(v) dBm ± \(h) dB (95 %), spread \(JSONValue.decimal(spread, fractionDigits: 2)) dB, \(count) samples, \(method)"
+    }
+}
+
+/// Robust estimate of the RSSI a receiver sees at 1 m, from integer RSSI samples.
+///
+/// What the data looks like: a roughly Gaussian spread (σ ≈ 4–6 dB indoors), a per-advertising-
+/// channel offset of a few dB, and deep fades — 10–20 % of packets 10–20 dB *below* the rest.
+/// The target is the centre of the un-faded distribution (the mean over channels). Fades are
+/// one-sided, so every symmetric summary is dragged down: with 15 % of samples 15 dB low the
+/// mean is 2.2 dB low, a 10 %-trimmed mean (AirLocate) about 1.5 dB low, and even a Tukey
+/// biweight with the usual c = 4.685 and MAD scale 1.0 dB low, because the MAD is inflated by
+/// the fades and the window then admits them (numbers from a 400-run simulation, n = 150).
+///
+/// Method: a Tukey-biweight M-estimator of location, ψ(u) = u(1−u²)² for |u| < 1, u = (x−m)/(c·s),
+/// with c = 3 and a scale `s` taken from the *upper* half only: the RMS deviation of the samples
+/// within 3 s above the current centre (ties at the centre count half), corrected for the
+/// truncation at 3 σ. Fades never reach the upper half, so `s` estimates σ of the un-faded
+/// distribution, and c = 3 puts the rejection point at 3 σ (12 dB at σ = 4), where a fade 15 dB
+/// down is mostly out and carries little weight when in. Centre and scale are iterated from the
+/// median to a fixed point. The window never narrows below ±c·1 dB, the quantisation step of
+/// RSSI, so a tight spread of whole dBm values is not cut apart. Simulated (σ = 4, n = 150):
+/// no fades bias 0.0 dB; 15 % fades 15 dB down bias −0.1 dB; 20 % fades only 10 dB down
+/// (2.5 σ, indistinguishable from the tail) bias −0.9 dB — there no method can separate them.
+///
+/// The 95 % half-width is the M-estimator's asymptotic (sandwich) standard error,
+/// (c·s)·√Σψ² / Σψ′ · √(n/(n−1)), times the Student-t 97.5 % quantile with n−1 degrees of freedom.
+/// Its coverage in simulation at fixed n is 93–96 % (see CalibrationTests).
+public struct MeasuredPowerEstimator: Sendable {
+    /// Biweight tuning constant c, in units of the scale.
+    public var tuning: Double
+    /// Smallest scale used for the window, dB (the RSSI quantisation step).
+    public var minimumWindowScale: Double
+
+    public static let methodName = "biweight-c3-upper-scale"
+
+    public init(tuning: Double = 3.0, minimumWindowScale: Double = 1.0) {
+        self.tuning = tuning
+        self.minimumWindowScale = minimumWindowScale
+    }
+
+    public var method: String {
+        tuning == 3.0 && minimumWindowScale == 1.0 ? Self.methodName : "biweight-c\(tuning)-upper-scale-min\(minimumWindowScale)"
+    }
+
+    /// nil for no samples.
+    public func estimate(_ samples: [Int]) -> MeasuredPowerEstimate? {
+        guard !samples.isEmpty else { return nil }
+        let x = samples.map(Double.init).sorted()
+        let n = x.count
+        var m = median(x)
+        if x.first == x.last {
+            return MeasuredPowerEstimate(value: x[0], halfWidth95: n > 1 ? 0 : .infinity, spread: 0, count: n, method: method)
+        }
+        var s = upperMedianScale(x, m)
+        for _ in 0..<100 {
+            s = upperRMSScale(x, m, window: 3 * max(s, minimumWindowScale))
+            let w = tuning * max(s, minimumWindowScale)
+            var sw = 0.0
+            var swx = 0.0
+            for v in x {
+                let u = (v - m) / w
+                guard abs(u) < 1 else { continue }
+                let k = (1 - u * u) * (1 - u * u)
+                sw += k
+                swx += k * v
+            }
+            guard sw > 0 else { break }
+            let next = swx / sw
+            if abs(next - m) < 1e-7 {
+                m = next
+                break
+            }
+            m = next
+        }
+        let w = tuning * max(s, minimumWindowScale)
+        var sumPsi2 = 0.0
+        var sumDPsi = 0.0
+        for v in x {
+            let u = (v - m) / w
+            guard abs(u) < 1 else { continue }
+            let a = 1 - u * u
+            let psi = u * a * a
+            sumPsi2 += psi * psi
+            sumDPsi += a * (1 - 5 * u * u)
+        }
+        var half = Double.infinity
+        if n > 1, sumDPsi > 0 {
+            let se = w * sumPsi2.squareRoot() / sumDPsi * (Double(n) / Double(n - 1)).squareRoot()
+            half = studentT975(degreesOfFreedom: n - 1) * se
+        }
+        return MeasuredPowerEstimate(value: m, halfWidth95: half, spread: s, count: n, method: method)
+    }
+
+    private func median(_ sorted: [Double]) -> Double {
+        let n = sorted.count
+        return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2
+    }
+
+    /// 1.4826 × median of the deviations above `m` (ties at `m` count half, as zeros): a
+    /// starting scale immune to fades below.
+    private func upperMedianScale(_ x: [Double], _ m: Double) -> Double {
+        var d = x.filter { $0 > m }.map { $0 - m }
+        let ties = x.filter { $0 == m }.count
+        d += [Double](repeating: 0, count: ties / 2)
+        guard !d.isEmpty else { return 0 }
+        return 1.4826 * median(d.sorted())
+    }
+
+    /// √(mean of squared deviations in (m, m + window]) / √0.97334: the σ of a normal whose
+    /// upper half, truncated at 3 σ, has that mean square. Ties at `m` count half.
+    private func upperRMSScale(_ x: [Double], _ m: Double, window: Double) -> Double {
+        var sum = 0.0
+        var count = 0.0
+        for v in x {
+            if v > m, v - m <= window {
+                sum += (v - m) * (v - m)
+                count += 1
+            } else if v == m {
+                count += 0.5
+            }
+        }
+        guard count > 0 else { return 0 }
+        // Var of N(0,1) truncated to |u| ≤ 3: 1 − 2·3·φ(3)/(2Φ(3) − 1) = 0.97334.
+        return (sum / count / 0.97334).squareRoot()
+    }
+}
+
+/// The 97.5 % quantile of Student's t with `df` degrees of freedom: exact table to 10, then
+/// the Cornish–Fisher expansion around z = 1.959964 (error < 1e-4 for df ≥ 10).
+func studentT975(degreesOfFreedom df: Int) -> Double {
+    let table: [Double] = [.infinity, 12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281]
+    if df < table.count { return table[max(0, df)] }
+    let z = 1.959964
+    let v = Double(df)
+    let z3 = z * z * z
+    let z5 = z3 * z * z
+    let z7 = z5 * z * z
+    return z + (z3 + z) / (4 * v) + (5 * z5 + 16 * z3 + 3 * z) / (96 * v * v)
+        + (3 * z7 + 19 * z5 + 17 * z3 - 15 * z) / (384 * v * v * v)
+}
+
+/// Decides when a calibration has enough samples.
+///
+/// Stops once at least `minimumSamples` were taken and the 95 % half-width has been ≤
+/// `precision` for `confirmations` consecutive updates (10 = 1 s of reports at 100 ms), or at
+/// `maximumSamples`. The confirmation is there because a rule that stops the first time the
+/// half-width dips below the target stops preferentially on samples whose spread happens to
+/// look small: in simulation (σ = 4 dB, precision 1 dB) that gave 87–88 % coverage instead of
+/// 95 %; requiring 10 confirmations brought it back to 94–95 % for about 20 more samples.
+public struct StoppingRule: Sendable {
+    public var precision: Double
+    public var minimumSamples: Int
+    public var confirmations: Int
+    public var maximumSamples: Int?
+    /// Consecutive updates so far with the half-width within `precision`.
+    public private(set) var streak = 0
+
+    public enum Decision: Equatable, Sendable {
+        case keepSampling
+        /// The interval is within `precision`.
+        case precisionReached
+        /// `maximumSamples` reached without the precision.
+        case sampleLimitReached
+    }
+
+    public init(precision: Double = 1.0, minimumSamples: Int = 30, confirmations: Int = 10, maximumSamples: Int? = nil) {
+        self.precision = precision
+        self.minimumSamples = minimumSamples
+        self.confirmations = max(1, confirmations)
+        self.maximumSamples = maximumSamples
+    }
+
+    /// Call once per new sample with the estimate over all samples so far.
+    public mutating func update(with estimate: MeasuredPowerEstimate) -> Decision {
+        if estimate.count >= minimumSamples, estimate.halfWidth95 <= precision {
+            streak += 1
+        } else {
+            streak = 0
+        }
+        if streak >= confirmations { return .precisionReached }
+        if let maximumSamples, estimate.count >= maximumSamples { return .sampleLimitReached }
+        return .keepSampling
+    }
+
+    /// Samples needed at a given spread for the half-width to reach `precision`
+    /// (normal approximation, ≥ `minimumSamples`), e.g. for a progress display.
+    public func expectedSamples(spread: Double) -> Int {
+        let n = (1.96 * spread / precision) * (1.96 * spread / precision)
+        return max(minimumSamples, Int(n.rounded(.up)) + confirmations)
+    }
+}
+
+/// Counts of RSSI samples per whole dBm.
+public struct Histogram: Sendable, Equatable {
+    public private(set) var counts: [Int: Int] = [:]
+    public private(set) var total = 0
+
+    public init(_ samples: [Int] = []) {
+        for s in samples { add(s) }
+    }
+
+    public mutating func add(_ rssi: Int) {
+        counts[rssi, default: 0] += 1
+        total += 1
+    }
+
+    /// Every dBm from the lowest to the highest sample, empty bins included, strongest first.
+    public var bins: [(dBm: Int, count: Int)] {
+        guard let lo = counts.keys.min(), let hi = counts.keys.max() else { return [] }
+        return (lo...hi).reversed().map { ($0, counts[$0] ?? 0) }
+    }
+
+    /// One line per dBm, strongest first:
+    /// ```
+    ///  -57 dBm |#######                 7
+    ///  -58 dBm |####################   20  <- estimate
+    /// ```
+    /// `width` is the length of the longest bar; `mark` flags the bin nearest a value.
+    public func rendered(width: Int = 40, mark: Double? = nil, markLabel: String = "estimate") -> String {
+        let rows = bins
+        guard let peak = rows.map(\.count).max(), peak > 0 else { return "(no samples)\n" }
+        let labelWidth = rows.map { String($0.dBm).count }.max() ?? 3
+        let countWidth = String(peak).count
+        let marked = mark.map { Int($0.rounded()) }
+        var out = ""
+        for row in rows {
+            let label = String(row.dBm)
+            let bar = (row.count * width + peak / 2) / peak
+            let barText = String(repeating: "#", count: row.count > 0 ? max(1, bar) : 0)
+            let countText = String(row.count)
+            out += String(repeating: " ", count: labelWidth - label.count) + label + " dBm |" + barText
+                + String(repeating: " ", count: width - barText.count + 1 + countWidth - countText.count) + countText
+            if row.dBm == marked { out += "  <- \(markLabel)" }
+            out += "\n"
+        }
+        return out
+    }
+}

@@ -145,8 +145,16 @@ def test_encode_from_command_line_fields_matches_profile(ibeacon_bin, tmp_path):
     from_profile = encode_json(ibeacon_bin, '--profile', str(profile))
     from_fields = encode_json(
         ibeacon_bin, '--uuid', BEACON_UUID, '--major', str(MAJOR), '--minor', str(MINOR),
-        '--measured-power', str(POWER))
+        f'--measured-power={POWER}')
     assert from_fields['advertisingData'] == from_profile['advertisingData']
+
+
+def test_encode_negative_measured_power_as_separate_argument(ibeacon_bin):
+    # `--measured-power -65` is how the help text invites users to write it (-127…-1 dBm).
+    result = run(ibeacon_bin, 'encode', '--uuid', BEACON_UUID, '--major', str(MAJOR), '--minor', str(MINOR),
+                 '--measured-power', '-65', '--json')
+    assert result.returncode == 0, result.stderr
+    assert ibeacon_from_ad(bytes.fromhex(json.loads(result.stdout)['advertisingData']))['power'] == -65
 
 
 def test_encode_store12_profile(ibeacon_bin):

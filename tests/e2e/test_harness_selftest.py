@@ -296,7 +296,10 @@ def test_legacy_nonconn_advertising_rate_and_decoding(harness_factory, client_fa
     c.start_legacy_advertising(1000, ibeacon_ad())
     time.sleep(2.5 - (time.monotonic() - t1))
     slow = [e for e in h.adv_events(since=t1, address=h.address) if e['t'] < t1 + 2.5]
-    assert len(slow) == 3, f'{len(slow)} PDUs in 2.5 s at 1000 ms'
+    # Tolerant on a loaded machine: 2-4 PDUs, and the spacing tells 1.0 s from 1.6 s.
+    assert 2 <= len(slow) <= 4, f'{len(slow)} PDUs in 2.5 s at 1000 ms'
+    gaps = [b['t'] - a['t'] for a, b in zip(slow, slow[1:])]
+    assert 0.85 <= statistics.median(gaps) <= 1.25, gaps
 
 
 def test_reset_stops_advertising(harness_factory, client_factory):

@@ -470,6 +470,27 @@ scenario_ibeacon_unknown_device() {
   check_contains "message lists hci1" hci1 "$WORK/hci9.txt"
 }
 
+# Prints "match" when the JSON lines of `ibeacon scan --json` in $1 contain the profile's beacon,
+# else a summary of what they contain.
+scan_saw_profile() {
+  "$PY" - "$1" "$P_UUID" "$P_MAJOR" "$P_MINOR" "$P_POWER" <<'PYEOF'
+import json, sys
+path, u, major, minor, power = sys.argv[1], sys.argv[2].upper(), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+lines = [l for l in open(path).read().splitlines() if l.strip()]
+seen = []
+for l in lines:
+    try:
+        o = json.loads(l)
+    except ValueError:
+        seen.append("not JSON: " + l[:80]); continue
+    t = (str(o.get("uuid", "")).upper(), o.get("major"), o.get("minor"), o.get("measuredPower"))
+    if t == (u, major, minor, power):
+        print("match"); sys.exit()
+    seen.append("uuid=%s major=%s minor=%s measuredPower=%s" % t)
+print("; ".join(seen[:3]) if seen else "no JSON lines")
+PYEOF
+}
+
 scenario_ibeacon_advertise_scan() {
   need_bin || return
   need_profile || return
@@ -501,23 +522,7 @@ scenario_ibeacon_advertise_scan() {
   ib scan --device hci1 --json --duration 5 > "$WORK/scan.jsonl" 2>"$WORK/scan.err"
   check_status "ibeacon scan --duration 5" 0 $? "$WORK/scan.err"
   local seen
-  seen=$("$PY" - "$WORK/scan.jsonl" "$P_UUID" "$P_MAJOR" "$P_MINOR" "$P_POWER" <<'PYEOF'
-import json, sys
-path, u, major, minor, power = sys.argv[1], sys.argv[2].upper(), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-lines = [l for l in open(path).read().splitlines() if l.strip()]
-seen = []
-for l in lines:
-    try:
-        o = json.loads(l)
-    except ValueError:
-        seen.append("not JSON: " + l[:80]); continue
-    t = (str(o.get("uuid", "")).upper(), o.get("major"), o.get("minor"), o.get("measuredPower"))
-    if t == (u, major, minor, power):
-        print("match"); sys.exit()
-    seen.append("uuid=%s major=%s minor=%s measuredPower=%s" % t)
-print("; ".join(seen[:3]) if seen else "no JSON lines")
-PYEOF
-)
+  seen=$(scan_saw_profile "$WORK/scan.jsonl")
   check_eq "scan --json reports the beacon" match "$seen"
   stop_advertiser "$adv" "$WORK/advertise.txt"
   # Stopped means stopped: a fresh scan on hci1 hears nothing from hci0 any more (meaningful
@@ -610,14 +615,21 @@ scenario_ibeacon_adapter_reset() {
   observer_stop
   timeout 10 hciconfig hci0 down; sleep 1; timeout 10 hciconfig hci0 up
   local t0=$SECONDS
-  observer_start_or_fail || return
-  if observer_wait "$P_ADV" 20; then
+  # Observe with ibeacon's own (extended) scanner on a freshly reset hci1, as the kernel scans:
+  # btvirt's legacy-scan view of a controller reset under extended advertising shows a stale
+  # empty ADV_IND instead (see raw_advertising_after_down_up for the legacy-only case).
+  sleep 3
+  reset_controller hci1
+  ib scan --device hci1 --json --duration 6 > "$WORK/reset-scan.jsonl" 2>"$WORK/reset-scan.err"
+  local seen
+  seen=$(scan_saw_profile "$WORK/reset-scan.jsonl")
+  if [ "$seen" = match ]; then
     pass "advertising seen again after hciconfig hci0 down/up" "within $((SECONDS - t0)) s"
   else
-    fail "advertising seen again after hciconfig hci0 down/up" "a report within 20 s" "$(observer_seen)"
+    fail "advertising seen again after hciconfig hci0 down/up" "the profile's beacon in ibeacon scan --json" "$seen"
     echo "        advertiser log:"; sed 's/^/          /' "$WORK/reset-adv.txt"
   fi
-  observer_stop
+  check_contains "advertiser logged the recovery" "advertising resumed" "$WORK/reset-adv.txt"
   stop_advertiser "$adv" "$WORK/reset-adv.txt"
 }
 
@@ -628,15 +640,16 @@ scenario_ibeacon_adapter_reset() {
 
 # btvirt after an adapter down/up: does advertising set up again afterwards reach hci1?
 scenario_raw_advertising_after_down_up() {
+  local data="02 01 06 1A FF 4C 00 02 15 01 12 23 34 45 56 67 78 89 9A AB BC CD DE EF F0 01 02 03 04 C5"
   reset_controller hci0
-  raw_advertise "$P_ADV" || { fail "advertise on hci0" "status 00" "status $HCI_STATUS"; return; }
+  raw_advertise "$data" || { fail "advertise on hci0" "status 00" "status $HCI_STATUS"; return; }
   observer_start_or_fail || return
-  if observer_wait "$P_ADV" 10; then pass "seen before down/up"; else fail "seen before down/up" "report" "$(observer_seen)"; fi
+  if observer_wait "$data" 10; then pass "seen before down/up"; else fail "seen before down/up" "report" "$(observer_seen)"; fi
   observer_stop
   timeout 10 hciconfig hci0 down; sleep 1; timeout 10 hciconfig hci0 up
-  raw_advertise "$P_ADV" || { fail "advertise on hci0 after down/up" "status 00" "status $HCI_STATUS"; return; }
+  raw_advertise "$data" || { fail "advertise on hci0 after down/up" "status 00" "status $HCI_STATUS"; return; }
   observer_start_or_fail || return
-  if observer_wait "$P_ADV" 10; then pass "raw advertising set up again after down/up is seen"; else fail "raw advertising set up again after down/up is seen" "report" "$(observer_seen)"; fi
+  if observer_wait "$data" 10; then pass "raw advertising set up again after down/up is seen"; else fail "raw advertising set up again after down/up is seen" "report" "$(observer_seen)"; fi
   observer_stop
   raw_advertise_stop
 }

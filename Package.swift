@@ -54,6 +54,6 @@ let package = Package(
         .testTarget(name: "IBeaconCoreTests", dependencies: ["IBeaconCore"]),
         .testTarget(name: "IBeaconHostTests", dependencies: ["IBeaconHost", "IBeaconTestSupport"]),
         .testTarget(name: "IBeaconTransportsTests", dependencies: ["IBeaconTransports", "IBeaconTestSupport"]),
-        .testTarget(name: "ibeaconCLITests", dependencies: ["IBeaconCore"]),
+        .testTarget(name: "ibeaconCLITests", dependencies: ["IBeaconCore"], exclude: ["help"]),
     ]
 )

@@ -30,63 +30,64 @@ public struct ByteReader: Sendable {
     public var remaining: Int { bytes.count - offset }
     public var isAtEnd: Bool { offset >= bytes.count }
 
-    private mutating func take(_ n: Int, _ what: String) throws(DecodingError) -> ArraySlice<UInt8> {
+    private mutating func take(_ n: Int, _ what: @autoclosure () -> String) throws(DecodingError) -> ArraySlice<UInt8> {
         guard n >= 0, remaining >= n else {
-            throw .truncated(what: what, needed: n, available: max(0, remaining))
+            throw .truncated(what: what(), needed: n, available: max(0, remaining))
         }
         defer { offset += n }
         return bytes[offset..<offset + n]
     }
 
-    public mutating func readUInt8(_ what: String = "byte") throws(DecodingError) -> UInt8 {
-        try take(1, what).first!  // take(1) returned exactly one byte
+    public mutating func readUInt8(_ what: @autoclosure () -> String = "byte") throws(DecodingError) -> UInt8 {
+        let s = try take(1, what())
+        return s[s.startIndex]
     }
 
-    public mutating func readInt8(_ what: String = "byte") throws(DecodingError) -> Int8 {
-        Int8(bitPattern: try readUInt8(what))
+    public mutating func readInt8(_ what: @autoclosure () -> String = "byte") throws(DecodingError) -> Int8 {
+        Int8(bitPattern: try readUInt8(what()))
     }
 
-    public mutating func readUInt16LE(_ what: String = "uint16") throws(DecodingError) -> UInt16 {
-        let s = try take(2, what)
+    public mutating func readUInt16LE(_ what: @autoclosure () -> String = "uint16") throws(DecodingError) -> UInt16 {
+        let s = try take(2, what())
         return UInt16(s[s.startIndex]) | UInt16(s[s.startIndex + 1]) << 8
     }
 
-    public mutating func readUInt16BE(_ what: String = "uint16") throws(DecodingError) -> UInt16 {
-        let s = try take(2, what)
+    public mutating func readUInt16BE(_ what: @autoclosure () -> String = "uint16") throws(DecodingError) -> UInt16 {
+        let s = try take(2, what())
         return UInt16(s[s.startIndex]) << 8 | UInt16(s[s.startIndex + 1])
     }
 
-    public mutating func readUInt24LE(_ what: String = "uint24") throws(DecodingError) -> UInt32 {
-        let s = try take(3, what)
+    public mutating func readUInt24LE(_ what: @autoclosure () -> String = "uint24") throws(DecodingError) -> UInt32 {
+        let s = try take(3, what())
         return UInt32(s[s.startIndex]) | UInt32(s[s.startIndex + 1]) << 8 | UInt32(s[s.startIndex + 2]) << 16
     }
 
-    public mutating func readUInt32LE(_ what: String = "uint32") throws(DecodingError) -> UInt32 {
-        let s = try take(4, what)
+    public mutating func readUInt32LE(_ what: @autoclosure () -> String = "uint32") throws(DecodingError) -> UInt32 {
+        let s = try take(4, what())
         var v: UInt32 = 0
         for (i, b) in s.enumerated() { v |= UInt32(b) << (8 * UInt32(i)) }
         return v
     }
 
-    public mutating func readUInt32BE(_ what: String = "uint32") throws(DecodingError) -> UInt32 {
-        let s = try take(4, what)
+    public mutating func readUInt32BE(_ what: @autoclosure () -> String = "uint32") throws(DecodingError) -> UInt32 {
+        let s = try take(4, what())
         return s.reduce(0) { $0 << 8 | UInt32($1) }
     }
 
-    public mutating func readUInt64LE(_ what: String = "uint64") throws(DecodingError) -> UInt64 {
-        let s = try take(8, what)
+    public mutating func readUInt64LE(_ what: @autoclosure () -> String = "uint64") throws(DecodingError) -> UInt64 {
+        let s = try take(8, what())
         var v: UInt64 = 0
         for (i, b) in s.enumerated() { v |= UInt64(b) << (8 * UInt64(i)) }
         return v
     }
 
-    public mutating func readUInt64BE(_ what: String = "uint64") throws(DecodingError) -> UInt64 {
-        let s = try take(8, what)
+    public mutating func readUInt64BE(_ what: @autoclosure () -> String = "uint64") throws(DecodingError) -> UInt64 {
+        let s = try take(8, what())
         return s.reduce(0) { $0 << 8 | UInt64($1) }
     }
 
-    public mutating func readBytes(_ n: Int, _ what: String = "bytes") throws(DecodingError) -> [UInt8] {
-        Array(try take(n, what))
+    public mutating func readBytes(_ n: Int, _ what: @autoclosure () -> String = "bytes") throws(DecodingError) -> [UInt8] {
+        Array(try take(n, what()))
     }
 
     public mutating func readRest() -> [UInt8] {
@@ -95,8 +96,8 @@ public struct ByteReader: Sendable {
     }
 
     /// Throws `.trailingBytes` unless every byte was consumed.
-    public func expectEnd(_ what: String) throws(DecodingError) {
-        if remaining > 0 { throw .trailingBytes(what: what, count: remaining) }
+    public func expectEnd(_ what: @autoclosure () -> String) throws(DecodingError) {
+        if remaining > 0 { throw .trailingBytes(what: what(), count: remaining) }
     }
 }
 
@@ -203,8 +204,8 @@ public struct BDAddress: Hashable, Sendable, CustomStringConvertible, Comparable
         a.bytes.reversed().lexicographicallyPrecedes(b.bytes.reversed())
     }
 
-    public static func read(from r: inout ByteReader, _ what: String = "address") throws(DecodingError) -> BDAddress {
-        try BDAddress(littleEndian: r.readBytes(6, what))
+    public static func read(from r: inout ByteReader, _ what: @autoclosure () -> String = "address") throws(DecodingError) -> BDAddress {
+        try BDAddress(littleEndian: r.readBytes(6, what()))
     }
 }
 

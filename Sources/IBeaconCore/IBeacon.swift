@@ -105,3 +105,46 @@ extension IBeacon {
     /// The proximity UUID, upper-case 8-4-4-4-12.
     public var uuidString: String { proximityUUID.canonicalString }
 }
+
+extension IBeacon {
+    /// The first iBeacon in raw advertising data, or nil when there is none or the data is
+    /// malformed. Gives exactly `find(in: ADStructure.parse(data))` (a test checks it on random
+    /// input) but walks the bytes in place without allocating: scanning decodes every report
+    /// of every event, and most of them are not iBeacons.
+    public static func find(inAdvertisingData data: [UInt8]) -> IBeacon? {
+        var found: IBeacon?
+        var i = 0
+        let n = data.count
+        while i < n {
+            let length = Int(data[i])
+            if length == 0 {
+                // Core 5.4 Vol 3 Part C §11: only zero padding may follow a zero length.
+                var j = i + 1
+                while j < n {
+                    if data[j] != 0 { return nil }
+                    j += 1
+                }
+                return found
+            }
+            guard length <= n - i - 1 else { return nil }  // runs past the end
+            // Flags-independent match: AD type 0xFF, Apple (4C 00), iBeacon type 02, length 15.
+            if found == nil, length == 26, data[i + 1] == 0xFF, data[i + 2] == 0x4C, data[i + 3] == 0x00,
+                data[i + 4] == Self.type, data[i + 5] == Self.remainingLength
+            {
+                let u = i + 6
+                let uuid = UUID(
+                    uuid: (
+                        data[u], data[u + 1], data[u + 2], data[u + 3], data[u + 4], data[u + 5], data[u + 6],
+                        data[u + 7], data[u + 8], data[u + 9], data[u + 10], data[u + 11], data[u + 12],
+                        data[u + 13], data[u + 14], data[u + 15]
+                    ))
+                found = IBeacon(
+                    proximityUUID: uuid, major: UInt16(data[u + 16]) << 8 | UInt16(data[u + 17]),
+                    minor: UInt16(data[u + 18]) << 8 | UInt16(data[u + 19]),
+                    measuredPower: Int8(bitPattern: data[u + 20]))
+            }
+            i += 1 + length
+        }
+        return found
+    }
+}

@@ -143,6 +143,8 @@ public struct AdvertisingSession: Sendable {
         switch event {
         case .linkClosed(let error):
             return .linkClosed(error)
+        case .wake:
+            return nil
         case .event(.hardwareError(let code)):
             return .controllerReset("the controller reported Hardware Error 0x\([code].hexString)")
         case .event(.commandComplete(_, let opcode, _)) where opcode == .reset:

@@ -213,40 +213,30 @@ public struct Calibrator: Sendable {
         let started = ContinuousClock.now
         func elapsed() -> Duration { started.duration(to: ContinuousClock.now) }
 
-        enum Input: Sendable {
-            case event(ControllerEvent)
-            case tick
-        }
-        let (inputs, sink) = AsyncStream.makeStream(of: Input.self, bufferingPolicy: .bufferingNewest(16384))
-        let forwarder = Task {
-            for await e in client.events { sink.yield(.event(e)) }
-        }
+        // One stream: controller events, and a wake-up per progress interval for the display
+        // and the deadline.
         let clock = self.clock
         let interval = progressInterval
         let ticker = Task {
             while !Task.isCancelled {
                 do { try await clock.sleep(for: interval) } catch { return }
-                sink.yield(.tick)
+                client.wake()
             }
         }
-        defer {
-            forwarder.cancel()
-            ticker.cancel()
-            sink.finish()
-        }
+        defer { ticker.cancel() }
 
         var collector = CalibrationCollector(target: target, settings: settings)
         do {
-            loop: for await input in inputs {
+            loop: for await input in client.events {
                 switch input {
-                case .tick:
+                case .wake:
                     progress(collector, elapsed())
                     if try collector.check(elapsed: elapsed()) == .done { break loop }
-                case .event(.linkClosed(nil)):
+                case .linkClosed(nil):
                     break loop  // the end of a replayed capture
-                case .event(.linkClosed(let error?)):
+                case .linkClosed(let error?):
                     throw error
-                case .event(.event(let event)):
+                case .event(let event):
                     for s in Sighting.all(in: event) where try collector.add(s) == .done {
                         break loop
                     }

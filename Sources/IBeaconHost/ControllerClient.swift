@@ -53,6 +53,8 @@ extension Duration {
 /// What the controller sent that was not the answer to one of our commands.
 public enum ControllerEvent: Sendable {
     case event(HCIEvent)
+    /// Asked for by `wake()`.
+    case wake
     /// The link to the controller ended: with the transport's error, or nil when it ended
     /// normally (closed by us, or the end of a replayed capture).
     case linkClosed(TransportError?)
@@ -86,6 +88,7 @@ public actor ControllerClient {
     private var busy = false
     private var waiters: [CheckedContinuation<Void, Never>] = []
     private var reader: Task<Void, Never>?
+    private var eventHandler: (@Sendable (HCIEvent) -> Bool)?
     private var linkError: TransportError?
     private var isClosed = false
 
@@ -97,25 +100,42 @@ public actor ControllerClient {
         self.logger = logger
         self.clock = clock
         self.defaultTimeout = defaultTimeout
-        (events, eventSink) = AsyncStream.makeStream(of: ControllerEvent.self, bufferingPolicy: .bufferingNewest(16384))
+        // Unbounded: a replayed capture delivers events faster than any consumer, and none may be
+        // lost; a live controller delivers at most a few thousand per second.
+        (events, eventSink) = AsyncStream.makeStream(of: ControllerEvent.self, bufferingPolicy: .unbounded)
     }
 
     /// Starts reading from the transport. Call once before `execute`.
     public func start() {
         guard reader == nil else { return }
-        let transport = self.transport
-        reader = Task { [weak self] in
-            do {
-                for try await packet in transport.incoming {
-                    await self?.receive(packet)
-                }
-                await self?.linkEnded(nil)
-            } catch let error as TransportError {
-                await self?.linkEnded(error)
-            } catch {
-                await self?.linkEnded(TransportError(.io, "reading from \(transport.name) failed: \(error)"))
+        reader = Task { [weak self] in await self?.readLoop() }
+    }
+
+    /// Reads the transport on the actor itself, so a packet costs no hop between executors.
+    private func readLoop() async {
+        do {
+            for try await packet in transport.incoming {
+                receive(packet)
             }
+            linkEnded(nil)
+        } catch let error as TransportError {
+            linkEnded(error)
+        } catch {
+            linkEnded(TransportError(.io, "reading from \(transport.name) failed: \(error)"))
         }
+    }
+
+    /// Handles events synchronously as they are decoded, before `events` sees them; the
+    /// handler returns true for an event it consumed. Scanning uses it: every advertising
+    /// report then costs no hand-over between tasks, only its decoding.
+    public func setEventHandler(_ handler: (@Sendable (HCIEvent) -> Bool)?) {
+        eventHandler = handler
+    }
+
+    /// Puts `.wake` into `events`, so their consumer can do periodic work (redraw a table,
+    /// check a deadline) without a second stream merged in.
+    public nonisolated func wake() {
+        eventSink.yield(.wake)
     }
 
     /// Sends `command` and returns its decoded return parameters.
@@ -234,6 +254,7 @@ public actor ControllerClient {
             }
             wakeWaiter()
         default:
+            if let eventHandler, eventHandler(event) { return }
             eventSink.yield(.event(event))
         }
     }

@@ -20,7 +20,7 @@ public struct Sighting: Sendable, Equatable {
         self.data = data
         self.extended = extended
         // A stranger's malformed data is common: it simply holds no iBeacon.
-        self.beacon = (try? ADStructure.parse(data)).flatMap(IBeacon.find(in:))
+        self.beacon = IBeacon.find(inAdvertisingData: data)
     }
 
     /// Every report in an event, in order (an event may carry several: Num_Reports > 1).

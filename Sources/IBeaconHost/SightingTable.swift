@@ -2,7 +2,8 @@ import IBeaconCore
 
 /// What `ibeacon scan` knows about each transmitter it heard, with bounded memory: entries
 /// not heard for `expiry` are dropped, and past `capacity` the longest-silent one is evicted,
-/// so a scan among thousands of passing phones stays small.
+/// so a scan among thousands of passing phones stays small. Recording a report is O(1) and
+/// allocation-free once the transmitter is known.
 public struct SightingTable: Sendable {
     public struct Entry: Sendable {
         public var address: BDAddress
@@ -10,18 +11,37 @@ public struct SightingTable: Sendable {
         public var firstSeen: Double
         public var lastSeen: Double
         public var reports: Int
-        /// Report times within the rate window, for reports per second.
-        var recent: [Double] = []
-        /// Smoothed RSSI (sliding median); nil until a report carried one.
-        public var smoothedRSSI: Double? { smoother.value }
+        /// Reports counted in the current rate window, and when it started.
+        var windowStart: Double
+        var windowCount = 0
+        /// Reports per second over the last completed window.
+        var lastRate: Double?
         var smoother: RSSISmoother
         public var lastRSSI: Int8?
 
-        /// Reports per second over the last `window` seconds.
+        /// Smoothed RSSI (sliding median); nil until a report carried one.
+        public var smoothedRSSI: Double? { smoother.value }
+
+        /// Reports per second: over the last completed window, or since first heard.
         public func rate(now: Double, window: Double) -> Double {
-            let inWindow = recent.filter { $0 > now - window }.count
-            let span = min(window, max(now - firstSeen, 1e-3))
-            return Double(inWindow) / max(span, 1)
+            if let lastRate, now - windowStart < 2 * window { return lastRate }
+            return Double(windowCount) / max(now - windowStart, 1)
+        }
+
+        mutating func record(_ s: Sighting, now: Double, window: Double) {
+            if let b = s.beacon { beacon = b }
+            lastSeen = now
+            reports += 1
+            if now - windowStart >= window {
+                lastRate = Double(windowCount) / (now - windowStart)
+                windowStart = now
+                windowCount = 0
+            }
+            windowCount += 1
+            if let rssi = s.rssi {
+                lastRSSI = rssi
+                _ = smoother.add(Double(rssi))
+            }
         }
     }
 
@@ -43,29 +63,19 @@ public struct SightingTable: Sendable {
 
     /// Records one sighting at `now` (seconds on any monotonic clock).
     public mutating func record(_ s: Sighting, now: Double) {
-        if entries[s.address] == nil, entries.count >= capacity {
-            prune(now: now)
-            if entries.count >= capacity, let oldest = entries.values.min(by: { $0.lastSeen < $1.lastSeen }) {
-                entries[oldest.address] = nil
+        if entries[s.address] == nil {
+            if entries.count >= capacity {
+                prune(now: now)
+                if entries.count >= capacity, let oldest = entries.values.min(by: { $0.lastSeen < $1.lastSeen }) {
+                    entries[oldest.address] = nil
+                }
             }
-        }
-        var e =
-            entries[s.address]
-            ?? Entry(
-                address: s.address, beacon: nil, firstSeen: now, lastSeen: now, reports: 0,
+            entries[s.address] = Entry(
+                address: s.address, beacon: nil, firstSeen: now, lastSeen: now, reports: 0, windowStart: now,
                 smoother: RSSISmoother(smoothing))
-        if let b = s.beacon { e.beacon = b }
-        e.lastSeen = now
-        e.reports += 1
-        e.recent.append(now)
-        if e.recent.count > 64 || (e.recent.first ?? now) <= now - rateWindow {
-            e.recent.removeAll { $0 <= now - rateWindow }
         }
-        if let rssi = s.rssi {
-            e.lastRSSI = rssi
-            _ = e.smoother.add(Double(rssi))
-        }
-        entries[s.address] = e
+        // Mutated in place through the subscript: no copy of the entry per report.
+        entries[s.address]?.record(s, now: now, window: rateWindow)
     }
 
     /// Drops entries not heard for `expiry` seconds.

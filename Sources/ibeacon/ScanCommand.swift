@@ -4,6 +4,7 @@ import IBeaconCore
 import IBeaconHost
 import IBeaconTransports
 import Logging
+import Synchronization
 
 struct ScanCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -63,9 +64,37 @@ struct ScanCommand: AsyncParsableCommand {
         }
     }
 
+    /// What the scan has heard; updated on the controller client's executor as reports are
+    /// decoded, read by the display once a second.
+    struct State: Sendable {
+        var table = SightingTable()
+        var reports = 0
+    }
+
     func scan(logger: Logger) async throws {
         let spec = try device.spec()
         let client = try await device.connect(logger: logger)
+        let started = ContinuousClock.now
+        @Sendable func now() -> Double { started.duration(to: ContinuousClock.now).seconds }
+        let live = stdoutIsTerminal && !json
+        let deadline = duration
+        let state = Mutex(State())
+        let command = self
+        let json = self.json
+        // Reports are handled as they are decoded: no hand-over between tasks per report.
+        await client.setEventHandler { event in
+            let sightings = Sighting.all(in: event)
+            guard !sightings.isEmpty else { return false }
+            let t = now()
+            state.withLock { state in
+                for s in sightings where command.matches(s) {
+                    state.reports += 1
+                    state.table.record(s, now: t)
+                    if json { printOut(command.jsonReport(s, t: t)) }
+                }
+            }
+            return true
+        }
         let scanner = Scanner(mode: mode, ownsController: spec.isExclusive, logger: logger)
         let scanMode: AdvertisingMode
         do {
@@ -74,50 +103,42 @@ struct ScanCommand: AsyncParsableCommand {
             await client.close()
             throw error
         }
-        let started = ContinuousClock.now
-        func now() -> Double { started.duration(to: ContinuousClock.now).seconds }
-        let live = stdoutIsTerminal && !json
-        let deadline = duration
 
-        enum Input: Sendable {
-            case event(ControllerEvent)
-            case tick
-        }
-        let (inputs, sink) = AsyncStream.makeStream(of: Input.self, bufferingPolicy: .bufferingNewest(65536))
-        let forwarder = Task { for await e in client.events { sink.yield(.event(e)) } }
+        // The events left are wake-ups (every second, for the display and the deadline) and
+        // the end of the link.
         let ticker = Task {
             while !Task.isCancelled {
                 do { try await Task.sleep(for: .seconds(1)) } catch { return }
-                sink.yield(.tick)
+                client.wake()
             }
         }
-        var table = SightingTable()
         var failure: (any Error)?
-        loop: for await input in inputs {
+        loop: for await input in client.events {
             switch input {
-            case .tick:
+            case .wake:
                 let t = now()
-                table.prune(now: t)
+                let table = state.withLock { state in
+                    state.table.prune(now: t)
+                    return state.table
+                }
                 if !json { render(table, now: t, live: live) }
                 if let deadline, t >= deadline { break loop }
-            case .event(.linkClosed(nil)):
+            case .linkClosed(nil):
                 break loop  // end of a replayed capture
-            case .event(.linkClosed(let error?)):
+            case .linkClosed(let error?):
                 failure = error
                 break loop
-            case .event(.event(let event)):
-                let t = now()
-                for s in Sighting.all(in: event) where matches(s) {
-                    table.record(s, now: t)
-                    if json { printOut(jsonReport(s, t: t)) }
-                }
-                if let deadline, t >= deadline { break loop }
+            case .event:
+                continue
             }
         }
-        forwarder.cancel()
         ticker.cancel()
-        sink.finish()
-        if !json && !live { render(table, now: now(), live: false) }
+        await client.setEventHandler(nil)
+        if !json && !live {
+            let (table, reports) = state.withLock { ($0.table, $0.reports) }
+            render(table, now: now(), live: false)
+            printOut("\(reports) reports from \(table.entries.count) transmitter(s) in \(String(format: "%.1f", now())) s")
+        }
         await scanner.stop(on: client, mode: scanMode)
         await client.close()
         if let failure { throw failure }

@@ -35,7 +35,7 @@ public enum HCIEvent: Hashable, Sendable {
         guard header.remaining == length else {
             throw .trailingBytes(what: "\(code) parameters", count: header.remaining - length)
         }
-        var r = ByteReader(header.readRest())
+        var r = header  // exactly the parameters are left
         let event: HCIEvent
         switch code {
         case .commandComplete:

@@ -130,6 +130,17 @@ public actor ControllerClient {
     /// report then costs no hand-over between tasks, only its decoding.
     public func setEventHandler(_ handler: (@Sendable (HCIEvent) -> Bool)?) {
         eventHandler = handler
+        // LE Meta events (advertising reports) can be handled on the transport's reader thread;
+        // everything else comes here, where replies are matched to commands.
+        transport.setPacketFilter(
+            handler.map { handler in
+                { @Sendable packet in
+                    guard packet.type == .event, packet.body.first == HCIEventCode.leMeta.rawValue,
+                        let event = try? HCIEvent.decode(packet.body)
+                    else { return false }
+                    return handler(event)
+                }
+            })
     }
 
     /// Puts `.wake` into `events`, so their consumer can do periodic work (redraw a table,

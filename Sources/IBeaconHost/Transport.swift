@@ -21,6 +21,15 @@ public protocol HCITransport: AnyObject, Sendable {
     var incoming: AsyncThrowingStream<H4Packet, any Error> { get }
     /// Releases the underlying descriptor; idempotent.
     func close()
+    /// Installs a filter that runs on the transport's own reader thread for every received
+    /// packet before it is queued for `incoming`; a packet it returns true for is consumed
+    /// there. Scanning uses it to handle advertising reports without a hand-over between
+    /// threads per report. Transports without a reader thread ignore it (the default).
+    func setPacketFilter(_ filter: (@Sendable (H4Packet) -> Bool)?)
+}
+
+extension HCITransport {
+    public func setPacketFilter(_ filter: (@Sendable (H4Packet) -> Bool)?) {}
 }
 
 /// Receives a copy of every packet that crosses a transport (the btsnoop writer is one).

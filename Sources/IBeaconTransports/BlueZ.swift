@@ -157,6 +157,8 @@ public final class BlueZHCITransport: HCITransport {
 
     public func close() { link.close() }
 
+    public func setPacketFilter(_ filter: (@Sendable (H4Packet) -> Bool)?) { link.setPacketFilter(filter) }
+
     private static func prepare(_ fd: FileDescriptor, index: UInt16, name: String, logger: Logger) throws(TransportError) {
         // FIELD.md: the filter must be in place before the first command, or its events are lost.
         do {

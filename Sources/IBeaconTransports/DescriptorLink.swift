@@ -31,6 +31,8 @@ final class DescriptorLink: Sendable {
     private let lifecycle: Mutex<(closing: Bool, reader: Sys.Thread?)>
     /// Held for each whole packet written; `true` once the descriptor is closed.
     private let writer: Mutex<Bool>
+    /// Consumes packets on the reader thread (see `HCITransport.setPacketFilter`).
+    private let filter: PacketFilterBox
 
     /// Takes ownership of `fd` and starts reading it.
     ///
@@ -58,11 +60,13 @@ final class DescriptorLink: Sendable {
         self.sendFailure = sendFailure
         self.lifecycle = Mutex((closing: false, reader: nil))
         self.writer = Mutex(false)
+        let filter = PacketFilterBox()
+        self.filter = filter
         (incoming, continuation) = AsyncThrowingStream.makeStream(of: H4Packet.self, throwing: (any Error).self)
 
         let reader = Reader(
             name: name, fd: fd, wake: wake.readEnd, framing: framing, continuation: continuation,
-            inspect: inspect, logger: logger)
+            inspect: inspect, filter: filter, logger: logger)
         do {
             let thread = try Sys.spawnThread { reader.run() }
             lifecycle.withLock { $0.reader = thread }
@@ -75,6 +79,8 @@ final class DescriptorLink: Sendable {
     }
 
     deinit { close() }
+
+    func setPacketFilter(_ f: (@Sendable (H4Packet) -> Bool)?) { filter.set(f) }
 
     /// Writes `bytes` whole; concurrent senders never interleave.
     func send(_ bytes: [UInt8]) throws(TransportError) {
@@ -127,6 +133,7 @@ private struct Reader: Sendable {
     let framing: ReadFraming
     let continuation: AsyncThrowingStream<H4Packet, any Error>.Continuation
     let inspect: @Sendable (H4Packet) -> TransportError?
+    let filter: PacketFilterBox
     let logger: Logger
 
     func run() {
@@ -169,6 +176,7 @@ private struct Reader: Sendable {
             for packet in packets {
                 if let failure = inspect(packet) { return finish(failure) }
                 logger.trace("received", metadata: ["device": "\(name)", "packet": "\(packet)"])
+                if filter.consumes(packet) { continue }
                 continuation.yield(packet)
             }
         }
@@ -204,5 +212,26 @@ func streamSendFailure(name: String, permissionHint: String? = nil) -> @Sendable
         default:
             TransportError(.io, "\(name): write failed: \(error)", errno: error.rawValue)
         }
+    }
+}
+
+/// The packet filter, swapped while the reader thread runs. The closure is held in a class
+/// so the mutex guards a plain reference rather than a generic function value.
+final class PacketFilterBox: Sendable {
+    private final class Filter: Sendable {
+        let body: @Sendable (H4Packet) -> Bool
+        init(_ body: @escaping @Sendable (H4Packet) -> Bool) { self.body = body }
+    }
+
+    private let current = Mutex<Filter?>(nil)
+
+    func set(_ f: (@Sendable (H4Packet) -> Bool)?) {
+        let filter = f.map(Filter.init)
+        current.withLock { $0 = filter }
+    }
+
+    func consumes(_ packet: H4Packet) -> Bool {
+        guard let filter = current.withLock({ $0 }) else { return false }
+        return filter.body(packet)
     }
 }

@@ -26,6 +26,8 @@ public final class H4StreamTransport: HCITransport {
 
     public func close() { link.close() }
 
+    public func setPacketFilter(_ filter: (@Sendable (H4Packet) -> Bool)?) { link.setPacketFilter(filter) }
+
     /// Connects to an H4 controller listening on TCP (`tcp:HOST:PORT`), trying every address
     /// the host resolves to, each for at most `connectTimeout` seconds; sets `TCP_NODELAY`.
     public static func connectTCP(

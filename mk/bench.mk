@@ -7,16 +7,17 @@ BENCH_EVENTS ?= 200000
 bench: bench-decode bench-advertise ## run the benchmarks of BENCHMARKS.md
 
 bench-decode: deps venv
-	$(SWIFT) build -c release --product ibeacon-bench
-	$(SWIFT) build -c release --product ibeacon
+	$(SWIFT) build $(RELEASE_FLAGS) --product ibeacon-bench
+	$(SWIFT) build $(RELEASE_FLAGS) --product ibeacon
 	mkdir -p out
 	$(PYTHON) scripts/bench/make_capture.py out/bench-scan.btsnoop $(BENCH_EVENTS)
 	@echo "ibeacon (Swift):"; .build/release/ibeacon-bench out/bench-scan.btsnoop 5 | tee out/bench-decode-swift.json
 	@echo "Bumble (Python):"; $(PYTHON) scripts/bench/bumble_decode.py out/bench-scan.btsnoop 1 | tee out/bench-decode-bumble.json
-	@echo "ibeacon scan pipeline:"; $(PYTHON) scripts/bench/scan_cpu.py .build/release/ibeacon out/bench-scan.btsnoop | tee out/bench-scan-cpu.json
+	@echo "ibeacon scan, replayed capture:"; $(PYTHON) scripts/bench/scan_cpu.py .build/release/ibeacon out/bench-scan.btsnoop | tee out/bench-scan-cpu.json
+	@echo "ibeacon scan, live at 3,000 reports/s:"; $(PYTHON) scripts/bench/scan_live.py .build/release/ibeacon 3000 20 | tee out/bench-scan-live.json
 
 bench-advertise: deps venv
-	$(SWIFT) build -c release --product ibeacon
+	$(SWIFT) build $(RELEASE_FLAGS) --product ibeacon
 	mkdir -p out
 	$(PYTHON) scripts/bench/advertise.py .build/release/ibeacon $(BENCH_SECONDS) 10 | tee out/bench-advertise.json
 
@@ -26,7 +27,7 @@ SOAK_INTERVAL ?= 60
 .PHONY: soak soak-ci
 
 soak: deps venv ## 1-hour advertising soak with a controller fault every minute (RELIABILITY.md)
-	$(SWIFT) build -c release --product ibeacon
+	$(SWIFT) build $(RELEASE_FLAGS) --product ibeacon
 	$(PYTHON) scripts/soak.py .build/release/ibeacon $(SOAK_SECONDS) $(SOAK_INTERVAL)
 
 soak-ci: deps venv ## the soak shortened for CI: 2 minutes, a fault every 10 s

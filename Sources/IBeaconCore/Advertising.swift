@@ -145,7 +145,8 @@ public enum AdvertisingDataError: Error, Equatable, Sendable, CustomStringConver
     public var description: String {
         switch self {
         case .tooLong(let length, let limit):
-            return "advertising data is \(length) bytes, the limit is \(limit); remove or shorten AD structures (e.g. the name)"
+            return
+                "advertising data is \(length) bytes, the limit is \(limit); remove or shorten AD structures (e.g. the name)"
         case .structureTooLong(let type, let count):
             return "\(type) carries \(count) bytes; one AD structure holds at most 254"
         }
@@ -184,14 +185,16 @@ public struct ADStructure: Hashable, Sendable, CustomStringConvertible {
                 let padding = reader.readRest()
                 if let k = padding.firstIndex(where: { $0 != 0 }) {
                     throw .invalidValue(
-                        what: "advertising data byte at offset \(start + 1 + k), after the zero-length terminator at offset \(start) "
+                        what:
+                            "advertising data byte at offset \(start + 1 + k), after the zero-length terminator at offset \(start) "
                             + "(non-significant part must be zero, Core 5.4 Vol 3 Part C §11)",
                         value: Int(padding[k]), allowed: "0")
                 }
                 break
             }
             let type = ADType(rawValue: try reader.readUInt8("AD type"))
-            let data = try reader.readBytes(Int(length) - 1, "AD structure \(type) at offset \(start) (length \(length))")
+            let data = try reader.readBytes(
+                Int(length) - 1, "AD structure \(type) at offset \(start) (length \(length))")
             out.append(ADStructure(type: type, data: data))
         }
         return out
@@ -199,7 +202,9 @@ public struct ADStructure: Hashable, Sendable, CustomStringConvertible {
 
     /// Concatenates structures (no padding). Throws rather than truncate when the result is
     /// longer than `limit`.
-    public static func encode(_ structures: [ADStructure], limit: Int = legacyLimit) throws(AdvertisingDataError) -> [UInt8] {
+    public static func encode(_ structures: [ADStructure], limit: Int = legacyLimit) throws(AdvertisingDataError)
+        -> [UInt8]
+    {
         var w = ByteWriter()
         for s in structures {
             guard s.data.count <= 254 else { throw .structureTooLong(type: s.type, count: s.data.count) }
@@ -240,7 +245,9 @@ public struct ADStructure: Hashable, Sendable, CustomStringConvertible {
             return "Tx Power Level: \(Int8(bitPattern: data[0])) dBm"
         case .incompleteList16BitServiceUUIDs, .completeList16BitServiceUUIDs, .list16BitServiceSolicitationUUIDs:
             guard data.count % 2 == 0 else { break }
-            let uuids = stride(from: 0, to: data.count, by: 2).map { "0x" + hex(UInt32(data[$0]) | UInt32(data[$0 + 1]) << 8, 4) }
+            let uuids = stride(from: 0, to: data.count, by: 2).map {
+                "0x" + hex(UInt32(data[$0]) | UInt32(data[$0 + 1]) << 8, 4)
+            }
             return "\(type.name ?? ""): \(uuids.joined(separator: ", "))"
         case .serviceData16BitUUID where data.count >= 2:
             let uuid = UInt32(data[0]) | UInt32(data[1]) << 8

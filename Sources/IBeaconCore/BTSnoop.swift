@@ -182,7 +182,8 @@ public struct BTSnoopReader: Sendable {
         let start = offset
         let available = bytes.count - start
         guard available >= BTSnoop.recordHeaderLength else {
-            throw .truncatedRecord(index: index, offset: start, needed: BTSnoop.recordHeaderLength, available: available)
+            throw .truncatedRecord(
+                index: index, offset: start, needed: BTSnoop.recordHeaderLength, available: available)
         }
         var r = ByteReader(bytes[start..<start + BTSnoop.recordHeaderLength])
         let original = Int((try? r.readUInt32BE()) ?? 0)

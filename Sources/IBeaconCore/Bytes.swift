@@ -86,7 +86,9 @@ public struct ByteReader: Sendable {
         return s.reduce(0) { $0 << 8 | UInt64($1) }
     }
 
-    public mutating func readBytes(_ n: Int, _ what: @autoclosure () -> String = "bytes") throws(DecodingError) -> [UInt8] {
+    public mutating func readBytes(_ n: Int, _ what: @autoclosure () -> String = "bytes") throws(DecodingError)
+        -> [UInt8]
+    {
         Array(try take(n, what()))
     }
 
@@ -114,9 +116,13 @@ public struct ByteWriter: Sendable {
         bytes += [UInt8(v & 0xFF), UInt8((v >> 8) & 0xFF), UInt8((v >> 16) & 0xFF)]
     }
     public mutating func uint32LE(_ v: UInt32) { for i in 0..<4 { bytes.append(UInt8((v >> (8 * UInt32(i))) & 0xFF)) } }
-    public mutating func uint32BE(_ v: UInt32) { for i in (0..<4).reversed() { bytes.append(UInt8((v >> (8 * UInt32(i))) & 0xFF)) } }
+    public mutating func uint32BE(_ v: UInt32) {
+        for i in (0..<4).reversed() { bytes.append(UInt8((v >> (8 * UInt32(i))) & 0xFF)) }
+    }
     public mutating func uint64LE(_ v: UInt64) { for i in 0..<8 { bytes.append(UInt8((v >> (8 * UInt64(i))) & 0xFF)) } }
-    public mutating func uint64BE(_ v: UInt64) { for i in (0..<8).reversed() { bytes.append(UInt8((v >> (8 * UInt64(i))) & 0xFF)) } }
+    public mutating func uint64BE(_ v: UInt64) {
+        for i in (0..<8).reversed() { bytes.append(UInt8((v >> (8 * UInt64(i))) & 0xFF)) }
+    }
     public mutating func append(_ v: some Sequence<UInt8>) { bytes.append(contentsOf: v) }
 }
 
@@ -204,7 +210,9 @@ public struct BDAddress: Hashable, Sendable, CustomStringConvertible, Comparable
         a.bytes.reversed().lexicographicallyPrecedes(b.bytes.reversed())
     }
 
-    public static func read(from r: inout ByteReader, _ what: @autoclosure () -> String = "address") throws(DecodingError) -> BDAddress {
+    public static func read(from r: inout ByteReader, _ what: @autoclosure () -> String = "address")
+        throws(DecodingError) -> BDAddress
+    {
         try BDAddress(littleEndian: r.readBytes(6, what()))
     }
 }

@@ -13,7 +13,10 @@ public struct MeasuredPowerEstimate: Sendable, Equatable, CustomStringConvertibl
     /// half-width is an estimate too, and `StoppingRule` allows for that.
     public var halfWidthRelativeError: Double
 
-    public init(value: Double, halfWidth95: Double, spread: Double, count: Int, method: String, halfWidthRelativeError: Double = 0) {
+    public init(
+        value: Double, halfWidth95: Double, spread: Double, count: Int, method: String,
+        halfWidthRelativeError: Double = 0
+    ) {
         self.value = value
         self.halfWidth95 = halfWidth95
         self.spread = spread
@@ -30,7 +33,8 @@ public struct MeasuredPowerEstimate: Sendable, Equatable, CustomStringConvertibl
     public var description: String {
         let v = JSONValue.decimal(value, fractionDigits: 2)
         let h = halfWidth95.isFinite ? JSONValue.decimal(halfWidth95, fractionDigits: 2).description : "∞"
-        return "\(v) dBm ± \(h) dB (95 %), spread \(JSONValue.decimal(spread, fractionDigits: 2)) dB, \(count) samples, \(method)"
+        return
+            "\(v) dBm ± \(h) dB (95 %), spread \(JSONValue.decimal(spread, fractionDigits: 2)) dB, \(count) samples, \(method)"
     }
 }
 
@@ -74,7 +78,8 @@ public struct MeasuredPowerEstimator: Sendable {
     }
 
     public var method: String {
-        tuning == 3.0 && minimumWindowScale == 1.0 ? Self.methodName : "biweight-c\(tuning)-upper-scale-min\(minimumWindowScale)"
+        tuning == 3.0 && minimumWindowScale == 1.0
+            ? Self.methodName : "biweight-c\(tuning)-upper-scale-min\(minimumWindowScale)"
     }
 
     /// nil for no samples.
@@ -85,7 +90,8 @@ public struct MeasuredPowerEstimator: Sendable {
         var m = median(x)
         if x.first == x.last {
             return MeasuredPowerEstimate(
-                value: x[0], halfWidth95: n > 1 ? 0 : .infinity, spread: 0, count: n, method: method, halfWidthRelativeError: 0)
+                value: x[0], halfWidth95: n > 1 ? 0 : .infinity, spread: 0, count: n, method: method,
+                halfWidthRelativeError: 0)
         }
         var s = upperMedianScale(x, m)
         for _ in 0..<100 {
@@ -228,7 +234,9 @@ public struct StoppingRule: Sendable {
 
     /// Call once per new sample with the estimate over all samples so far.
     public mutating func update(with estimate: MeasuredPowerEstimate) -> Decision {
-        if estimate.count >= minimumSamples, estimate.halfWidth95 * (1 + assurance * estimate.halfWidthRelativeError) <= precision {
+        if estimate.count >= minimumSamples,
+            estimate.halfWidth95 * (1 + assurance * estimate.halfWidthRelativeError) <= precision
+        {
             streak += 1
         } else {
             streak = 0
@@ -285,7 +293,8 @@ public struct Histogram: Sendable, Equatable {
             let bar = (row.count * width + peak / 2) / peak
             let barText = String(repeating: "#", count: row.count > 0 ? max(1, bar) : 0)
             let countText = String(row.count)
-            out += String(repeating: " ", count: labelWidth - label.count) + label + " dBm |" + barText
+            out +=
+                String(repeating: " ", count: labelWidth - label.count) + label + " dBm |" + barText
                 + String(repeating: " ", count: width - barText.count + 1 + countWidth - countText.count) + countText
             if row.dBm == marked { out += "  <- \(markLabel)" }
             out += "\n"

@@ -1,7 +1,7 @@
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+    import FoundationEssentials
 #else
-import Foundation
+    import Foundation
 #endif
 
 /// An iBeacon advertisement: Apple's Manufacturer Specific Data with type 0x02, length 0x15.
@@ -72,7 +72,9 @@ public struct IBeacon: Hashable, Sendable, CustomStringConvertible {
         let type = try r.readUInt8("iBeacon type")
         guard type == Self.type else { throw .invalidValue(what: "iBeacon type", value: Int(type), allowed: "0x02") }
         let length = try r.readUInt8("iBeacon length")
-        guard length == Self.remainingLength else { throw .invalidValue(what: "iBeacon length", value: Int(length), allowed: "0x15 (21)") }
+        guard length == Self.remainingLength else {
+            throw .invalidValue(what: "iBeacon length", value: Int(length), allowed: "0x15 (21)")
+        }
         let uuid = try r.readBytes(16, "iBeacon proximity UUID")
         let major = try r.readUInt16BE("iBeacon major")
         let minor = try r.readUInt16BE("iBeacon minor")

@@ -168,7 +168,8 @@ private struct JSONParser {
         }
         skipWhitespace()
         if i == bytes.count {
-            throw error(at: i, bytes.isEmpty ? "empty input: expected a JSON value" : "only whitespace: expected a JSON value")
+            throw error(
+                at: i, bytes.isEmpty ? "empty input: expected a JSON value" : "only whitespace: expected a JSON value")
         }
         let value = try parseValue()
         skipWhitespace()
@@ -191,14 +192,22 @@ private struct JSONParser {
         case UInt8(ascii: "{"): return try parseObject()
         case UInt8(ascii: "["): return try parseArray()
         case UInt8(ascii: "\""): return .string(try parseString())
-        case UInt8(ascii: "t"): try literal("true"); return .bool(true)
-        case UInt8(ascii: "f"): try literal("false"); return .bool(false)
-        case UInt8(ascii: "n"): try literal("null"); return .null
+        case UInt8(ascii: "t"):
+            try literal("true")
+            return .bool(true)
+        case UInt8(ascii: "f"):
+            try literal("false")
+            return .bool(false)
+        case UInt8(ascii: "n"):
+            try literal("null")
+            return .null
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber()
         case UInt8(ascii: "'"):
             throw error(at: i, "strings must use double quotes (\"), not single quotes")
         default:
-            throw error(at: i, "unexpected \(describe(i)): expected a JSON value (object, array, string, number, true, false or null)")
+            throw error(
+                at: i,
+                "unexpected \(describe(i)): expected a JSON value (object, array, string, number, true, false or null)")
         }
     }
 
@@ -238,15 +247,21 @@ private struct JSONParser {
         }
         while true {
             skipWhitespace()
-            guard i < bytes.count else { throw error(at: i, "unexpected end of input: object opened at \(position(open)) is not closed with }") }
+            guard i < bytes.count else {
+                throw error(at: i, "unexpected end of input: object opened at \(position(open)) is not closed with }")
+            }
             guard bytes[i] == UInt8(ascii: "\"") else {
-                if bytes[i] == UInt8(ascii: "}") { throw error(at: i, "trailing comma before } is not allowed in JSON") }
+                if bytes[i] == UInt8(ascii: "}") {
+                    throw error(at: i, "trailing comma before } is not allowed in JSON")
+                }
                 throw error(at: i, "unexpected \(describe(i)): expected a member name in double quotes")
             }
             let keyOffset = i
             let key = try parseString()
             if let first = firstSeen[key] {
-                throw error(at: keyOffset, "duplicate key \(JSONWriter.quoted(key)) (first at \(position(first))); keep only one")
+                throw error(
+                    at: keyOffset,
+                    "duplicate key \(JSONWriter.quoted(key)) (first at \(position(first))); keep only one")
             }
             firstSeen[key] = keyOffset
             skipWhitespace()
@@ -258,10 +273,19 @@ private struct JSONParser {
             let value = try parseValue()
             object[key] = value
             skipWhitespace()
-            guard i < bytes.count else { throw error(at: i, "unexpected end of input: object opened at \(position(open)) is not closed with }") }
-            if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
-            if bytes[i] == UInt8(ascii: "}") { i += 1; break }
-            throw error(at: i, "unexpected \(describe(i)): expected , or } after the value of \(JSONWriter.quoted(key))")
+            guard i < bytes.count else {
+                throw error(at: i, "unexpected end of input: object opened at \(position(open)) is not closed with }")
+            }
+            if bytes[i] == UInt8(ascii: ",") {
+                i += 1
+                continue
+            }
+            if bytes[i] == UInt8(ascii: "}") {
+                i += 1
+                break
+            }
+            throw error(
+                at: i, "unexpected \(describe(i)): expected , or } after the value of \(JSONWriter.quoted(key))")
         }
         depth -= 1
         return .object(object)
@@ -285,9 +309,17 @@ private struct JSONParser {
             }
             elements.append(try parseValue())
             skipWhitespace()
-            guard i < bytes.count else { throw error(at: i, "unexpected end of input: array opened at \(position(open)) is not closed with ]") }
-            if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
-            if bytes[i] == UInt8(ascii: "]") { i += 1; break }
+            guard i < bytes.count else {
+                throw error(at: i, "unexpected end of input: array opened at \(position(open)) is not closed with ]")
+            }
+            if bytes[i] == UInt8(ascii: ",") {
+                i += 1
+                continue
+            }
+            if bytes[i] == UInt8(ascii: "]") {
+                i += 1
+                break
+            }
             throw error(at: i, "unexpected \(describe(i)): expected , or ] in array")
         }
         depth -= 1
@@ -300,7 +332,9 @@ private struct JSONParser {
         i += 1
         var scalars = String.UnicodeScalarView()
         while true {
-            guard i < bytes.count else { throw error(at: open, "string is not closed: missing \" before the end of input") }
+            guard i < bytes.count else {
+                throw error(at: open, "string is not closed: missing \" before the end of input")
+            }
             let b = bytes[i]
             switch b {
             case UInt8(ascii: "\""):
@@ -338,7 +372,9 @@ private struct JSONParser {
         case UInt8(ascii: "u"):
             let high = try hex4(at: start)
             if (0xDC00...0xDFFF).contains(high) {
-                throw error(at: start, "\\u\(hex(high, 4)) is a lone low surrogate; it must follow a high surrogate (\\uD800–\\uDBFF)")
+                throw error(
+                    at: start,
+                    "\\u\(hex(high, 4)) is a lone low surrogate; it must follow a high surrogate (\\uD800–\\uDBFF)")
             }
             if (0xD800...0xDBFF).contains(high) {
                 guard i + 1 < bytes.count, bytes[i] == UInt8(ascii: "\\"), bytes[i + 1] == UInt8(ascii: "u") else {
@@ -348,7 +384,10 @@ private struct JSONParser {
                 i += 2
                 let low = try hex4(at: lowStart)
                 guard (0xDC00...0xDFFF).contains(low) else {
-                    throw error(at: lowStart, "\\u\(hex(high, 4)) must be followed by a low surrogate (\\uDC00–\\uDFFF), not \\u\(hex(low, 4))")
+                    throw error(
+                        at: lowStart,
+                        "\\u\(hex(high, 4)) must be followed by a low surrogate (\\uDC00–\\uDFFF), not \\u\(hex(low, 4))"
+                    )
                 }
                 let value = 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00)
                 guard let s = Unicode.Scalar(value) else { throw error(at: start, "invalid surrogate pair") }
@@ -359,7 +398,8 @@ private struct JSONParser {
         default:
             throw error(
                 at: start,
-                "invalid escape \\\(printable(c)) in string; valid escapes are \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX")
+                "invalid escape \\\(printable(c)) in string; valid escapes are \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX"
+            )
         }
     }
 
@@ -385,21 +425,40 @@ private struct JSONParser {
         let minimum: UInt32
         var value: UInt32
         switch b0 {
-        case 0xC2...0xDF: count = 2; minimum = 0x80; value = UInt32(b0 & 0x1F)
-        case 0xE0...0xEF: count = 3; minimum = 0x800; value = UInt32(b0 & 0x0F)
-        case 0xF0...0xF4: count = 4; minimum = 0x10000; value = UInt32(b0 & 0x07)
-        default: throw error(at: start, "invalid UTF-8: byte 0x\(hex(UInt32(b0), 2)) cannot start a character; save the file as UTF-8")
+        case 0xC2...0xDF:
+            count = 2
+            minimum = 0x80
+            value = UInt32(b0 & 0x1F)
+        case 0xE0...0xEF:
+            count = 3
+            minimum = 0x800
+            value = UInt32(b0 & 0x0F)
+        case 0xF0...0xF4:
+            count = 4
+            minimum = 0x10000
+            value = UInt32(b0 & 0x07)
+        default:
+            throw error(
+                at: start,
+                "invalid UTF-8: byte 0x\(hex(UInt32(b0), 2)) cannot start a character; save the file as UTF-8")
         }
-        guard bytes.count - start >= count else { throw error(at: start, "invalid UTF-8: character cut off by the end of input") }
+        guard bytes.count - start >= count else {
+            throw error(at: start, "invalid UTF-8: character cut off by the end of input")
+        }
         for k in 1..<count {
             let b = bytes[start + k]
             guard b & 0xC0 == 0x80 else {
-                throw error(at: start, "invalid UTF-8: byte 0x\(hex(UInt32(b), 2)) is not a continuation byte; save the file as UTF-8")
+                throw error(
+                    at: start,
+                    "invalid UTF-8: byte 0x\(hex(UInt32(b), 2)) is not a continuation byte; save the file as UTF-8")
             }
             value = value << 6 | UInt32(b & 0x3F)
         }
-        guard value >= minimum, value <= 0x10FFFF, !(0xD800...0xDFFF).contains(value), let scalar = Unicode.Scalar(value) else {
-            throw error(at: start, "invalid UTF-8: overlong, surrogate or out-of-range encoding; save the file as UTF-8")
+        guard value >= minimum, value <= 0x10FFFF, !(0xD800...0xDFFF).contains(value),
+            let scalar = Unicode.Scalar(value)
+        else {
+            throw error(
+                at: start, "invalid UTF-8: overlong, surrogate or out-of-range encoding; save the file as UTF-8")
         }
         i += count
         return scalar
@@ -415,7 +474,9 @@ private struct JSONParser {
         if bytes[i] == UInt8(ascii: "0") {
             i += 1
             if i < bytes.count, isDigit(bytes[i]) {
-                throw error(at: start, "invalid number: leading zeros are not allowed in JSON (write \(stripLeadingZeros(from: start)))")
+                throw error(
+                    at: start,
+                    "invalid number: leading zeros are not allowed in JSON (write \(stripLeadingZeros(from: start)))")
             }
         } else {
             while i < bytes.count, isDigit(bytes[i]) { i += 1 }
@@ -424,14 +485,18 @@ private struct JSONParser {
         if i < bytes.count, bytes[i] == UInt8(ascii: ".") {
             isInteger = false
             i += 1
-            guard i < bytes.count, isDigit(bytes[i]) else { throw error(at: start, "invalid number: expected a digit after the decimal point") }
+            guard i < bytes.count, isDigit(bytes[i]) else {
+                throw error(at: start, "invalid number: expected a digit after the decimal point")
+            }
             while i < bytes.count, isDigit(bytes[i]) { i += 1 }
         }
         if i < bytes.count, bytes[i] == UInt8(ascii: "e") || bytes[i] == UInt8(ascii: "E") {
             isInteger = false
             i += 1
             if i < bytes.count, bytes[i] == UInt8(ascii: "+") || bytes[i] == UInt8(ascii: "-") { i += 1 }
-            guard i < bytes.count, isDigit(bytes[i]) else { throw error(at: start, "invalid number: expected a digit in the exponent") }
+            guard i < bytes.count, isDigit(bytes[i]) else {
+                throw error(at: start, "invalid number: expected a digit in the exponent")
+            }
             while i < bytes.count, isDigit(bytes[i]) { i += 1 }
         }
         if i < bytes.count, isIdentifierByte(bytes[i]) || bytes[i] == UInt8(ascii: ".") {
@@ -448,7 +513,10 @@ private struct JSONParser {
     func stripLeadingZeros(from start: Int) -> String {
         var j = start
         var out = ""
-        if bytes[j] == UInt8(ascii: "-") { out = "-"; j += 1 }
+        if bytes[j] == UInt8(ascii: "-") {
+            out = "-"
+            j += 1
+        }
         while j + 1 < bytes.count, bytes[j] == UInt8(ascii: "0"), isDigit(bytes[j + 1]) { j += 1 }
         var k = j
         while k < bytes.count, isDigit(bytes[k]) { k += 1 }
@@ -527,7 +595,10 @@ struct JSONWriter {
             }
         case .string(let s): out += Array(JSONWriter.quoted(s).utf8)
         case .array(let elements):
-            if elements.isEmpty { out += Array("[]".utf8); return }
+            if elements.isEmpty {
+                out += Array("[]".utf8)
+                return
+            }
             out += Array("[\n".utf8)
             for (k, e) in elements.enumerated() {
                 pad(indent + 1)
@@ -537,7 +608,10 @@ struct JSONWriter {
             pad(indent)
             out.append(UInt8(ascii: "]"))
         case .object(let object):
-            if object.isEmpty { out += Array("{}".utf8); return }
+            if object.isEmpty {
+                out += Array("{}".utf8)
+                return
+            }
             out += Array("{\n".utf8)
             for (k, m) in object.members.enumerated() {
                 pad(indent + 1)

@@ -1,7 +1,7 @@
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+    import FoundationEssentials
 #else
-import Foundation
+    import Foundation
 #endif
 
 /// A beacon profile: the JSON file `ibeacon advertise --profile` reads and `ibeacon calibrate`
@@ -57,7 +57,9 @@ public struct Profile: Sendable, Equatable {
     public static let intervalMsRange: ClosedRange<Int64> = 20...10240
     public static let txPowerRange: ClosedRange<Int64> = -127...20
     public static let requiredKeys = ["uuid", "major", "minor", "measuredPower"]
-    public static let knownKeys = ["name", "uuid", "major", "minor", "measuredPower", "intervalMs", "txPower", "address", "calibration"]
+    public static let knownKeys = [
+        "name", "uuid", "major", "minor", "measuredPower", "intervalMs", "txPower", "address", "calibration",
+    ]
 
     // MARK: loading
 
@@ -87,25 +89,36 @@ public struct Profile: Sendable, Equatable {
         if let uuid { doc["uuid"] = .string(uuid.canonicalString) }
         let major = Self.checkInteger("major", doc, Self.majorRange, required: true, &issues)
         let minor = Self.checkInteger("minor", doc, Self.minorRange, required: true, &issues)
-        let power = Self.checkInteger("measuredPower", doc, Self.measuredPowerRange, required: true, unit: " dBm", &issues)
+        let power = Self.checkInteger(
+            "measuredPower", doc, Self.measuredPowerRange, required: true, unit: " dBm", &issues)
         let interval = Self.checkInteger("intervalMs", doc, Self.intervalMsRange, required: false, unit: " ms", &issues)
         let tx = Self.checkInteger("txPower", doc, Self.txPowerRange, required: false, unit: " dBm", &issues)
 
         var name: String?
         if let v = doc["name"] {
-            if case .string(let s) = v { name = s } else {
-                issues.append(ProfileIssue(key: "name", found: v.description, problem: .wrongType, allowed: "a string", note: nil))
+            if case .string(let s) = v {
+                name = s
+            } else {
+                issues.append(
+                    ProfileIssue(key: "name", found: v.description, problem: .wrongType, allowed: "a string", note: nil)
+                )
             }
         }
         var address = AddressKind.public
         if let v = doc["address"] {
             let allowed = "\"public\" or \"random-static\""
             if case .string(let s) = v {
-                if let a = AddressKind(rawValue: s) { address = a } else {
-                    issues.append(ProfileIssue(key: "address", found: v.description, problem: .invalidFormat, allowed: allowed, note: nil))
+                if let a = AddressKind(rawValue: s) {
+                    address = a
+                } else {
+                    issues.append(
+                        ProfileIssue(
+                            key: "address", found: v.description, problem: .invalidFormat, allowed: allowed, note: nil))
                 }
             } else {
-                issues.append(ProfileIssue(key: "address", found: v.description, problem: .wrongType, allowed: allowed, note: nil))
+                issues.append(
+                    ProfileIssue(key: "address", found: v.description, problem: .wrongType, allowed: allowed, note: nil)
+                )
             }
         }
         let calibration = doc["calibration"]
@@ -179,14 +192,17 @@ public struct Profile: Sendable, Equatable {
         let allowed = "an integer \(range.lowerBound)…\(range.upperBound)\(unit)"
         guard let v = doc[key] else {
             if required {
-                issues.append(ProfileIssue(key: key, found: nil, problem: .missing, allowed: allowed, note: misspelling(of: key, in: doc)))
+                issues.append(
+                    ProfileIssue(
+                        key: key, found: nil, problem: .missing, allowed: allowed, note: misspelling(of: key, in: doc)))
             }
             return nil
         }
         switch v {
         case .integer(let i):
             if range.contains(i) { return i }
-            issues.append(ProfileIssue(key: key, found: v.description, problem: .outOfRange, allowed: allowed, note: nil))
+            issues.append(
+                ProfileIssue(key: key, found: v.description, problem: .outOfRange, allowed: allowed, note: nil))
         case .number(let d, let text):
             if !text.contains(where: { $0 == "." || $0 == "e" || $0 == "E" }) {
                 // An integer literal too large for Int64.
@@ -198,9 +214,12 @@ public struct Profile: Sendable, Equatable {
             issues.append(ProfileIssue(key: key, found: text, problem: .notAnInteger, allowed: allowed, note: note))
         case .string(let s):
             let note = Int64(s.trimmingWhitespace()) != nil ? "write \(s.trimmingWhitespace()) without quotes" : nil
-            issues.append(ProfileIssue(key: key, found: "the string \(v.description)", problem: .wrongType, allowed: allowed, note: note))
+            issues.append(
+                ProfileIssue(
+                    key: key, found: "the string \(v.description)", problem: .wrongType, allowed: allowed, note: note))
         default:
-            issues.append(ProfileIssue(key: key, found: v.description, problem: .wrongType, allowed: allowed, note: nil))
+            issues.append(
+                ProfileIssue(key: key, found: v.description, problem: .wrongType, allowed: allowed, note: nil))
         }
         return nil
     }
@@ -212,13 +231,17 @@ public struct Profile: Sendable, Equatable {
             return nil
         }
         guard case .string(let s) = v else {
-            issues.append(ProfileIssue(key: "uuid", found: v.description, problem: .wrongType, allowed: allowed, note: nil))
+            issues.append(
+                ProfileIssue(key: "uuid", found: v.description, problem: .wrongType, allowed: allowed, note: nil))
             return nil
         }
         guard let parsed = ParsedUUID(s) else {
             let digits = s.filter(\.isHexDigit).count
-            let note = digits != 32 ? "it has \(digits) hex digits, a UUID has 32" : "put hyphens after digits 8, 12, 16 and 20"
-            issues.append(ProfileIssue(key: "uuid", found: v.description, problem: .invalidFormat, allowed: allowed, note: note))
+            let note =
+                digits != 32
+                ? "it has \(digits) hex digits, a UUID has 32" : "put hyphens after digits 8, 12, 16 and 20"
+            issues.append(
+                ProfileIssue(key: "uuid", found: v.description, problem: .invalidFormat, allowed: allowed, note: note))
             return nil
         }
         return parsed
@@ -226,7 +249,9 @@ public struct Profile: Sendable, Equatable {
 
     /// "did you mean …" when the document has a key differing only in case.
     private static func misspelling(of key: String, in doc: JSONObject) -> String? {
-        doc.keys.first { $0 != key && $0.lowercased() == key.lowercased() }.map { "found \"\($0)\"; keys are case-sensitive" }
+        doc.keys.first { $0 != key && $0.lowercased() == key.lowercased() }.map {
+            "found \"\($0)\"; keys are case-sensitive"
+        }
     }
 }
 
@@ -273,7 +298,9 @@ extension UUID {
     /// callers pass 16 (every decoder checks the length first).
     init(bytes b: [UInt8]) {
         let x = b + [UInt8](repeating: 0, count: max(0, 16 - b.count))
-        self.init(uuid: (x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], x[10], x[11], x[12], x[13], x[14], x[15]))
+        self.init(
+            uuid: (x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], x[10], x[11], x[12], x[13], x[14], x[15])
+        )
     }
 
     /// Upper-case 8-4-4-4-12, independent of the platform's `uuidString` spelling.
@@ -286,7 +313,9 @@ extension UUID {
 
 extension String {
     fileprivate func trimmingWhitespace() -> String {
-        String(unicodeScalars.drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" }).reversed().map(Character.init))
+        String(
+            unicodeScalars.drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" })
+                .reversed().map(Character.init))
     }
 }
 
@@ -344,12 +373,14 @@ public enum ProfileError: Error, Equatable, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .empty(let file):
-            return "\(file): the file is empty; a profile is a JSON object with at least \"uuid\", \"major\", \"minor\" "
+            return
+                "\(file): the file is empty; a profile is a JSON object with at least \"uuid\", \"major\", \"minor\" "
                 + "and \"measuredPower\" — create one with `ibeacon profile new` (see profiles/README.md)"
         case .syntax(let file, let line, let column, let message):
             return "\(file):\(line):\(column): not valid JSON: \(message)"
         case .notAnObject(let file, let found):
-            return "\(file): the top level is \(found), must be a JSON object { … } with \"uuid\", \"major\", \"minor\" "
+            return
+                "\(file): the top level is \(found), must be a JSON object { … } with \"uuid\", \"major\", \"minor\" "
                 + "and \"measuredPower\" (see profiles/README.md)"
         case .invalid(let file, let issues):
             if issues.count == 1 { return "\(file): \(issues[0]); fix the file and try again" }
@@ -419,29 +450,47 @@ public struct CalibrationRecord: Sendable, Equatable {
     /// Reads the typed view; throws naming the first key that does not fit.
     public init(json: JSONValue) throws(ProfileError) {
         guard case .object(let o) = json else {
-            throw .invalid(file: "calibration", issues: [ProfileIssue(key: "calibration", found: json.description, problem: .wrongType, allowed: "an object", note: nil)])
+            throw .invalid(
+                file: "calibration",
+                issues: [
+                    ProfileIssue(
+                        key: "calibration", found: json.description, problem: .wrongType, allowed: "an object",
+                        note: nil)
+                ])
         }
         var issues: [ProfileIssue] = []
         func string(_ k: String) -> String {
             if let s = o[k]?.stringValue { return s }
-            issues.append(ProfileIssue(key: "calibration.\(k)", found: o[k]?.description, problem: o[k] == nil ? .missing : .wrongType, allowed: "a string", note: nil))
+            issues.append(
+                ProfileIssue(
+                    key: "calibration.\(k)", found: o[k]?.description, problem: o[k] == nil ? .missing : .wrongType,
+                    allowed: "a string", note: nil))
             return ""
         }
         func number(_ k: String) -> Double {
             if let d = o[k]?.doubleValue { return d }
-            issues.append(ProfileIssue(key: "calibration.\(k)", found: o[k]?.description, problem: o[k] == nil ? .missing : .wrongType, allowed: "a number", note: nil))
+            issues.append(
+                ProfileIssue(
+                    key: "calibration.\(k)", found: o[k]?.description, problem: o[k] == nil ? .missing : .wrongType,
+                    allowed: "a number", note: nil))
             return 0
         }
         func integer(_ k: String) -> Int? {
             if let i = o[k]?.integerValue, let v = Int(exactly: i) { return v }
             if o[k] == .null || o[k] == nil { return nil }
-            issues.append(ProfileIssue(key: "calibration.\(k)", found: o[k]?.description, problem: .wrongType, allowed: "an integer or null", note: nil))
+            issues.append(
+                ProfileIssue(
+                    key: "calibration.\(k)", found: o[k]?.description, problem: .wrongType,
+                    allowed: "an integer or null", note: nil))
             return nil
         }
         timestamp = string("timestamp")
         let count = integer("samples")
         if count == nil, o["samples"] == nil || o["samples"] == .null {
-            issues.append(ProfileIssue(key: "calibration.samples", found: o["samples"]?.description, problem: .missing, allowed: "an integer", note: nil))
+            issues.append(
+                ProfileIssue(
+                    key: "calibration.samples", found: o["samples"]?.description, problem: .missing,
+                    allowed: "an integer", note: nil))
         }
         samples = count ?? 0
         estimate = number("estimate")
@@ -471,6 +520,7 @@ public struct CalibrationRecord: Sendable, Equatable {
         let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
         func two(_ v: Int64) -> String { v < 10 ? "0\(v)" : "\(v)" }
         let y = String(year)
-        return String(repeating: "0", count: max(0, 4 - y.count)) + y + "-\(two(month))-\(two(day))T\(two(secs / 3600)):\(two(secs % 3600 / 60)):\(two(secs % 60))Z"
+        return String(repeating: "0", count: max(0, 4 - y.count)) + y
+            + "-\(two(month))-\(two(day))T\(two(secs / 3600)):\(two(secs % 3600 / 60)):\(two(secs % 60))Z"
     }
 }

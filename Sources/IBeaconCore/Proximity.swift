@@ -51,7 +51,10 @@ public enum Proximity: String, Sendable, CaseIterable, CustomStringConvertible {
     }
 
     public init(rssi: Double?, measuredPower: Double, pathLossExponent: Double = 2.0) {
-        self.init(distance: rssi.flatMap { estimatedDistance(rssi: $0, measuredPower: measuredPower, pathLossExponent: pathLossExponent) })
+        self.init(
+            distance: rssi.flatMap {
+                estimatedDistance(rssi: $0, measuredPower: measuredPower, pathLossExponent: pathLossExponent)
+            })
     }
 
     public var description: String { rawValue }

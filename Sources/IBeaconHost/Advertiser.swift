@@ -169,10 +169,13 @@ public struct Advertiser: Sendable {
     /// Enables sets `0..<count` together.
     public static func extendedEnableCommand(count: Int) throws -> LESetExtendedAdvertisingEnable {
         try LESetExtendedAdvertisingEnable(
-            enable: true, sets: (0..<count).map { try LESetExtendedAdvertisingEnable.AdvertisingSet(handle: UInt8($0)) })
+            enable: true, sets: (0..<count).map { try LESetExtendedAdvertisingEnable.AdvertisingSet(handle: UInt8($0)) }
+        )
     }
 
-    private func startLegacy(on client: ControllerClient, controllerAddress: BDAddress) async throws -> AdvertisingStatus {
+    private func startLegacy(on client: ControllerClient, controllerAddress: BDAddress) async throws
+        -> AdvertisingStatus
+    {
         let spec = beacons[0]
         for command in try Self.legacyCommands(for: spec) {
             _ = try await client.execute(command)
@@ -191,7 +194,9 @@ public struct Advertiser: Sendable {
             warnings: warnings)
     }
 
-    private func startExtended(on client: ControllerClient, controllerAddress: BDAddress) async throws -> AdvertisingStatus {
+    private func startExtended(on client: ControllerClient, controllerAddress: BDAddress) async throws
+        -> AdvertisingStatus
+    {
         let supportedSets = try await client.execute(LEReadNumberOfSupportedAdvertisingSets())
         if beacons.count > Int(supportedSets) {
             throw AdvertisingError(
@@ -212,17 +217,21 @@ public struct Advertiser: Sendable {
             var selected: Int8?
             for command in try Self.extendedSetCommands(for: spec, handle: handle) {
                 let result = try await client.execute(command)
-                if let r = result as? LESetExtendedAdvertisingParameters.ReturnParameters { selected = r.selectedTxPower }
+                if let r = result as? LESetExtendedAdvertisingParameters.ReturnParameters {
+                    selected = r.selectedTxPower
+                }
             }
             if let requested = spec.txPower, let selected, requested != selected {
                 warnings.append(
                     "\(spec.label): requested TX power \(requested) dBm, the controller selected \(selected) dBm")
             }
             if let warning = calibrationWarning(spec, inUse: selected) { warnings.append(warning) }
-            status.append(.init(spec: spec, address: spec.randomAddress ?? controllerAddress, handle: handle, txPower: selected))
+            status.append(
+                .init(spec: spec, address: spec.randomAddress ?? controllerAddress, handle: handle, txPower: selected))
         }
         _ = try await client.execute(Self.extendedEnableCommand(count: beacons.count))
-        return AdvertisingStatus(mode: .extended, controllerAddress: controllerAddress, beacons: status, warnings: warnings)
+        return AdvertisingStatus(
+            mode: .extended, controllerAddress: controllerAddress, beacons: status, warnings: warnings)
     }
 
     /// Measured power tracks TX power about 1:1, so a profile calibrated at another TX power is off.
@@ -237,7 +246,8 @@ public struct Advertiser: Sendable {
     public func stop(on client: ControllerClient, mode: AdvertisingMode) async {
         do {
             if mode == .extended {
-                _ = try await client.execute(LESetExtendedAdvertisingEnable(enable: false, sets: []), timeout: .seconds(1))
+                _ = try await client.execute(
+                    LESetExtendedAdvertisingEnable(enable: false, sets: []), timeout: .seconds(1))
                 _ = try? await client.execute(LEClearAdvertisingSets(), timeout: .seconds(1))
             } else {
                 _ = try await client.execute(LESetAdvertisingEnable(enabled: false), timeout: .seconds(1))
@@ -267,11 +277,14 @@ public struct Advertiser: Sendable {
 extension EventMask {
     /// What this host needs: the reset default plus LE Meta (bit 61; masked after Reset,
     /// Core 5.4 Vol 4 Part E §7.3.1) and Hardware Error.
-    public static let ibeaconHost = EventMask(rawValue: EventMask.defaultAfterReset.rawValue | EventMask.leMeta.rawValue | EventMask.hardwareError.rawValue)
+    public static let ibeaconHost = EventMask(
+        rawValue: EventMask.defaultAfterReset.rawValue | EventMask.leMeta.rawValue | EventMask.hardwareError.rawValue)
 }
 
 extension LEEventMask {
     /// The reset default (0x1F, which includes Advertising Report) plus Extended Advertising
     /// Report (bit 12) and Advertising Set Terminated (bit 17), Core 5.4 Vol 4 Part E §7.8.1.
-    public static let ibeaconHost = LEEventMask(rawValue: LEEventMask.defaultAfterReset.rawValue | LEEventMask.extendedAdvertisingReport.rawValue | LEEventMask.advertisingSetTerminated.rawValue)
+    public static let ibeaconHost = LEEventMask(
+        rawValue: LEEventMask.defaultAfterReset.rawValue | LEEventMask.extendedAdvertisingReport.rawValue
+            | LEEventMask.advertisingSetTerminated.rawValue)
 }

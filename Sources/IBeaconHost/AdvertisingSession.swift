@@ -100,7 +100,7 @@ public struct AdvertisingSession: Sendable {
         }
         watch(client)
         defer {
-            watchers.forEach { $0.cancel() }
+            for watcher in watchers { watcher.cancel() }
             sink.finish()
         }
 

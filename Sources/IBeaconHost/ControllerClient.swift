@@ -187,7 +187,9 @@ public actor ControllerClient {
                 do {
                     try await transport.send(packet)
                 } catch {
-                    let te = (error as? TransportError) ?? TransportError(.io, "sending to \(transport.name) failed: \(error)")
+                    let te =
+                        (error as? TransportError)
+                        ?? TransportError(.io, "sending to \(transport.name) failed: \(error)")
                     await self?.finish(id: id, with: .failure(ControllerError.transport(te)))
                 }
             }
@@ -236,7 +238,8 @@ public actor ControllerClient {
         do {
             event = try HCIEvent.decode(packet.body)
         } catch {
-            logger.warning("ignoring malformed event from controller", metadata: ["error": "\(error)", "bytes": "\(packet)"])
+            logger.warning(
+                "ignoring malformed event from controller", metadata: ["error": "\(error)", "bytes": "\(packet)"])
             return
         }
         switch event {
@@ -276,7 +279,9 @@ public actor ControllerClient {
         // capture; transports report a peer that went away by throwing.
         linkError = error ?? TransportError(.disconnected, "the connection to \(transport.name) has ended")
         if let p = pending {
-            finish(id: p.id, with: .failure(error.map { ControllerError.transport($0) } ?? ControllerError.closed(opcode: p.opcode)))
+            finish(
+                id: p.id,
+                with: .failure(error.map { ControllerError.transport($0) } ?? ControllerError.closed(opcode: p.opcode)))
         }
         while !waiters.isEmpty { waiters.removeFirst().resume() }
         eventSink.yield(.linkClosed(error))

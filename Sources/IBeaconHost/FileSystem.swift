@@ -38,10 +38,10 @@ public struct FileError: Error, Sendable, CustomStringConvertible {
 }
 
 /// Every libc call the host layer makes, behind small wrappers that retry EINTR.
-typealias stat_t = Glibc.stat
+typealias StatBuffer = Glibc.stat
 
 /// `stat(2)` following links (a profile may be a symlink to a shared file).
-private func lstatOrStat(_ path: String, _ st: inout stat_t) -> Int32 { stat(path, &st) }
+private func lstatOrStat(_ path: String, _ st: inout StatBuffer) -> Int32 { stat(path, &st) }
 
 enum Sys {
     static func retrying<T>(_ body: () -> T, failed: (T) -> Bool) -> (T, Errno?) {
@@ -58,14 +58,14 @@ enum Sys {
 
     /// `stat(2)`; nil when the path does not exist.
     static func stat(_ path: String) -> (mode: UInt32, inode: UInt64, device: UInt64)? {
-        var st = stat_t()
+        var st = StatBuffer()
         guard lstatOrStat(path, &st) == 0 else { return nil }
         return (UInt32(st.st_mode), UInt64(st.st_ino), UInt64(st.st_dev))
     }
 
     /// `fstat(2)`.
     static func fstat(_ fd: FileDescriptor) -> (mode: UInt32, inode: UInt64, device: UInt64)? {
-        var st = stat_t()
+        var st = StatBuffer()
         guard Glibc.fstat(fd.rawValue, &st) == 0 else { return nil }
         return (UInt32(st.st_mode), UInt64(st.st_ino), UInt64(st.st_dev))
     }

@@ -150,7 +150,8 @@ public enum ProfileStore {
             if writing {
                 return FileError(.cannotWrite, path: path, "directory \(directory ?? ".") does not exist")
             }
-            return FileError(.notFound, path: path, "no such file", hint: "check the path, or create one with `ibeacon profile new`")
+            return FileError(
+                .notFound, path: path, "no such file", hint: "check the path, or create one with `ibeacon profile new`")
         case .permissionDenied, .notPermitted, .readOnlyFileSystem:
             if writing {
                 return FileError(

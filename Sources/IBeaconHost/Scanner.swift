@@ -28,7 +28,8 @@ public struct Sighting: Sendable, Equatable {
         switch event {
         case .leAdvertisingReport(let reports):
             return reports.map {
-                Sighting(address: $0.address, addressType: $0.addressType, rssi: $0.rssi, data: $0.data, extended: false)
+                Sighting(
+                    address: $0.address, addressType: $0.addressType, rssi: $0.rssi, data: $0.data, extended: false)
             }
         case .leExtendedAdvertisingReport(let reports):
             return reports.map {
@@ -50,7 +51,8 @@ public struct Scanner: Sendable {
     public var intervalMilliseconds: Double
     public var logger: Logger
 
-    public init(mode: AdvertisingMode = .auto, ownsController: Bool, intervalMilliseconds: Double = 60, logger: Logger) {
+    public init(mode: AdvertisingMode = .auto, ownsController: Bool, intervalMilliseconds: Double = 60, logger: Logger)
+    {
         self.mode = mode
         self.ownsController = ownsController
         self.intervalMilliseconds = intervalMilliseconds
@@ -94,9 +96,11 @@ public struct Scanner: Sendable {
     public func stop(on client: ControllerClient, mode: AdvertisingMode) async {
         do {
             if mode == .extended {
-                _ = try await client.execute(LESetExtendedScanEnable(enabled: false, filterDuplicates: .disabled), timeout: .seconds(1))
+                _ = try await client.execute(
+                    LESetExtendedScanEnable(enabled: false, filterDuplicates: .disabled), timeout: .seconds(1))
             } else {
-                _ = try await client.execute(LESetScanEnable(enabled: false, filterDuplicates: false), timeout: .seconds(1))
+                _ = try await client.execute(
+                    LESetScanEnable(enabled: false, filterDuplicates: false), timeout: .seconds(1))
             }
         } catch {
             logger.debug("could not stop scanning: \(error)")

@@ -53,7 +53,8 @@ public struct SightingTable: Sendable {
     public let smoothing: RSSISmoother.Mode
 
     public init(
-        capacity: Int = 1024, expiry: Double = 60, rateWindow: Double = 5, smoothing: RSSISmoother.Mode = .median(window: 10)
+        capacity: Int = 1024, expiry: Double = 60, rateWindow: Double = 5,
+        smoothing: RSSISmoother.Mode = .median(window: 10)
     ) {
         self.capacity = capacity
         self.expiry = expiry

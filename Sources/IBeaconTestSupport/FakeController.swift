@@ -108,7 +108,8 @@ public final class FakeController: HCITransport, @unchecked Sendable {
         commandSet = nil
     }
 
-    public static func commandComplete(_ opcode: HCIOpcode, _ returnParameters: [UInt8], credits: UInt8 = 1) -> H4Packet {
+    public static func commandComplete(_ opcode: HCIOpcode, _ returnParameters: [UInt8], credits: UInt8 = 1) -> H4Packet
+    {
         var body: [UInt8] = [HCIEventCode.commandComplete.rawValue, UInt8(3 + returnParameters.count), credits]
         body += [UInt8(opcode.rawValue & 0xFF), UInt8(opcode.rawValue >> 8)]
         body += returnParameters
@@ -218,7 +219,8 @@ public final class FakeController: HCITransport, @unchecked Sendable {
             set.requestedTxPower = Int8(bitPattern: p[19])
             sets[handle] = set
             let requested = set.requestedTxPower
-            let selected = requested == 127 ? 0 : Swift.min(Swift.max(requested, txPowerRange.lowerBound), txPowerRange.upperBound)
+            let selected =
+                requested == 127 ? 0 : Swift.min(Swift.max(requested, txPowerRange.lowerBound), txPowerRange.upperBound)
             return ok([UInt8(bitPattern: selected)])
         case 0x2037:  // LE Set Extended Advertising Data
             guard p.count >= 4, p.count == 4 + Int(p[3]) else { return fail(.invalidHCICommandParameters) }

@@ -133,7 +133,8 @@ enum BTSnoopFormat {
                     default: nil  // index added/removed, notes, system notes: not packets
                     }
                 if let (type, direction) = packet {
-                    records.append(Record(packet: H4Packet(type: type, body: data), direction: direction, timestamp: stamp))
+                    records.append(
+                        Record(packet: H4Packet(type: type, body: data), direction: direction, timestamp: stamp))
                 }
             }
         }

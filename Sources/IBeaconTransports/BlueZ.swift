@@ -90,7 +90,8 @@ private func openHCISocket(for what: String) throws(TransportError) -> FileDescr
     } catch .addressFamilyNotSupported {
         throw bluetoothUnavailable()
     } catch let error where error == .notPermitted || error == .permissionDenied {
-        throw TransportError(.permissionDenied, "cannot open \(what): \(error)", hint: capabilityHint, errno: error.rawValue)
+        throw TransportError(
+            .permissionDenied, "cannot open \(what): \(error)", hint: capabilityHint, errno: error.rawValue)
     } catch {
         throw TransportError(.io, "cannot open \(what): socket(AF_BLUETOOTH) failed: \(error)", errno: error.rawValue)
     }
@@ -105,7 +106,8 @@ public func listAdapters() throws(TransportError) -> [AdapterInfo] {
     do {
         indices = try Sys.hciDeviceList(fd)
     } catch {
-        throw TransportError(.io, "cannot list Bluetooth adapters: HCIGETDEVLIST failed: \(error)", errno: error.rawValue)
+        throw TransportError(
+            .io, "cannot list Bluetooth adapters: HCIGETDEVLIST failed: \(error)", errno: error.rawValue)
     }
     var adapters: [AdapterInfo] = []
     for index in indices.sorted() {
@@ -159,7 +161,9 @@ public final class BlueZHCITransport: HCITransport {
 
     public func setPacketFilter(_ filter: (@Sendable (H4Packet) -> Bool)?) { link.setPacketFilter(filter) }
 
-    private static func prepare(_ fd: FileDescriptor, index: UInt16, name: String, logger: Logger) throws(TransportError) {
+    private static func prepare(_ fd: FileDescriptor, index: UInt16, name: String, logger: Logger)
+        throws(TransportError)
+    {
         // FIELD.md: the filter must be in place before the first command, or its events are lost.
         do {
             try Sys.setHCIEventFilter(fd)
@@ -197,7 +201,8 @@ public final class BlueZHCITransport: HCITransport {
         } catch .operationNotSupportedByDevice {
             throw noSuchAdapter(name)
         } catch let error where error == .notPermitted || error == .permissionDenied {
-            throw TransportError(.permissionDenied, "cannot bind to \(name): \(error)", hint: capabilityHint, errno: error.rawValue)
+            throw TransportError(
+                .permissionDenied, "cannot bind to \(name): \(error)", hint: capabilityHint, errno: error.rawValue)
         } catch .resourceBusy {
             throw TransportError(
                 .busy, "\(name) is in use by another program (HCI user channel)",
@@ -210,7 +215,8 @@ public final class BlueZHCITransport: HCITransport {
     private static func noSuchAdapter(_ name: String) -> TransportError {
         let available = ((try? listAdapters()) ?? []).map(\.name)
         let message =
-            available.isEmpty ? "no adapter \(name); no Bluetooth adapters found"
+            available.isEmpty
+            ? "no adapter \(name); no Bluetooth adapters found"
             : "no adapter \(name); adapters: " + available.joined(separator: ", ")
         return TransportError(
             .noSuchAdapter(available: available), message, hint: "list them with `ibeacon adapters`",

@@ -38,7 +38,8 @@ public enum DeviceSpec: Sendable, Hashable, CustomStringConvertible {
     /// accepted forms.
     public init(parsing text: String) throws(TransportError) {
         func bad(_ why: String) -> TransportError {
-            TransportError(.badSpecification, "invalid device '\(text)': \(why)", hint: "expected \(Self.acceptedForms)")
+            TransportError(
+                .badSpecification, "invalid device '\(text)': \(why)", hint: "expected \(Self.acceptedForms)")
         }
         if let rest = text.strippingPrefix("serial:") {
             let parts = rest.split(separator: ",", omittingEmptySubsequences: false).map(String.init)

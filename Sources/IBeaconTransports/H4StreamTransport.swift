@@ -11,7 +11,9 @@ public final class H4StreamTransport: HCITransport {
 
     /// Takes ownership of `descriptor` (a connected stream socket when `isSocket`, otherwise a
     /// tty or pipe) and starts reading it. `close()` closes it.
-    public init(name: String, adopting descriptor: FileDescriptor, isSocket: Bool, logger: Logger) throws(TransportError) {
+    public init(name: String, adopting descriptor: FileDescriptor, isSocket: Bool, logger: Logger)
+        throws(TransportError)
+    {
         self.name = name
         self.link = try DescriptorLink(
             name: name, adopting: descriptor, isSocket: isSocket, framing: .h4Stream, logger: logger,

@@ -47,7 +47,8 @@ public final class BTSnoopReplayTransport: HCITransport {
         } catch .noSuchFileOrDirectory {
             throw TransportError(.notFound, "no capture file \(path)", errno: Errno.noSuchFileOrDirectory.rawValue)
         } catch .permissionDenied {
-            throw TransportError(.permissionDenied, "no permission to read \(path)", errno: Errno.permissionDenied.rawValue)
+            throw TransportError(
+                .permissionDenied, "no permission to read \(path)", errno: Errno.permissionDenied.rawValue)
         } catch {
             throw TransportError(.io, "cannot read \(path): \(error)", errno: error.rawValue)
         }
@@ -128,7 +129,8 @@ public func openTransport(_ spec: DeviceSpec, logger: Logger) throws(TransportEr
     case .hci(let index):
         return try BlueZHCITransport(index: index, logger: logger)
     case .serial(let path, let baudRate, let flowControl):
-        return try H4StreamTransport.openSerial(path: path, baudRate: baudRate, flowControl: flowControl, logger: logger)
+        return try H4StreamTransport.openSerial(
+            path: path, baudRate: baudRate, flowControl: flowControl, logger: logger)
     case .tcp(let host, let port):
         return try H4StreamTransport.connectTCP(host: host, port: port, logger: logger)
     case .btsnoop(let path):

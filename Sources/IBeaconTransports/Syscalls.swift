@@ -161,7 +161,8 @@ enum Sys {
     }
 
     /// `setsockopt(2)` with a value of type `T`.
-    static func setOption<T: BitwiseCopyable>(_ fd: FileDescriptor, level: Int32, name: Int32, _ value: T) throws(Errno) {
+    static func setOption<T: BitwiseCopyable>(_ fd: FileDescriptor, level: Int32, name: Int32, _ value: T) throws(Errno)
+    {
         var value = value
         _ = try retryingOnInterrupt {
             setsockopt(fd.rawValue, level, name, &value, socklen_t(MemoryLayout<T>.size))
@@ -222,7 +223,9 @@ enum Sys {
             var hostBuffer = [CChar](repeating: 0, count: Int(NI_MAXHOST))
             let named = getnameinfo(
                 address, info.pointee.ai_addrlen, &hostBuffer, socklen_t(hostBuffer.count), nil, 0, NI_NUMERICHOST)
-            let numeric = named == 0 ? String(decoding: hostBuffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : host
+            let numeric =
+                named == 0
+                ? String(decoding: hostBuffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : host
             out.append(
                 ResolvedAddress(
                     family: info.pointee.ai_family, socketType: info.pointee.ai_socktype,

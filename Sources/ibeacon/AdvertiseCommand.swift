@@ -22,7 +22,8 @@ struct AdvertiseCommand: AsyncParsableCommand {
 
     @Option(
         name: .long, parsing: .singleValue,
-        help: ArgumentHelp("Profile to advertise; repeat for several beacons (extended advertising).", valueName: "file"))
+        help: ArgumentHelp(
+            "Profile to advertise; repeat for several beacons (extended advertising).", valueName: "file"))
     var profile: [String] = []
 
     @OptionGroup var device: DeviceOptions
@@ -36,7 +37,9 @@ struct AdvertiseCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Stop after this many seconds (default: run until stopped).", valueName: "seconds"))
     var duration: Double?
 
-    @Option(help: ArgumentHelp("Seconds between checks that the controller still answers; 0 disables.", valueName: "seconds"))
+    @Option(
+        help: ArgumentHelp(
+            "Seconds between checks that the controller still answers; 0 disables.", valueName: "seconds"))
     var checkInterval: Double = 30
 
     @Flag(help: "Print the status line as JSON.")

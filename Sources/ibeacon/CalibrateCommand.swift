@@ -24,7 +24,9 @@ struct CalibrateCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Profile of the beacon to calibrate; measuredPower is written back.", valueName: "file"))
     var profile: String?
 
-    @Option(help: ArgumentHelp("Calibrate a beacon without a profile: its UUID (with --major, --minor, --write).", valueName: "uuid"))
+    @Option(
+        help: ArgumentHelp(
+            "Calibrate a beacon without a profile: its UUID (with --major, --minor, --write).", valueName: "uuid"))
     var uuid: String?
     @Option(help: ArgumentHelp("Major of the beacon without a profile.", valueName: "n"))
     var major: Int?
@@ -63,7 +65,9 @@ struct CalibrateCommand: AsyncParsableCommand {
             guard (0...65535).contains(major), (0...65535).contains(minor) else {
                 throw ValidationError("--major and --minor must be within 0…65535")
             }
-            if write == nil && !dryRun { throw ValidationError("--uuid/--major/--minor need --write FILE (or --dry-run)") }
+            if write == nil && !dryRun {
+                throw ValidationError("--uuid/--major/--minor need --write FILE (or --dry-run)")
+            }
         }
         guard duration > 0, duration <= 3600 else { throw ValidationError("--duration must be within 0…3600 seconds") }
         guard precision > 0, precision <= 20 else { throw ValidationError("--precision must be within 0…20 dB") }
@@ -127,7 +131,8 @@ struct CalibrateCommand: AsyncParsableCommand {
         let live = stdoutIsTerminal && !json
         let offset = self.offset
         if !json {
-            printOut("calibrating \(target.identity) through \(device.deviceText); hold the receiver 1 m from the beacon")
+            printOut(
+                "calibrating \(target.identity) through \(device.deviceText); hold the receiver 1 m from the beacon")
         }
         let result: CalibrationResult
         do {
@@ -136,7 +141,9 @@ struct CalibrateCommand: AsyncParsableCommand {
                 let e = collector.estimate()
                 let estimate = e.map { String(format: "%.1f ± %.1f dBm", $0.value + offset, $0.halfWidth95) } ?? "…"
                 FileHandle.standardOutput.write(
-                    Data("\r\u{1B}[K  \(collector.samples.count) samples, \(String(format: "%.1f", elapsed.seconds)) s: \(estimate)".utf8))
+                    Data(
+                        "\r\u{1B}[K  \(collector.samples.count) samples, \(String(format: "%.1f", elapsed.seconds)) s: \(estimate)"
+                            .utf8))
             }
         } catch {
             if live { printOut("") }
@@ -147,7 +154,8 @@ struct CalibrateCommand: AsyncParsableCommand {
         if live { printOut("") }
 
         let record = CalibrationRecord(
-            timestamp: CalibrationRecord.iso8601(secondsSince1970: Int64(Date().timeIntervalSince1970)), samples: result.samples.count, estimate: result.estimate, interval95: result.halfWidth95,
+            timestamp: CalibrationRecord.iso8601(secondsSince1970: Int64(Date().timeIntervalSince1970)),
+            samples: result.samples.count, estimate: result.estimate, interval95: result.halfWidth95,
             spread: result.spread, method: result.method, receiver: device.deviceText,
             receiverAddress: receiverAddress?.description ?? "unknown", offset: offset,
             txPower: existing?.txPower.map { Int($0) })
@@ -177,7 +185,8 @@ struct CalibrateCommand: AsyncParsableCommand {
         }
         if spreadWarning {
             logger.warning(
-                "the RSSI spread is \(String(format: "%.1f", result.spread)) dB (over 8 dB): reflections or obstacles; move to a clearer spot and calibrate again")
+                "the RSSI spread is \(String(format: "%.1f", result.spread)) dB (over 8 dB): reflections or obstacles; move to a clearer spot and calibrate again"
+            )
         }
         guard !dryRun, let path else {
             if !json { printOut("measured power \(result.measuredPower) dBm (dry run: nothing written)") }

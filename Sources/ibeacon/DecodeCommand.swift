@@ -82,7 +82,9 @@ struct DecodeCommand: AsyncParsableCommand {
                             ("rssi", s.rssi.map { Int($0) }), ("extended", s.extended),
                         ] + adJSON(s.data, structures))
                 } else {
-                    printOut("report \(i + 1) of \(sightings.count): \(s.address) (\(s.addressType)), RSSI \(s.rssi.map { "\($0) dBm" } ?? "not available")\(s.extended ? ", extended" : "")")
+                    printOut(
+                        "report \(i + 1) of \(sightings.count): \(s.address) (\(s.addressType)), RSSI \(s.rssi.map { "\($0) dBm" } ?? "not available")\(s.extended ? ", extended" : "")"
+                    )
                     printAD(structures, indent: "  ")
                 }
             }
@@ -105,7 +107,10 @@ struct DecodeCommand: AsyncParsableCommand {
             (
                 "structures",
                 structures.map { s -> Any? in
-                    [("type", Int(s.type.rawValue)), ("name", s.type.name), ("data", s.data.hexString), ("summary", s.summary)]
+                    [
+                        ("type", Int(s.type.rawValue)), ("name", s.type.name), ("data", s.data.hexString),
+                        ("summary", s.summary),
+                    ]
                         as [(String, Any?)]
                 } as [Any?]
             ),
@@ -127,7 +132,9 @@ struct DecodeCommand: AsyncParsableCommand {
             printOut("\(indent)\(s.summary)")
         }
         if let b = IBeacon.find(in: structures) {
-            printOut("\(indent)iBeacon: UUID \(b.uuidString), major \(b.major) (0x\(String(b.major, radix: 16))), minor \(b.minor) (0x\(String(b.minor, radix: 16))), measured power \(b.measuredPower) dBm")
+            printOut(
+                "\(indent)iBeacon: UUID \(b.uuidString), major \(b.major) (0x\(String(b.major, radix: 16))), minor \(b.minor) (0x\(String(b.minor, radix: 16))), measured power \(b.measuredPower) dBm"
+            )
         }
     }
 }

@@ -18,7 +18,8 @@ struct BeaconOptions: ParsableArguments {
     var minor: Int?
 
     // Negative numbers are values, not options: `--measured-power -65`.
-    @Option(parsing: .unconditional, help: ArgumentHelp("Measured power in dBm, -127…-1 (default -59).", valueName: "dBm"))
+    @Option(
+        parsing: .unconditional, help: ArgumentHelp("Measured power in dBm, -127…-1 (default -59).", valueName: "dBm"))
     var measuredPower: Int?
 
     @Option(help: ArgumentHelp("Advertising interval in ms, 20…10240 (default 100).", valueName: "ms"))
@@ -82,7 +83,9 @@ struct EncodeCommand: AsyncParsableCommand {
     var json = false
 
     func validate() throws {
-        if mode == .auto { throw ValidationError("--mode for encode is legacy or extended (auto depends on the controller)") }
+        if mode == .auto {
+            throw ValidationError("--mode for encode is legacy or extended (auto depends on the controller)")
+        }
     }
 
     func run() async throws {
@@ -98,17 +101,23 @@ struct EncodeCommand: AsyncParsableCommand {
             if json {
                 printOut(
                     jsonLine([
-                        "uuid": spec.beacon.uuidString, "major": Int(spec.beacon.major), "minor": Int(spec.beacon.minor),
+                        "uuid": spec.beacon.uuidString, "major": Int(spec.beacon.major),
+                        "minor": Int(spec.beacon.minor),
                         "measuredPower": Int(spec.beacon.measuredPower), "intervalMs": spec.intervalMilliseconds,
                         "advertisingData": data.hexString, "mode": mode.rawValue,
                         "commands": commands.map { c -> Any? in
-                            [("name", type(of: c).opcode.name), ("opcode", type(of: c).opcode.hex), ("h4", c.packet.bytes.hexString)]
+                            [
+                                ("name", type(of: c).opcode.name), ("opcode", type(of: c).opcode.hex),
+                                ("h4", c.packet.bytes.hexString),
+                            ]
                                 as [(String, Any?)]
                         } as [Any?],
                     ]))
                 return
             }
-            printOut("# \(spec.beacon.uuidString) major \(spec.beacon.major) minor \(spec.beacon.minor), measured power \(spec.beacon.measuredPower) dBm, every \(spec.intervalMilliseconds) ms")
+            printOut(
+                "# \(spec.beacon.uuidString) major \(spec.beacon.major) minor \(spec.beacon.minor), measured power \(spec.beacon.measuredPower) dBm, every \(spec.intervalMilliseconds) ms"
+            )
             printOut("# advertising data (\(data.count) bytes):")
             printOut(data.hexString)
             printOut("# HCI commands (\(mode.rawValue) advertising), H4:")

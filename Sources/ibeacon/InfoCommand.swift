@@ -31,7 +31,9 @@ struct InfoCommand: AsyncParsableCommand {
                         "hciVersionName": info.version.map { coreVersionName($0.hciVersion) },
                         "lmpVersion": info.version.map { Int($0.lmpVersion) },
                         "manufacturer": info.version.map { Int($0.companyIdentifier) },
-                        "manufacturerName": info.version.map { CompanyIdentifier(rawValue: $0.companyIdentifier).description },
+                        "manufacturerName": info.version.map {
+                            CompanyIdentifier(rawValue: $0.companyIdentifier).description
+                        },
                         "leFeatures": "0x" + String(info.features.rawValue, radix: 16),
                         "extendedAdvertising": info.features.contains(.extendedAdvertising),
                         "le2MPHY": info.features.contains(.le2MPHY),
@@ -46,8 +48,12 @@ struct InfoCommand: AsyncParsableCommand {
             printOut("device:              \(device.deviceText)")
             printOut("address:             \(info.address)")
             if let v = info.version {
-                printOut("HCI version:         \(coreVersionName(v.hciVersion)) (0x\([v.hciVersion].hexString)), revision 0x\(String(v.hciSubversion, radix: 16))")
-                printOut("LMP version:         \(coreVersionName(v.lmpVersion)) (0x\([v.lmpVersion].hexString)), subversion 0x\(String(v.lmpSubversion, radix: 16))")
+                printOut(
+                    "HCI version:         \(coreVersionName(v.hciVersion)) (0x\([v.hciVersion].hexString)), revision 0x\(String(v.hciSubversion, radix: 16))"
+                )
+                printOut(
+                    "LMP version:         \(coreVersionName(v.lmpVersion)) (0x\([v.lmpVersion].hexString)), subversion 0x\(String(v.lmpSubversion, radix: 16))"
+                )
                 printOut("manufacturer:        \(CompanyIdentifier(rawValue: v.companyIdentifier))")
             }
             printOut("LE features:         0x\(String(info.features.rawValue, radix: 16, uppercase: true))")
@@ -64,6 +70,8 @@ struct InfoCommand: AsyncParsableCommand {
 
 /// `Bluetooth 5.4` for HCI/LMP version numbers (Assigned Numbers §2.1).
 func coreVersionName(_ v: UInt8) -> String {
-    let names = ["1.0b", "1.1", "1.2", "2.0", "2.1", "3.0", "4.0", "4.1", "4.2", "5.0", "5.1", "5.2", "5.3", "5.4", "6.0"]
+    let names = [
+        "1.0b", "1.1", "1.2", "2.0", "2.1", "3.0", "4.0", "4.1", "4.2", "5.0", "5.1", "5.2", "5.3", "5.4", "6.0",
+    ]
     return Int(v) < names.count ? "Bluetooth \(names[Int(v)])" : "unknown version"
 }

@@ -93,6 +93,8 @@ func runUntilSignalled(_ body: @escaping @Sendable () async throws -> Void) asyn
         source.resume()
         return source
     }
-    defer { sources.forEach { $0.cancel() } }
+    defer {
+        for source in sources { source.cancel() }
+    }
     try await task.value
 }

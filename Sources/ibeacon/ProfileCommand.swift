@@ -24,7 +24,8 @@ struct ProfileCommand: AsyncParsableCommand {
         var uuid: String?
         @Option(
             parsing: .unconditional,
-            help: ArgumentHelp("Measured power (RSSI at 1 m) in dBm, -127…-1; calibrate to get it right.", valueName: "dBm"))
+            help: ArgumentHelp(
+                "Measured power (RSSI at 1 m) in dBm, -127…-1; calibrate to get it right.", valueName: "dBm"))
         var measuredPower: Int = -59
         @Option(help: ArgumentHelp("A name for people, e.g. \"Store 12 entrance\".", valueName: "text"))
         var name: String?
@@ -48,7 +49,9 @@ struct ProfileCommand: AsyncParsableCommand {
                     uuid: uuid.flatMap(UUID.init(uuidString:)) ?? UUID(), major: UInt16(major), minor: UInt16(minor),
                     measuredPower: measuredPower, name: name, file: file)
                 try ProfileStore.create(file, profile.encoded(), overwrite: force)
-                printOut("wrote \(file): \(profile.proximityUUID.canonicalString) major \(major) minor \(minor), measured power \(measuredPower) dBm")
+                printOut(
+                    "wrote \(file): \(profile.proximityUUID.canonicalString) major \(major) minor \(minor), measured power \(measuredPower) dBm"
+                )
             }
         }
     }
@@ -72,19 +75,26 @@ struct ProfileCommand: AsyncParsableCommand {
                     if json {
                         printOut(
                             jsonLine([
-                                "file": file, "valid": true, "name": p.name, "uuid": b.uuidString, "major": Int(b.major),
-                                "minor": Int(b.minor), "measuredPower": Int(b.measuredPower), "intervalMs": p.intervalMs,
+                                "file": file, "valid": true, "name": p.name, "uuid": b.uuidString,
+                                "major": Int(b.major),
+                                "minor": Int(b.minor), "measuredPower": Int(b.measuredPower),
+                                "intervalMs": p.intervalMs,
                                 "txPower": p.txPower, "advertisingData": b.advertisingData.hexString,
                                 "calibrated": p.calibrationRecord != nil,
                             ]))
                     } else {
                         printOut("\(file): ok\(p.name.map { " — \($0)" } ?? "")")
-                        printOut("  \(b.uuidString) major \(b.major) minor \(b.minor), measured power \(b.measuredPower) dBm, every \(p.intervalMs) ms")
+                        printOut(
+                            "  \(b.uuidString) major \(b.major) minor \(b.minor), measured power \(b.measuredPower) dBm, every \(p.intervalMs) ms"
+                        )
                         if let tx = p.txPower { printOut("  TX power \(tx) dBm (extended advertising)") }
                         if let c = p.calibrationRecord {
-                            printOut("  calibrated \(c.timestamp): \(c.samples) samples, ±\(String(format: "%.2f", c.interval95)) dB")
+                            printOut(
+                                "  calibrated \(c.timestamp): \(c.samples) samples, ±\(String(format: "%.2f", c.interval95)) dB"
+                            )
                         } else {
-                            printOut("  not calibrated: run `ibeacon calibrate --profile \(file)` with a receiver 1 m away")
+                            printOut(
+                                "  not calibrated: run `ibeacon calibrate --profile \(file)` with a receiver 1 m away")
                         }
                         printOut("  advertising data: \(b.advertisingData.hexString)")
                     }

@@ -137,7 +137,8 @@ struct ScanCommand: AsyncParsableCommand {
         if !json && !live {
             let (table, reports) = state.withLock { ($0.table, $0.reports) }
             render(table, now: now(), live: false)
-            printOut("\(reports) reports from \(table.entries.count) transmitter(s) in \(String(format: "%.1f", now())) s")
+            printOut(
+                "\(reports) reports from \(table.entries.count) transmitter(s) in \(String(format: "%.1f", now())) s")
         }
         await scanner.stop(on: client, mode: scanMode)
         await client.close()
@@ -146,9 +147,12 @@ struct ScanCommand: AsyncParsableCommand {
 
     func jsonReport(_ s: Sighting, t: Double) -> String {
         let b = s.beacon
-        let distance = b.flatMap { beacon in s.rssi.flatMap { estimatedDistance(rssi: Double($0), measuredPower: Double(beacon.measuredPower)) } }
+        let distance = b.flatMap { beacon in
+            s.rssi.flatMap { estimatedDistance(rssi: Double($0), measuredPower: Double(beacon.measuredPower)) }
+        }
         return jsonLine([
-            "t": (t * 1000).rounded() / 1000, "address": s.address.description, "addressType": s.addressType.description,
+            "t": (t * 1000).rounded() / 1000, "address": s.address.description,
+            "addressType": s.addressType.description,
             "rssi": s.rssi.map { Int($0) }, "uuid": b?.uuidString, "major": b.map { Int($0.major) },
             "minor": b.map { Int($0.minor) }, "measuredPower": b.map { Int($0.measuredPower) },
             "distance": distance, "proximity": b == nil ? nil : Proximity(distance: distance).rawValue,
@@ -157,19 +161,28 @@ struct ScanCommand: AsyncParsableCommand {
     }
 
     func render(_ table: SightingTable, now: Double, live: Bool) {
-        let rows = table.entries.values.sorted { ($0.beacon?.major ?? 0, $0.beacon?.minor ?? 0, $0.address) < ($1.beacon?.major ?? 0, $1.beacon?.minor ?? 0, $1.address) }
+        let rows = table.entries.values.sorted {
+            ($0.beacon?.major ?? 0, $0.beacon?.minor ?? 0, $0.address) < (
+                $1.beacon?.major ?? 0, $1.beacon?.minor ?? 0, $1.address
+            )
+        }
         var lines: [String] = []
         if live {
-            lines.append("ADDRESS            UUID                                  MAJOR MINOR  RPT/S   RSSI  POWER  DIST(m) PROXIMITY")
+            lines.append(
+                "ADDRESS            UUID                                  MAJOR MINOR  RPT/S   RSSI  POWER  DIST(m) PROXIMITY"
+            )
         }
         for e in rows {
             let b = e.beacon
             let rssi = e.smoothedRSSI.map { String(format: "%6.1f", $0) } ?? "   n/a"
-            let distance = b.flatMap { beacon in e.smoothedRSSI.flatMap { estimatedDistance(rssi: $0, measuredPower: Double(beacon.measuredPower)) } }
+            let distance = b.flatMap { beacon in
+                e.smoothedRSSI.flatMap { estimatedDistance(rssi: $0, measuredPower: Double(beacon.measuredPower)) }
+            }
             let prox = b == nil ? "-" : Proximity(distance: distance).rawValue
             let uuid = b?.uuidString ?? "(not an iBeacon)                    "
             let line = [
-                e.address.description.padded(17), uuid.padded(36), (b.map { "\($0.major)" } ?? "-").padded(5, left: true),
+                e.address.description.padded(17), uuid.padded(36),
+                (b.map { "\($0.major)" } ?? "-").padded(5, left: true),
                 (b.map { "\($0.minor)" } ?? "-").padded(5, left: true),
                 String(format: "%6.1f", e.rate(now: now, window: table.rateWindow)), rssi,
                 (b.map { "\($0.measuredPower)" } ?? "-").padded(6, left: true),
@@ -179,7 +192,9 @@ struct ScanCommand: AsyncParsableCommand {
         }
         if live {
             // Redraw in place: home the cursor, clear the screen.
-            printOut("\u{1B}[H\u{1B}[2J" + lines.joined(separator: "\n") + "\n\(rows.count) transmitter(s), \(String(format: "%.0f", now)) s")
+            printOut(
+                "\u{1B}[H\u{1B}[2J" + lines.joined(separator: "\n")
+                    + "\n\(rows.count) transmitter(s), \(String(format: "%.0f", now)) s")
         } else {
             for l in lines { printOut(String(format: "%.1f ", now) + l) }
         }

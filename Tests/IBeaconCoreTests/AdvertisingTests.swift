@@ -16,18 +16,23 @@ import Testing
 
     @Test func parsesAndSummarises() throws {
         let s = try ADStructure.parse(Self.nameTxService)
-        #expect(s.map(\.summary) == [
-            "Complete Local Name: \"Store 12\"",
-            "Tx Power Level: -8 dBm",
-            "Incomplete List of 16-bit Service Class UUIDs: 0x180F",
-        ])
+        #expect(
+            s.map(\.summary) == [
+                "Complete Local Name: \"Store 12\"",
+                "Tx Power Level: -8 dBm",
+                "Incomplete List of 16-bit Service Class UUIDs: 0x180F",
+            ])
         #expect(try ADStructure.encode(s) == Self.nameTxService)
     }
 
     @Test func keepsUnknownTypes() throws {
         let bytes: [UInt8] = [0x03, 0x77, 0xAB, 0xCD, 0x01, 0x16]
         let s = try ADStructure.parse(bytes)
-        #expect(s == [ADStructure(type: ADType(rawValue: 0x77), data: [0xAB, 0xCD]), ADStructure(type: .serviceData16BitUUID, data: [])])
+        #expect(
+            s == [
+                ADStructure(type: ADType(rawValue: 0x77), data: [0xAB, 0xCD]),
+                ADStructure(type: .serviceData16BitUUID, data: []),
+            ])
         #expect(s[0].summary == "unknown AD type (0x77): ab cd")
         #expect(ADType(rawValue: 0x77).description == "unknown AD type (0x77)")
         #expect(ADType.manufacturerSpecificData.description == "Manufacturer Specific Data (0xFF)")
@@ -46,7 +51,10 @@ import Testing
 
     @Test func malformedInputThrows() {
         // Length runs past the end.
-        #expect(throws: DecodingError.truncated(what: "AD structure Flags (0x01) at offset 0 (length 3)", needed: 2, available: 1)) {
+        #expect(
+            throws: DecodingError.truncated(
+                what: "AD structure Flags (0x01) at offset 0 (length 3)", needed: 2, available: 1)
+        ) {
             try ADStructure.parse([0x03, 0x01, 0x06])
         }
         // Length byte with no type.
@@ -67,13 +75,17 @@ import Testing
     }
 
     @Test func encodeRefusesToTruncate() throws {
-        let name = ADStructure(type: .completeLocalName, data: Array("A name of twenty-nine bytes!!".utf8))  // 29 + 2 = 31
+        // 29 + 2 = 31 bytes: exactly the limit.
+        let name = ADStructure(type: .completeLocalName, data: Array("A name of twenty-nine bytes!!".utf8))
         #expect(try ADStructure.encode([name]).count == 31)
         let longer = ADStructure(type: .completeLocalName, data: Array("A name of thirty bytes, oops!!".utf8))  // 32
         #expect(throws: AdvertisingDataError.tooLong(length: 32, limit: 31)) { try ADStructure.encode([longer]) }
-        #expect(throws: AdvertisingDataError.self) { try ADStructure.encode(IBeaconTests.beacon.adStructures + [ADStructure(type: .txPowerLevel, data: [0])]) }
+        #expect(throws: AdvertisingDataError.self) {
+            try ADStructure.encode(IBeaconTests.beacon.adStructures + [ADStructure(type: .txPowerLevel, data: [0])])
+        }
         #expect(throws: AdvertisingDataError.structureTooLong(type: .manufacturerSpecificData, count: 255)) {
-            try ADStructure.encode([ADStructure(type: .manufacturerSpecificData, data: [UInt8](repeating: 1, count: 255))], limit: 1650)
+            try ADStructure.encode(
+                [ADStructure(type: .manufacturerSpecificData, data: [UInt8](repeating: 1, count: 255))], limit: 1650)
         }
     }
 
@@ -97,7 +109,9 @@ import Testing
 
     @Test func flagNames() {
         #expect(ADStructure.flagNames(0x1F).count == 5)
-        #expect(ADStructure(type: .flags, data: [0x05]).summary == "Flags: LE Limited Discoverable Mode, BR/EDR Not Supported (0x05)")
+        #expect(
+            ADStructure(type: .flags, data: [0x05]).summary
+                == "Flags: LE Limited Discoverable Mode, BR/EDR Not Supported (0x05)")
         #expect(ADStructure(type: .flags, data: [0x06, 0x00]).summary == "Flags (0x01): 06 00")
     }
 }

@@ -59,8 +59,11 @@ struct BTSnoopTests {
 
     @Test func roundTrip() throws {
         let records = [
-            BTSnoopRecord(packet: H4Packet(type: .command, body: [0x03, 0x0C, 0x00]), direction: .sent, timestampMicros: 0x0102_0304_0506_0708),
-            BTSnoopRecord(packet: H4Packet(type: .event, body: [0x10, 0x01, 0x2A]), direction: .received, timestampMicros: 1),
+            BTSnoopRecord(
+                packet: H4Packet(type: .command, body: [0x03, 0x0C, 0x00]), direction: .sent,
+                timestampMicros: 0x0102_0304_0506_0708),
+            BTSnoopRecord(
+                packet: H4Packet(type: .event, body: [0x10, 0x01, 0x2A]), direction: .received, timestampMicros: 1),
             BTSnoopRecord(packet: H4Packet(type: .acl, body: []), direction: .sent, timestampMicros: -1),
         ]
         var file = BTSnoop.fileHeader()
@@ -108,7 +111,8 @@ struct BTSnoopTests {
     @Test func inconsistentRecordsThrow() throws {
         // included length 6 > original length 5
         var file = BTSnoop.fileHeader()
-        file += [0, 0, 0, 5, 0, 0, 0, 6, 0, 0, 0, 2, 0, 0, 0, 0] + [UInt8](repeating: 0, count: 8) + [1, 2, 3, 4, 5, 6]
+        file +=
+            [0, 0, 0, 5, 0, 0, 0, 6, 0, 0, 0, 2, 0, 0, 0, 0] + [UInt8](repeating: 0, count: 8) + [1, 2, 3, 4, 5, 6]
         var reader = try BTSnoopReader(bytes: file)
         #expect(throws: BTSnoopError.self) { try reader.next() }
         // empty H4 record: no type byte
@@ -121,9 +125,11 @@ struct BTSnoopTests {
     @Test func h1RecordsGetTheirTypeFromFlags() throws {
         var file = BTSnoop.fileHeader(datalink: .h1)
         // sent command (flags 2): 03 0c 00
-        file += [0, 0, 0, 3, 0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0, 0] + [UInt8](repeating: 0, count: 8) + [0x03, 0x0C, 0x00]
+        file +=
+            [0, 0, 0, 3, 0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0, 0] + [UInt8](repeating: 0, count: 8) + [0x03, 0x0C, 0x00]
         // received event (flags 3): 10 01 2a
-        file += [0, 0, 0, 3, 0, 0, 0, 3, 0, 0, 0, 3, 0, 0, 0, 0] + [UInt8](repeating: 0, count: 8) + [0x10, 0x01, 0x2A]
+        file +=
+            [0, 0, 0, 3, 0, 0, 0, 3, 0, 0, 0, 3, 0, 0, 0, 0] + [UInt8](repeating: 0, count: 8) + [0x10, 0x01, 0x2A]
         // received data (flags 1)
         file += [0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0] + [UInt8](repeating: 0, count: 8) + [0x99]
         var reader = try BTSnoopReader(bytes: file)

@@ -137,7 +137,8 @@ func percentile(_ values: [Double], _ p: Double) -> Double {
         let nSorted = n.sorted()
         print(
             "\(c.0): n mean \(n.reduce(0, +) / n.count), p95 \(nSorted[189]), max \(n.max() ?? 0); |err| mean \(JSONValue.decimal(meanError, fractionDigits: 2)), "
-                + "p95 \(JSONValue.decimal(p95, fractionDigits: 2)); coverage \(JSONValue.decimal(coverage, fractionDigits: 2))")
+                + "p95 \(JSONValue.decimal(p95, fractionDigits: 2)); coverage \(JSONValue.decimal(coverage, fractionDigits: 2))"
+        )
         #expect(meanError <= 1.0)
         #expect(p95 <= 1.0)
         if c.0.name == RSSIScenario.gaussian.name {
@@ -170,7 +171,9 @@ func percentile(_ values: [Double], _ p: Double) -> Double {
         #expect(coverage >= 0.90 && coverage <= 0.99)
         // The spread estimates σ of the un-faded distribution (4 dB, plus the channel spread).
         let meanSpread = spreads.reduce(0, +) / 300
-        #expect(abs(meanSpread - (c.0.sigma * c.0.sigma + 8.0 / 3 * (c.0.channelOffsets.count == 3 ? 1 : 0)).squareRoot()) < 0.4)
+        #expect(
+            abs(meanSpread - (c.0.sigma * c.0.sigma + 8.0 / 3 * (c.0.channelOffsets.count == 3 ? 1 : 0)).squareRoot())
+                < 0.4)
     }
 
     /// The scenario is hard: naive estimators miss by more than 1 dB (so the test above can fail).
@@ -200,7 +203,8 @@ func percentile(_ values: [Double], _ p: Double) -> Double {
         #expect(abs(tight.value + 59) < 1e-9 && tight.halfWidth95 > 0 && tight.halfWidth95 < 0.5)
         #expect(tight.method == "biweight-c3-upper-scale")
         // A deep fade cluster is ignored; a clean strong cluster is not.
-        let faded = try #require(e.estimate([Int](repeating: -59, count: 30) + [-58, -60, -60, -58] + [Int](repeating: -80, count: 8)))
+        let faded = try #require(
+            e.estimate([Int](repeating: -59, count: 30) + [-58, -60, -60, -58] + [Int](repeating: -80, count: 8)))
         #expect(abs(faded.value + 59) < 0.2)
     }
 
@@ -234,13 +238,14 @@ func percentile(_ values: [Double], _ p: Double) -> Double {
         #expect(h.bins.map(\.dBm) == [-59, -60, -61, -62])
         #expect(h.bins.map(\.count) == [3, 2, 0, 1])
         let text = h.rendered(width: 6, mark: -59.4)
-        #expect(text == """
-            -59 dBm |###### 3  <- estimate
-            -60 dBm |####   2
-            -61 dBm |       0
-            -62 dBm |##     1
+        #expect(
+            text == """
+                -59 dBm |###### 3  <- estimate
+                -60 dBm |####   2
+                -61 dBm |       0
+                -62 dBm |##     1
 
-            """)
+                """)
         #expect(Histogram().rendered() == "(no samples)\n")
     }
 }

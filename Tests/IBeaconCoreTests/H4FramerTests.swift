@@ -30,7 +30,8 @@ struct H4FramerTests {
         // ISO: handle 0x0005, length 0x4003 with the top two bits as flags → 3 bytes
         [UInt8](hex: "0505000340010203")!,
         // LE Advertising Report with three reports (46 parameter bytes)
-        [UInt8](hex: "043e2e020303010605040302c1090201061aff4c000215c50000f6e5d4c3b2a1007f04016655443322110505094142439c")!,
+        [UInt8](
+            hex: "043e2e020303010605040302c1090201061aff4c000215c50000f6e5d4c3b2a1007f04016655443322110505094142439c")!,
         // event with zero-length parameters (BlueZ stack internal, for the empty case)
         [UInt8](hex: "04fd00")!,
     ]
@@ -76,7 +77,8 @@ struct H4FramerTests {
         var framer = H4Framer()
         #expect(try framer.push([0x04, 0x0E, 0x04, 0x01]).isEmpty)
         #expect(framer.pendingByteCount == 4)
-        #expect(try framer.push([0x0A, 0x20, 0x0C]) == [H4Packet(type: .event, body: [0x0E, 0x04, 0x01, 0x0A, 0x20, 0x0C])])
+        #expect(
+            try framer.push([0x0A, 0x20, 0x0C]) == [H4Packet(type: .event, body: [0x0E, 0x04, 0x01, 0x0A, 0x20, 0x0C])])
     }
 
     @Test func garbageTypeByteThrowsAndStaysFailed() throws {

@@ -34,10 +34,14 @@ struct HCICommandEncodingTests {
     @Test func setEventMask() {
         // Bumble: HCI_Set_Event_Mask_Command(event_mask=(0x2102030405060708).to_bytes(8,'little'))
         // 01 | 010c opcode 0x0C01 | 08 length | 08 07 06 05 04 03 02 21 mask, little-endian
-        #expect(packetHex(SetEventMask(eventMask: EventMask(rawValue: 0x2102_0304_0506_0708))) == "01010c080807060504030221")
+        #expect(
+            packetHex(SetEventMask(eventMask: EventMask(rawValue: 0x2102_0304_0506_0708))) == "01010c080807060504030221"
+        )
         // Bumble: mask 0x20001FFFFFFFFFFF = default after reset + bit 61 (LE Meta)
         // 01 | 010c | 08 | ff ff ff ff ff 1f 00 20
-        #expect(packetHex(SetEventMask(eventMask: EventMask.defaultAfterReset.union(.leMeta))) == "01010c08ffffffffff1f0020")
+        #expect(
+            packetHex(SetEventMask(eventMask: EventMask.defaultAfterReset.union(.leMeta))) == "01010c08ffffffffff1f0020"
+        )
     }
 
     @Test func leSetEventMask() {
@@ -50,7 +54,8 @@ struct HCICommandEncodingTests {
     @Test func leSetRandomAddress() throws {
         // Bumble: HCI_LE_Set_Random_Address_Command(random_address=Address('C1:02:03:04:05:06'))
         // 01 | 0520 | 06 | 06 05 04 03 02 c1 (address, least significant byte first)
-        #expect(packetHex(LESetRandomAddress(randomAddress: try address("C1:02:03:04:05:06"))) == "010520060605040302c1")
+        #expect(
+            packetHex(LESetRandomAddress(randomAddress: try address("C1:02:03:04:05:06"))) == "010520060605040302c1")
     }
 
     @Test func leSetAdvertisingParameters() throws {
@@ -86,7 +91,9 @@ struct HCICommandEncodingTests {
         // Bumble: HCI_LE_Set_Extended_Scan_Enable_Command(enable=1, filter_duplicates=2, duration=0x0102, period=0x0304)
         // 01 | 4220 | 06 | 01 enable | 02 filter | 0201 duration | 0403 period
         #expect(
-            packetHex(LESetExtendedScanEnable(enabled: true, filterDuplicates: .resetEachPeriod, duration: 0x0102, period: 0x0304))
+            packetHex(
+                LESetExtendedScanEnable(
+                    enabled: true, filterDuplicates: .resetEachPeriod, duration: 0x0102, period: 0x0304))
                 == "01422006010202010403")
     }
 
@@ -102,7 +109,8 @@ struct HCICommandEncodingTests {
 
     @Test func leSetAdvertisingSetRandomAddress() throws {
         // Bumble: HCI_LE_Set_Advertising_Set_Random_Address_Command(advertising_handle=0x02, random_address=Address('C1:02:03:04:05:06'))
-        let command = try LESetAdvertisingSetRandomAddress(advertisingHandle: 0x02, randomAddress: address("C1:02:03:04:05:06"))
+        let command = try LESetAdvertisingSetRandomAddress(
+            advertisingHandle: 0x02, randomAddress: address("C1:02:03:04:05:06"))
         #expect(packetHex(command) == "01352007020605040302c1")
     }
 
@@ -137,11 +145,14 @@ struct HCICommandEncodingTests {
         //   fragment_preference=1, advertising_data=bytes.fromhex('0201061aff4c000215'))
         // 01 | 3720 | 0d | 01 handle | 03 complete | 01 no fragmenting | 09 length | data
         let data: [UInt8] = [0x02, 0x01, 0x06, 0x1A, 0xFF, 0x4C, 0x00, 0x02, 0x15]
-        #expect(packetHex(try LESetExtendedAdvertisingData(advertisingHandle: 1, data: data)) == "0137200d010301090201061aff4c000215")
+        #expect(
+            packetHex(try LESetExtendedAdvertisingData(advertisingHandle: 1, data: data))
+                == "0137200d010301090201061aff4c000215")
         // Bumble: HCI_LE_Set_Extended_Scan_Response_Data_Command(advertising_handle=2, operation=1,
         //   fragment_preference=0, scan_response_data=bytes.fromhex('0509414243'))
         let response = try LESetExtendedScanResponseData(
-            advertisingHandle: 2, operation: .firstFragment, avoidFragmentation: false, data: [0x05, 0x09, 0x41, 0x42, 0x43])
+            advertisingHandle: 2, operation: .firstFragment, avoidFragmentation: false,
+            data: [0x05, 0x09, 0x41, 0x42, 0x43])
         #expect(packetHex(response) == "01382009020100050509414243")
     }
 
@@ -165,8 +176,12 @@ struct HCICommandEncodingTests {
     @Test func leSetExtendedScanParameters() throws {
         let both = try LESetExtendedScanParameters(
             ownAddressType: .random, filterPolicy: .basicUnfiltered,
-            le1M: .init(scanType: .active, interval: ScanTiming(slots: 0x0102, for: .extended), window: ScanTiming(slots: 0x0031, for: .extended)),
-            leCoded: .init(scanType: .passive, interval: ScanTiming(slots: 0x1234, for: .extended), window: ScanTiming(slots: 0x0456, for: .extended)))
+            le1M: .init(
+                scanType: .active, interval: ScanTiming(slots: 0x0102, for: .extended),
+                window: ScanTiming(slots: 0x0031, for: .extended)),
+            leCoded: .init(
+                scanType: .passive, interval: ScanTiming(slots: 0x1234, for: .extended),
+                window: ScanTiming(slots: 0x0456, for: .extended)))
         // Bumble: HCI_LE_Set_Extended_Scan_Parameters_Command(own_address_type=1, scanning_filter_policy=0,
         //   scanning_phys=0x05, scan_types=[1,0], scan_intervals=[0x0102,0x1234], scan_windows=[0x0031,0x0456])
         // 01 | 4120 | 0d | 01 own | 00 policy | 05 PHYs | 01 0201 3100 (1M) | 00 3412 5604 (Coded)
@@ -174,7 +189,9 @@ struct HCICommandEncodingTests {
 
         let codedOnly = try LESetExtendedScanParameters(
             ownAddressType: .public, filterPolicy: .extendedUnfiltered, le1M: nil,
-            leCoded: .init(scanType: .passive, interval: ScanTiming(slots: 0xFFFF, for: .extended), window: ScanTiming(slots: 0x0004, for: .extended)))
+            leCoded: .init(
+                scanType: .passive, interval: ScanTiming(slots: 0xFFFF, for: .extended),
+                window: ScanTiming(slots: 0x0004, for: .extended)))
         // Bumble: own 0, policy 2, PHYs 0x04, type 0, interval 0xFFFF, window 0x0004
         #expect(packetHex(codedOnly) == "0141200800020400ffff0400")
     }
@@ -186,7 +203,8 @@ struct HCICommandEncodingTests {
             (LEReadLocalSupportedFeatures.opcode, 0x2003), (LESetRandomAddress.opcode, 0x2005),
             (LESetAdvertisingParameters.opcode, 0x2006), (LEReadAdvertisingPhysicalChannelTxPower.opcode, 0x2007),
             (LESetAdvertisingData.opcode, 0x2008), (LESetScanResponseData.opcode, 0x2009),
-            (LESetAdvertisingEnable.opcode, 0x200A), (LESetScanParameters.opcode, 0x200B), (LESetScanEnable.opcode, 0x200C),
+            (LESetAdvertisingEnable.opcode, 0x200A), (LESetScanParameters.opcode, 0x200B),
+            (LESetScanEnable.opcode, 0x200C),
             (LESetAdvertisingSetRandomAddress.opcode, 0x2035), (LESetExtendedAdvertisingParameters.opcode, 0x2036),
             (LESetExtendedAdvertisingData.opcode, 0x2037), (LESetExtendedScanResponseData.opcode, 0x2038),
             (LESetExtendedAdvertisingEnable.opcode, 0x2039), (LEReadMaximumAdvertisingDataLength.opcode, 0x203A),
@@ -214,9 +232,15 @@ struct HCICommandValidationTests {
     }
 
     @Test func extendedDataOver251BytesThrows() {
-        #expect(throws: ParameterError.self) { try LESetExtendedAdvertisingData(advertisingHandle: 0, data: Array(repeating: 0, count: 252)) }
-        #expect(throws: ParameterError.self) { try LESetExtendedScanResponseData(advertisingHandle: 0, data: Array(repeating: 0, count: 252)) }
-        #expect(throws: Never.self) { try LESetExtendedAdvertisingData(advertisingHandle: 0, data: Array(repeating: 0, count: 251)) }
+        #expect(throws: ParameterError.self) {
+            try LESetExtendedAdvertisingData(advertisingHandle: 0, data: Array(repeating: 0, count: 252))
+        }
+        #expect(throws: ParameterError.self) {
+            try LESetExtendedScanResponseData(advertisingHandle: 0, data: Array(repeating: 0, count: 252))
+        }
+        #expect(throws: Never.self) {
+            try LESetExtendedAdvertisingData(advertisingHandle: 0, data: Array(repeating: 0, count: 251))
+        }
     }
 
     @Test func advertisingHandleAbove0xEFThrows() throws {
@@ -236,7 +260,8 @@ struct HCICommandValidationTests {
             try LESetAdvertisingParameters(intervalMin: slower, intervalMax: ok, advertisingType: .advNonconnInd)
         }
         #expect(throws: ParameterError.self) {
-            try LESetAdvertisingParameters(intervalMin: ok, intervalMax: ok, advertisingType: .advNonconnInd, channelMap: [])
+            try LESetAdvertisingParameters(
+                intervalMin: ok, intervalMax: ok, advertisingType: .advNonconnInd, channelMap: [])
         }
     }
 
@@ -245,26 +270,31 @@ struct HCICommandValidationTests {
         // Legacy PDUs with include-TX-power are not in Table 7.2.
         #expect(throws: ParameterError.self) {
             try LESetExtendedAdvertisingParameters(
-                advertisingHandle: 0, eventProperties: [.legacy, .includeTxPower], primaryIntervalMin: i, primaryIntervalMax: i)
+                advertisingHandle: 0, eventProperties: [.legacy, .includeTxPower], primaryIntervalMin: i,
+                primaryIntervalMax: i)
         }
         // Extended PDUs may not be connectable and scannable at once.
         #expect(throws: ParameterError.self) {
             try LESetExtendedAdvertisingParameters(
-                advertisingHandle: 0, eventProperties: [.connectable, .scannable], primaryIntervalMin: i, primaryIntervalMax: i)
+                advertisingHandle: 0, eventProperties: [.connectable, .scannable], primaryIntervalMin: i,
+                primaryIntervalMax: i)
         }
         #expect(throws: ParameterError.self) {
             try LESetExtendedAdvertisingParameters(
-                advertisingHandle: 0, eventProperties: .legacyAdvNonconnInd, primaryIntervalMin: i, primaryIntervalMax: i,
+                advertisingHandle: 0, eventProperties: .legacyAdvNonconnInd, primaryIntervalMin: i,
+                primaryIntervalMax: i,
                 advertisingTxPower: 21)
         }
         #expect(throws: ParameterError.self) {
             try LESetExtendedAdvertisingParameters(
-                advertisingHandle: 0, eventProperties: .legacyAdvNonconnInd, primaryIntervalMin: i, primaryIntervalMax: i,
+                advertisingHandle: 0, eventProperties: .legacyAdvNonconnInd, primaryIntervalMin: i,
+                primaryIntervalMax: i,
                 primaryPHY: .le2M)
         }
         #expect(throws: ParameterError.self) {
             try LESetExtendedAdvertisingParameters(
-                advertisingHandle: 0, eventProperties: .legacyAdvNonconnInd, primaryIntervalMin: i, primaryIntervalMax: i,
+                advertisingHandle: 0, eventProperties: .legacyAdvNonconnInd, primaryIntervalMin: i,
+                primaryIntervalMax: i,
                 advertisingSID: 0x10)
         }
         for props: AdvertisingEventProperties in [
@@ -291,11 +321,15 @@ struct HCICommandValidationTests {
     @Test func scanWindowLongerThanIntervalThrows() throws {
         let interval = try ScanTiming(milliseconds: 30)
         let window = try ScanTiming(milliseconds: 60)
-        #expect(throws: ParameterError.self) { try LESetScanParameters(scanType: .passive, interval: interval, window: window) }
+        #expect(throws: ParameterError.self) {
+            try LESetScanParameters(scanType: .passive, interval: interval, window: window)
+        }
         #expect(throws: Never.self) { try LESetScanParameters(scanType: .passive, interval: window, window: window) }
         // 0x4001 is only valid for extended scanning.
         let wide = try ScanTiming(slots: 0x4001, for: .extended)
-        #expect(throws: ParameterError.self) { try LESetScanParameters(scanType: .passive, interval: wide, window: interval) }
+        #expect(throws: ParameterError.self) {
+            try LESetScanParameters(scanType: .passive, interval: wide, window: interval)
+        }
         #expect(throws: ParameterError.self) {
             try LESetExtendedScanParameters.PHYParameters(scanType: .passive, interval: interval, window: window)
         }
@@ -307,7 +341,8 @@ struct HCICommandValidationTests {
             _ = try LESetAdvertisingData(data: Array(repeating: 0, count: 32))
             Issue.record("no error")
         } catch {
-            #expect(error.description == "advertising data is 32 long, at most 31 allowed (Core 5.4 Vol 4 Part E §7.8.7)")
+            #expect(
+                error.description == "advertising data is 32 long, at most 31 allowed (Core 5.4 Vol 4 Part E §7.8.7)")
         }
     }
 }
@@ -338,7 +373,10 @@ struct HCIReturnParameterTests {
         #expect(features.contains(.leCodedPHY))
         #expect(features.contains(.extendedAdvertising))
         #expect(features.contains(.periodicAdvertising))
-        #expect(features.names == ["LE Encryption", "LE 2M PHY", "LE Coded PHY", "LE Extended Advertising", "LE Periodic Advertising"])
+        #expect(
+            features.names == [
+                "LE Encryption", "LE 2M PHY", "LE Coded PHY", "LE Extended Advertising", "LE Periodic Advertising",
+            ])
         #expect(LEFeatures(rawValue: 1 << 63).names == ["bit 63"])
         #expect(LEFeatures.extendedAdvertising.rawValue == 0x1000)
     }

@@ -36,7 +36,9 @@ struct HCIEventDecodingTests {
         #expect(status == .success)
         #expect(
             version
-                == .init(hciVersion: 0x0D, hciSubversion: 0x0102, lmpVersion: 0x0C, companyIdentifier: 0x0304, lmpSubversion: 0x0506))
+                == .init(
+                    hciVersion: 0x0D, hciSubversion: 0x0102, lmpVersion: 0x0C, companyIdentifier: 0x0304,
+                    lmpSubversion: 0x0506))
         #expect(ReadLocalVersionInformation.ReturnParameters.coreVersionName(0x0D) == "5.4")
     }
 
@@ -47,20 +49,32 @@ struct HCIEventDecodingTests {
         #expect(try decodeReturnParameters(ReadBDAddr.self, from: addrRP).1 == BDAddress("A1:B2:C3:D4:E5:F6"))
 
         // Bumble: LE Read Local Supported Features, le_features 0x3901 (bits 0, 8, 11, 12, 13)
-        let features = try decodeReturnParameters(LEReadLocalSupportedFeatures.self, from: commandComplete("0e0c010320000139000000000000").2)
+        let features = try decodeReturnParameters(
+            LEReadLocalSupportedFeatures.self, from: commandComplete("0e0c010320000139000000000000").2)
         #expect(features.1 == LEFeatures(rawValue: 0x3901))
         #expect(features.1?.contains(.extendedAdvertising) == true)
 
         // Bumble: LE Read Advertising Physical Channel Tx Power, tx_power_level=-9 (f7)
-        #expect(try decodeReturnParameters(LEReadAdvertisingPhysicalChannelTxPower.self, from: commandComplete("0e0501072000f7").2).1 == -9)
+        #expect(
+            try decodeReturnParameters(
+                LEReadAdvertisingPhysicalChannelTxPower.self, from: commandComplete("0e0501072000f7").2
+            ).1 == -9)
         // Bumble: LE Set Extended Advertising Parameters, selected_tx_power=-3 (fd)
         #expect(
-            try decodeReturnParameters(LESetExtendedAdvertisingParameters.self, from: commandComplete("0e0501362000fd").2).1?
-                .selectedTxPower == -3)
+            try decodeReturnParameters(
+                LESetExtendedAdvertisingParameters.self, from: commandComplete("0e0501362000fd").2
+            ).1?
+            .selectedTxPower == -3)
         // Bumble: LE Read Maximum Advertising Data Length, 0x0672 (7206)
-        #expect(try decodeReturnParameters(LEReadMaximumAdvertisingDataLength.self, from: commandComplete("0e06013a20007206").2).1 == 0x0672)
+        #expect(
+            try decodeReturnParameters(
+                LEReadMaximumAdvertisingDataLength.self, from: commandComplete("0e06013a20007206").2
+            ).1 == 0x0672)
         // Bumble: LE Read Number of Supported Advertising Sets, 10
-        #expect(try decodeReturnParameters(LEReadNumberOfSupportedAdvertisingSets.self, from: commandComplete("0e05013b20000a").2).1 == 10)
+        #expect(
+            try decodeReturnParameters(
+                LEReadNumberOfSupportedAdvertisingSets.self, from: commandComplete("0e05013b20000a").2
+            ).1 == 10)
         // Bumble: LE Read Transmit Power, min -20 (ec), max 10 (0a)
         #expect(
             try decodeReturnParameters(LEReadTransmitPower.self, from: commandComplete("0e06014b2000ec0a").2).1
@@ -70,7 +84,9 @@ struct HCIEventDecodingTests {
     @Test func commandCompleteWithFailureStatus() throws {
         // Bumble: HCI_Command_Complete_Event(1, 0x200A, HCI_StatusReturnParameters(status=0x0C))
         let event = try HCIEvent.decode(bytes("0e04010a200c"))
-        #expect(event == .commandComplete(numHCICommandPackets: 1, opcode: .leSetAdvertisingEnable, returnParameters: [0x0C]))
+        #expect(
+            event
+                == .commandComplete(numHCICommandPackets: 1, opcode: .leSetAdvertisingEnable, returnParameters: [0x0C]))
         #expect(event.status == .commandDisallowed)
         let (status, value) = try decodeReturnParameters(LESetAdvertisingEnable.self, from: [0x0C])
         #expect(status == .commandDisallowed)
@@ -80,8 +96,12 @@ struct HCIEventDecodingTests {
     }
 
     @Test func returnParameterLengthIsChecked() {
-        #expect(throws: DecodingError.self) { try decodeReturnParameters(LEReadTransmitPower.self, from: [0x00, 0xEC]) }
-        #expect(throws: DecodingError.self) { try decodeReturnParameters(LESetAdvertisingEnable.self, from: [0x00, 0x01]) }
+        #expect(throws: DecodingError.self) {
+            try decodeReturnParameters(LEReadTransmitPower.self, from: [0x00, 0xEC])
+        }
+        #expect(throws: DecodingError.self) {
+            try decodeReturnParameters(LESetAdvertisingEnable.self, from: [0x00, 0x01])
+        }
         #expect(throws: DecodingError.self) { try decodeReturnParameters(Reset.self, from: []) }
     }
 
@@ -98,7 +118,10 @@ struct HCIEventDecodingTests {
         // Bumble: HCI_Command_Status_Event(status=0x12, num_hci_command_packets=3, command_opcode=0x2042)
         // 0f | 04 | 12 status | 03 packets | 4220 opcode
         let event = try HCIEvent.decode(bytes("0f0412034220"))
-        #expect(event == .commandStatus(status: .invalidHCICommandParameters, numHCICommandPackets: 3, opcode: .leSetExtendedScanEnable))
+        #expect(
+            event
+                == .commandStatus(
+                    status: .invalidHCICommandParameters, numHCICommandPackets: 3, opcode: .leSetExtendedScanEnable))
         #expect(event.status == .invalidHCICommandParameters)
     }
 
@@ -122,14 +145,22 @@ struct HCIEventDecodingTests {
             return
         }
         #expect(reports.count == 3)
-        #expect(reports[0] == LEAdvertisingReport(
-            eventType: .advNonconnInd, addressType: .random, address: try #require(BDAddress("C1:02:03:04:05:06")),
-            data: try bytes("0201061aff4c000215"), rssi: -59))
-        #expect(reports[1] == LEAdvertisingReport(
-            eventType: .advInd, addressType: .public, address: try #require(BDAddress("A1:B2:C3:D4:E5:F6")), data: [], rssi: nil))
-        #expect(reports[2] == LEAdvertisingReport(
-            eventType: .scanRsp, addressType: .random, address: try #require(BDAddress("11:22:33:44:55:66")),
-            data: try bytes("0509414243"), rssi: -100))
+        #expect(
+            reports[0]
+                == LEAdvertisingReport(
+                    eventType: .advNonconnInd, addressType: .random,
+                    address: try #require(BDAddress("C1:02:03:04:05:06")),
+                    data: try bytes("0201061aff4c000215"), rssi: -59))
+        #expect(
+            reports[1]
+                == LEAdvertisingReport(
+                    eventType: .advInd, addressType: .public, address: try #require(BDAddress("A1:B2:C3:D4:E5:F6")),
+                    data: [], rssi: nil))
+        #expect(
+            reports[2]
+                == LEAdvertisingReport(
+                    eventType: .scanRsp, addressType: .random, address: try #require(BDAddress("11:22:33:44:55:66")),
+                    data: try bytes("0509414243"), rssi: -100))
         // Round trip through the encoder.
         var w = ByteWriter()
         w.uint8(0x02)
@@ -251,7 +282,10 @@ struct HCIEventDecodingTests {
         //   connection_handle=0x0102, num_completed_extended_advertising_events=3)
         // 3e | 06 | 12 subevent | 3c status | 02 handle | 0201 connection | 03 events
         let event = try HCIEvent.decode(bytes("3e06123c02020103"))
-        #expect(event == .leAdvertisingSetTerminated(status: .advertisingTimeout, handle: 2, connectionHandle: 0x0102, completedEvents: 3))
+        #expect(
+            event
+                == .leAdvertisingSetTerminated(
+                    status: .advertisingTimeout, handle: 2, connectionHandle: 0x0102, completedEvents: 3))
         #expect(event.status == .advertisingTimeout)
     }
 
@@ -261,7 +295,9 @@ struct HCIEventDecodingTests {
             try HCIEvent.decode(bytes("13050101000200"))
                 == .unknown(code: .numberOfCompletedPackets, parameters: [0x01, 0x01, 0x00, 0x02, 0x00]))
         // An unassigned event code.
-        #expect(try HCIEvent.decode(bytes("990201ff")) == .unknown(code: HCIEventCode(rawValue: 0x99), parameters: [0x01, 0xFF]))
+        #expect(
+            try HCIEvent.decode(bytes("990201ff"))
+                == .unknown(code: HCIEventCode(rawValue: 0x99), parameters: [0x01, 0xFF]))
         #expect(HCIEventCode(rawValue: 0x99).description == "unknown event (0x99)")
         // An LE subevent without a model: spec §7.7.65.20 Channel Selection Algorithm, 3e | 04 | 14 | 0100 | 01
         #expect(

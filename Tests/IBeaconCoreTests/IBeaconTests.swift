@@ -52,7 +52,8 @@ import Testing
     }
 
     @Test func byteSwapWouldBeCaught() {
-        let swapped = IBeacon(proximityUUID: Self.beacon.proximityUUID, major: 0x0201, minor: 0x0403, measuredPower: -59)
+        let swapped = IBeacon(
+            proximityUUID: Self.beacon.proximityUUID, major: 0x0201, minor: 0x0403, measuredPower: -59)
         #expect(swapped.advertisingData != Self.golden)
     }
 
@@ -86,6 +87,9 @@ import Testing
     @Test func summaryNamesTheBeacon() throws {
         let s = try ADStructure.parse(Self.golden).map(\.summary)
         #expect(s[0] == "Flags: LE General Discoverable Mode, BR/EDR Not Supported (0x06)")
-        #expect(s[1] == "Manufacturer Specific Data: Apple, Inc. (0x004C) iBeacon F7826DA6-4FA2-4E98-8024-BC5B71E0893E major 258 minor 772 measured power -59 dBm")
+        #expect(
+            s[1]
+                == "Manufacturer Specific Data: Apple, Inc. (0x004C) iBeacon F7826DA6-4FA2-4E98-8024-BC5B71E0893E major 258 minor 772 measured power -59 dBm"
+        )
     }
 }

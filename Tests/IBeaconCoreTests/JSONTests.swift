@@ -21,7 +21,7 @@ import Testing
         #expect(try parse("1e2") == .number(100, text: "1e2"))
         #expect(try parse("-1.5E-3") == .number(-0.0015, text: "-1.5E-3"))
         // Larger than Int64: kept as a number with its text.
-        #expect(try parse("9223372036854775808") == .number(9223372036854775808, text: "9223372036854775808"))
+        #expect(try parse("9223372036854775808") == .number(9_223_372_036_854_775_808, text: "9223372036854775808"))
         #expect(try parse("-9223372036854775808") == .integer(Int64.min))
     }
 

@@ -57,9 +57,14 @@ import Testing
     @Test func shippedProfilesLoad() throws {
         let dir = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("profiles")
-        let a = try Profile.load(bytes: Array(try Data(contentsOf: dir.appendingPathComponent("store12.json"))), file: "store12.json")
-        let b = try Profile.load(bytes: Array(try Data(contentsOf: dir.appendingPathComponent("store12-bakery.json"))), file: "store12-bakery.json")
-        #expect(a.name == "Store 12 entrance" && a.major == 12 && a.minor == 1 && a.measuredPower == -59 && a.intervalMs == 100)
+        let a = try Profile.load(
+            bytes: Array(try Data(contentsOf: dir.appendingPathComponent("store12.json"))), file: "store12.json")
+        let b = try Profile.load(
+            bytes: Array(try Data(contentsOf: dir.appendingPathComponent("store12-bakery.json"))),
+            file: "store12-bakery.json")
+        #expect(
+            a.name == "Store 12 entrance" && a.major == 12 && a.minor == 1 && a.measuredPower == -59
+                && a.intervalMs == 100)
         #expect(b.major == 12 && b.minor == 7 && a.proximityUUID == b.proximityUUID)
         // The schema is itself JSON our parser accepts, and names every key the validator knows.
         let schema = try JSONValue.parse(Array(try Data(contentsOf: dir.appendingPathComponent("schema.json"))))
@@ -98,8 +103,10 @@ import Testing
         (with("measuredPower", "-59.4"), "measuredPower", .notAnInteger, "-59.4"),
         (with("measuredPower", "\"-59 dBm\""), "measuredPower", .wrongType, "the string \"-59 dBm\""),
         (with("measuredPower", nil), "measuredPower", .missing, "measuredPower"),
-        (with("measuredpower", "-59").replacingOccurrences(of: "  \"measuredPower\": -59\n", with: "  \"x\": 0\n"),
-         "measuredPower", .missing, "keys are case-sensitive"),
+        (
+            with("measuredpower", "-59").replacingOccurrences(of: "  \"measuredPower\": -59\n", with: "  \"x\": 0\n"),
+            "measuredPower", .missing, "keys are case-sensitive"
+        ),
         (with("intervalMs", "19"), "intervalMs", .outOfRange, "20…10240 ms"),
         (with("intervalMs", "10241"), "intervalMs", .outOfRange, "10241"),
         (with("intervalMs", "100.0"), "intervalMs", .notAnInteger, "write 100"),
@@ -144,8 +151,14 @@ import Testing
         (Array(valid.replacingOccurrences(of: "772,", with: "772").utf8), "expected , or }", (6, 3)),
         (Array(valid.replacingOccurrences(of: "258", with: "0258").utf8), "leading zeros", (4, 12)),
         (Array((valid + "\n{}").utf8), "after the end of the JSON value", (8, 1)),
-        (Array((String(repeating: "[", count: 70) + String(repeating: "]", count: 70)).utf8), "deeper than 64", (1, 65)),
-        (Array(#"{"uuid": "F7826DA6-4FA2-4E98-8024-BC5B71E0893E", "uuid": "x"}"#.utf8), "duplicate key \"uuid\"", (1, 50)),
+        (
+            Array((String(repeating: "[", count: 70) + String(repeating: "]", count: 70)).utf8), "deeper than 64",
+            (1, 65)
+        ),
+        (
+            Array(#"{"uuid": "F7826DA6-4FA2-4E98-8024-BC5B71E0893E", "uuid": "x"}"#.utf8), "duplicate key \"uuid\"",
+            (1, 50)
+        ),
         (Array("major = 12\n".utf8), "unexpected character 'm'", (1, 1)),
     ]
 
@@ -237,22 +250,24 @@ import Testing
         #expect(p.calibrationRecord?.samples == 97)
         #expect(p.calibrationRecord?.estimate == -61.24)
         let out = String(decoding: p.encoded(), as: UTF8.self)
-        #expect(out.contains("""
-              "measuredPower": -61,
-              "calibration": {
-                "timestamp": "2025-03-01T14:02:11Z",
-                "samples": 97,
-                "estimate": -61.24,
-                "interval95": 0.98,
-                "spread": 4.10,
-                "method": "biweight-c3-upper-scale",
-                "receiver": "hci1",
-                "receiverAddress": "00:AA:01:01:00:01",
-                "offset": 0.00,
-                "txPower": null
-              }
-            }
-            """))
+        #expect(
+            out.contains(
+                """
+                  "measuredPower": -61,
+                  "calibration": {
+                    "timestamp": "2025-03-01T14:02:11Z",
+                    "samples": 97,
+                    "estimate": -61.24,
+                    "interval95": 0.98,
+                    "spread": 4.10,
+                    "method": "biweight-c3-upper-scale",
+                    "receiver": "hci1",
+                    "receiverAddress": "00:AA:01:01:00:01",
+                    "offset": 0.00,
+                    "txPower": null
+                  }
+                }
+                """))
         // A second calibration replaces the record where it is.
         try p.set("note", to: .string("after"))
         try p.applyCalibration(measuredPower: -60, record: record)

@@ -5,8 +5,10 @@ import Testing
 
 @Suite struct SightingTableTests {
     func sighting(_ i: Int, rssi: Int8? = -60) -> Sighting {
-        let address = BDAddress("C0:00:00:00:\(String(format: "%02X", (i >> 8) & 0xFF)):\(String(format: "%02X", i & 0xFF))")!
-        return Sighting(address: address, addressType: .random, rssi: rssi, data: testBeacon.advertisingData, extended: false)
+        let address = BDAddress(
+            "C0:00:00:00:\(String(format: "%02X", (i >> 8) & 0xFF)):\(String(format: "%02X", i & 0xFF))")!
+        return Sighting(
+            address: address, addressType: .random, rssi: rssi, data: testBeacon.advertisingData, extended: false)
     }
 
     @Test func thousandsOfDistinctAddressesStayWithinCapacity() {

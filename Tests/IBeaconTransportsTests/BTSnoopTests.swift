@@ -1,8 +1,8 @@
 import Foundation
-import Synchronization
 import IBeaconCore
 import IBeaconHost
 import IBeaconTransports
+import Synchronization
 import Testing
 
 @Suite struct BTSnoopRecorderTests {
@@ -167,7 +167,9 @@ import Testing
     }
 
     @Test func missingFile() {
-        let error = transportError { _ = try BTSnoopReplayTransport(path: "/nonexistent/scan.btsnoop", logger: testLogger) }
+        let error = transportError {
+            _ = try BTSnoopReplayTransport(path: "/nonexistent/scan.btsnoop", logger: testLogger)
+        }
         #expect(error?.kind == .notFound)
         #expect(error?.message == "no capture file /nonexistent/scan.btsnoop")
     }
@@ -176,14 +178,21 @@ import Testing
         // Not a btsnoop file at all.
         (Array("hello world, no snoop".utf8), "missing the 'btsnoop' signature at offset 0"),
         // Datalink 1003 (BCSP) is not something we can replay.
-        (HandmadeBTSnoop.header(datalink: 1003), "unsupported datalink 1003 (expected 1001, 1002 or 2001) at offset 12"),
+        (
+            HandmadeBTSnoop.header(datalink: 1003),
+            "unsupported datalink 1003 (expected 1001, 1002 or 2001) at offset 12"
+        ),
         // A record header cut short after 10 bytes.
-        (HandmadeBTSnoop.header() + Array(HandmadeBTSnoop.record([0x01], flags: 2).prefix(10)),
-         "truncated record header (10 byte(s) left) at offset 16"),
+        (
+            HandmadeBTSnoop.header() + Array(HandmadeBTSnoop.record([0x01], flags: 2).prefix(10)),
+            "truncated record header (10 byte(s) left) at offset 16"
+        ),
         // The second record's data cut short.
-        (HandmadeBTSnoop.header() + HandmadeBTSnoop.record(Vectors.resetCommand.bytes, flags: 2)
-            + HandmadeBTSnoop.record(Vectors.resetComplete.bytes, flags: 3).dropLast(2),
-         "record of 7 byte(s) is truncated at offset 44"),
+        (
+            HandmadeBTSnoop.header() + HandmadeBTSnoop.record(Vectors.resetCommand.bytes, flags: 2)
+                + HandmadeBTSnoop.record(Vectors.resetComplete.bytes, flags: 3).dropLast(2),
+            "record of 7 byte(s) is truncated at offset 44"
+        ),
     ]
 
     @Test(arguments: badFiles)

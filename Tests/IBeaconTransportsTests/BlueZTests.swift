@@ -1,7 +1,8 @@
 import IBeaconCore
 import IBeaconHost
-@testable import IBeaconTransports
 import Testing
+
+@testable import IBeaconTransports
 
 /// This machine's kernel has no Bluetooth: socket(AF_BLUETOOTH) really fails with EAFNOSUPPORT.
 @Suite struct BlueZTests {

@@ -9,7 +9,10 @@ import Testing
         ("1", .hci(index: 1)),
         ("serial:/dev/ttyACM0", .serial(path: "/dev/ttyACM0", baudRate: 115_200, flowControl: .none)),
         ("serial:/dev/ttyUSB1,921600", .serial(path: "/dev/ttyUSB1", baudRate: 921_600, flowControl: .none)),
-        ("serial:/dev/ttyUSB1,1000000,rtscts", .serial(path: "/dev/ttyUSB1", baudRate: 1_000_000, flowControl: .rtsCts)),
+        (
+            "serial:/dev/ttyUSB1,1000000,rtscts",
+            .serial(path: "/dev/ttyUSB1", baudRate: 1_000_000, flowControl: .rtsCts)
+        ),
         ("serial:/dev/ttyS0,rtscts,3000000", .serial(path: "/dev/ttyS0", baudRate: 3_000_000, flowControl: .rtsCts)),
         ("serial:/dev/pts/3,rtscts", .serial(path: "/dev/pts/3", baudRate: 115_200, flowControl: .rtsCts)),
         ("tcp:127.0.0.1:7000", .tcp(host: "127.0.0.1", port: 7000)),
@@ -27,10 +30,12 @@ import Testing
 
     @Test func descriptionsAreCanonical() {
         #expect(DeviceSpec.hci(index: 3).description == "hci3")
-        #expect(DeviceSpec.serial(path: "/dev/ttyACM0", baudRate: 115_200, flowControl: .none).description
-            == "serial:/dev/ttyACM0,115200")
-        #expect(DeviceSpec.serial(path: "/dev/ttyACM0", baudRate: 460_800, flowControl: .rtsCts).description
-            == "serial:/dev/ttyACM0,460800,rtscts")
+        #expect(
+            DeviceSpec.serial(path: "/dev/ttyACM0", baudRate: 115_200, flowControl: .none).description
+                == "serial:/dev/ttyACM0,115200")
+        #expect(
+            DeviceSpec.serial(path: "/dev/ttyACM0", baudRate: 460_800, flowControl: .rtsCts).description
+                == "serial:/dev/ttyACM0,460800,rtscts")
         #expect(DeviceSpec.tcp(host: "::1", port: 9).description == "tcp:[::1]:9")
         #expect(DeviceSpec.tcp(host: "example.org", port: 7000).description == "tcp:example.org:7000")
         #expect(DeviceSpec.btsnoop(path: "a.log").description == "btsnoop:a.log")
@@ -68,7 +73,8 @@ import Testing
     func rejectsBadSpecifications(text: String, why: String) {
         let error = transportError { _ = try DeviceSpec(parsing: text) }
         #expect(error?.kind == .badSpecification)
-        #expect(error?.message.contains(why) == true,
+        #expect(
+            error?.message.contains(why) == true,
             "message: \(error?.message ?? "none")")
         // Every usage error names the accepted forms.
         #expect(error?.hint?.contains("hciN") == true)
@@ -82,7 +88,8 @@ import Testing
         // missing device (not an unsupported rate) for each.
         for rate in DeviceSpec.supportedBaudRates {
             let error = transportError {
-                _ = try H4StreamTransport.openSerial(path: "/dev/ibeacon-no-such-tty", baudRate: rate, logger: testLogger)
+                _ = try H4StreamTransport.openSerial(
+                    path: "/dev/ibeacon-no-such-tty", baudRate: rate, logger: testLogger)
             }
             #expect(error?.kind == .notFound, "baud \(rate): \(String(describing: error))")
         }

@@ -122,7 +122,9 @@ private func closeEndsCleanly(_ transport: any HCITransport) async throws {
         let listener = try LoopbackListener()
         let port = listener.port
         listener.close()
-        let error = transportError { _ = try H4StreamTransport.connectTCP(host: "127.0.0.1", port: port, logger: testLogger) }
+        let error = transportError {
+            _ = try H4StreamTransport.connectTCP(host: "127.0.0.1", port: port, logger: testLogger)
+        }
         #expect(error?.kind == .connectionRefused)
         #expect(error?.message == "nothing is listening on 127.0.0.1:\(port)")
         #expect(error?.hint != nil)
@@ -134,7 +136,9 @@ private func closeEndsCleanly(_ transport: any HCITransport) async throws {
             _ = try H4StreamTransport.connectTCP(host: "no-such-host.invalid", port: 7000, logger: testLogger)
         }
         #expect(error?.kind == .connectionRefused)
-        #expect(error?.message.hasPrefix("cannot resolve host 'no-such-host.invalid'") == true, "\(String(describing: error))")
+        #expect(
+            error?.message.hasPrefix("cannot resolve host 'no-such-host.invalid'") == true,
+            "\(String(describing: error))")
     }
 
     @Test func connectTimesOut() throws {

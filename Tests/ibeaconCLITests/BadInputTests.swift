@@ -10,10 +10,22 @@ import Testing
 
     /// (name, file content, what the message must mention)
     static let profiles: [(String, [UInt8], String)] = [
-        ("uuid not a uuid", json(replacing: "\"F7826DA6-4FA2-4E98-8024-BC5B71E0893E\"", with: "\"not-a-uuid\""), "\"uuid\""),
+        (
+            "uuid not a uuid", json(replacing: "\"F7826DA6-4FA2-4E98-8024-BC5B71E0893E\"", with: "\"not-a-uuid\""),
+            "\"uuid\""
+        ),
         ("uuid one digit short", json(replacing: "BC5B71E0893E", with: "BC5B71E0893"), "\"uuid\""),
-        ("uuid in braces", json(replacing: "\"F7826DA6-4FA2-4E98-8024-BC5B71E0893E\"", with: "\"{F7826DA6-4FA2-4E98-8024-BC5B71E0893E}\""), "\"uuid\""),
-        ("uuid without dashes", json(replacing: "\"F7826DA6-4FA2-4E98-8024-BC5B71E0893E\"", with: "\"F7826DA64FA24E988024BC5B71E0893E\""), "\"uuid\""),
+        (
+            "uuid in braces",
+            json(
+                replacing: "\"F7826DA6-4FA2-4E98-8024-BC5B71E0893E\"",
+                with: "\"{F7826DA6-4FA2-4E98-8024-BC5B71E0893E}\""), "\"uuid\""
+        ),
+        (
+            "uuid without dashes",
+            json(replacing: "\"F7826DA6-4FA2-4E98-8024-BC5B71E0893E\"", with: "\"F7826DA64FA24E988024BC5B71E0893E\""),
+            "\"uuid\""
+        ),
         ("uuid a number", json(replacing: "\"F7826DA6-4FA2-4E98-8024-BC5B71E0893E\"", with: "12"), "\"uuid\""),
         ("major too large", json(replacing: "258", with: "70000"), "\"major\""),
         ("major negative", json(replacing: "258", with: "-1"), "\"major\""),
@@ -28,7 +40,11 @@ import Testing
         ("measured power below -127", json(replacing: "-59", with: "-128"), "\"measuredPower\""),
         ("measured power a fraction", json(replacing: "-59", with: "-59.5"), "\"measuredPower\""),
         ("uuid missing", Array(#"{"major": 1, "minor": 2, "measuredPower": -59}"#.utf8), "\"uuid\""),
-        ("measured power missing", Array(#"{"uuid": "F7826DA6-4FA2-4E98-8024-BC5B71E0893E", "major": 1, "minor": 2}"#.utf8), "\"measuredPower\""),
+        (
+            "measured power missing",
+            Array(#"{"uuid": "F7826DA6-4FA2-4E98-8024-BC5B71E0893E", "major": 1, "minor": 2}"#.utf8),
+            "\"measuredPower\""
+        ),
         ("interval too short", json(adding: "\"intervalMs\": 10"), "\"intervalMs\""),
         ("interval too long", json(adding: "\"intervalMs\": 20000"), "\"intervalMs\""),
         ("tx power too high", json(adding: "\"txPower\": 21"), "\"txPower\""),
@@ -36,17 +52,25 @@ import Testing
         ("name a number", json(adding: "\"name\": 12"), "\"name\""),
         ("calibration a string", json(adding: "\"calibration\": \"yes\""), "\"calibration\""),
         ("two problems at once", json(replacing: "258", with: "70000").replacing("772", with: "-5"), "\"minor\""),
-        ("trailing comma", Array(#"{"uuid": "F7826DA6-4FA2-4E98-8024-BC5B71E0893E", "major": 1,}"#.utf8), "not valid JSON"),
+        (
+            "trailing comma", Array(#"{"uuid": "F7826DA6-4FA2-4E98-8024-BC5B71E0893E", "major": 1,}"#.utf8),
+            "not valid JSON"
+        ),
         ("missing closing brace", Array(#"{"uuid": "F7826DA6-4FA2-4E98-8024-BC5B71E0893E""#.utf8), "not valid JSON"),
         ("empty file", [], "empty"),
         ("whitespace only", Array("  \n\t\n".utf8), "empty"),
         ("binary junk", [0xFF, 0xFE, 0x00, 0x01, 0x80, 0xC3, 0x28, 0x7B], "not valid JSON"),
         ("top-level array", Array("[1, 2, 3]".utf8), "top level"),
-        ("nested a thousand deep", Array((String(repeating: "[", count: 1000) + String(repeating: "]", count: 1000)).utf8), "not valid JSON"),
+        (
+            "nested a thousand deep",
+            Array((String(repeating: "[", count: 1000) + String(repeating: "]", count: 1000)).utf8), "not valid JSON"
+        ),
         ("single quotes", Array("{'uuid': 'x'}".utf8), "not valid JSON"),
     ]
 
-    static func json(replacing a: String, with b: String) -> [UInt8] { Array(good.replacingOccurrences(of: a, with: b).utf8) }
+    static func json(replacing a: String, with b: String) -> [UInt8] {
+        Array(good.replacingOccurrences(of: a, with: b).utf8)
+    }
     static func json(adding member: String) -> [UInt8] {
         Array(good.replacingOccurrences(of: "\"major\"", with: "\(member), \"major\"").utf8)
     }
@@ -87,7 +111,8 @@ import Testing
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let file = dir.appendingPathComponent("multi.json")
-        try Data(#"{"uuid": "nope", "major": 70000, "minor": -1, "measuredPower": 5, "intervalMs": 1}"#.utf8).write(to: file)
+        try Data(#"{"uuid": "nope", "major": 70000, "minor": -1, "measuredPower": 5, "intervalMs": 1}"#.utf8).write(
+            to: file)
         let r = try ibeacon(["profile", "check", file.path])
         #expect(r.status == 65)
         for key in ["uuid", "major", "minor", "measuredPower", "intervalMs"] {

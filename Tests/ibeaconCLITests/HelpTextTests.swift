@@ -22,7 +22,9 @@ import Testing
             return
         }
         let expected = try String(contentsOf: pinned, encoding: .utf8)
-        #expect(result.stdout == expected, "help of `ibeacon \(command.joined(separator: " "))` changed; see \(pinned.path)")
+        #expect(
+            result.stdout == expected, "help of `ibeacon \(command.joined(separator: " "))` changed; see \(pinned.path)"
+        )
     }
 
     @Test func rootHelpListsTheExitCodes() throws {

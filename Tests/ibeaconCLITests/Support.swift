@@ -22,7 +22,8 @@ struct RunResult {
 }
 
 /// Runs the binary with a fixed terminal width, no stdin, and a bounded time.
-func ibeacon(_ arguments: [String], environment extra: [String: String] = [:], timeout: Double = 20) throws -> RunResult {
+func ibeacon(_ arguments: [String], environment extra: [String: String] = [:], timeout: Double = 20) throws -> RunResult
+{
     let process = Process()
     process.executableURL = ibeaconBinary
     process.arguments = arguments

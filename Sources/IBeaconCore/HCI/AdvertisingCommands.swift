@@ -156,7 +156,8 @@ public struct LESetAdvertisingData: HCICommand, Hashable {
 
     /// Throws if `data` is longer than 31 octets; never truncates.
     public init(data: [UInt8]) throws(ParameterError) {
-        payload = try LegacyAdvertisingPayload(data, what: "advertising data", reference: "Core 5.4 Vol 4 Part E §7.8.7")
+        payload = try LegacyAdvertisingPayload(
+            data, what: "advertising data", reference: "Core 5.4 Vol 4 Part E §7.8.7")
     }
 
     public func encodeParameters(into writer: inout ByteWriter) { payload.encode(into: &writer) }
@@ -171,7 +172,8 @@ public struct LESetScanResponseData: HCICommand, Hashable {
 
     /// Throws if `data` is longer than 31 octets; never truncates.
     public init(data: [UInt8]) throws(ParameterError) {
-        payload = try LegacyAdvertisingPayload(data, what: "scan response data", reference: "Core 5.4 Vol 4 Part E §7.8.8")
+        payload = try LegacyAdvertisingPayload(
+            data, what: "scan response data", reference: "Core 5.4 Vol 4 Part E §7.8.8")
     }
 
     public func encodeParameters(into writer: inout ByteWriter) { payload.encode(into: &writer) }
@@ -208,7 +210,9 @@ public struct AdvertisingEventProperties: OptionSet, Hashable, Sendable {
     /// ADV_DIRECT_IND low duty cycle 0x15.
     public static let legacyAdvDirectIndLow: AdvertisingEventProperties = [.legacy, .connectable, .directed]
     /// ADV_DIRECT_IND high duty cycle 0x1D.
-    public static let legacyAdvDirectIndHigh: AdvertisingEventProperties = [.legacy, .connectable, .directed, .highDutyDirected]
+    public static let legacyAdvDirectIndHigh: AdvertisingEventProperties = [
+        .legacy, .connectable, .directed, .highDutyDirected,
+    ]
     /// ADV_SCAN_IND 0x12.
     public static let legacyAdvScanInd: AdvertisingEventProperties = [.legacy, .scannable]
     /// ADV_NONCONN_IND 0x10: the iBeacon PDU.
@@ -314,7 +318,8 @@ public struct LESetExtendedAdvertisingParameters: HCICommand, Hashable {
                 reason: "high duty cycle directed advertising needs legacy PDUs", reference: reference)
         }
         for (name, interval) in [
-            ("Primary_Advertising_Interval_Min", primaryIntervalMin), ("Primary_Advertising_Interval_Max", primaryIntervalMax),
+            ("Primary_Advertising_Interval_Min", primaryIntervalMin),
+            ("Primary_Advertising_Interval_Max", primaryIntervalMax),
         ] {
             guard AdvertisingInterval.extendedRange.contains(interval.slots) else {
                 throw .outOfRange(
@@ -324,11 +329,13 @@ public struct LESetExtendedAdvertisingParameters: HCICommand, Hashable {
         guard primaryIntervalMin <= primaryIntervalMax else {
             throw .inconsistent(
                 what: "primary advertising interval",
-                reason: "minimum \(primaryIntervalMin) is greater than maximum \(primaryIntervalMax)", reference: reference)
+                reason: "minimum \(primaryIntervalMin) is greater than maximum \(primaryIntervalMax)",
+                reference: reference)
         }
         guard !primaryChannelMap.intersection(.all).isEmpty else {
             throw .outOfRange(
-                what: "Primary_Advertising_Channel_Map", value: "0x\([primaryChannelMap.rawValue].hexString.uppercased())",
+                what: "Primary_Advertising_Channel_Map",
+                value: "0x\([primaryChannelMap.rawValue].hexString.uppercased())",
                 allowed: "at least one of channels 37, 38, 39 (0x01…0x07)", reference: reference)
         }
         if let power = advertisingTxPower, !(-127...20).contains(power) {

@@ -68,7 +68,10 @@ public struct ReadLocalVersionInformation: HCICommand, Hashable {
         /// LMP_Subversion, 2 octets.
         public var lmpSubversion: UInt16
 
-        public init(hciVersion: UInt8, hciSubversion: UInt16, lmpVersion: UInt8, companyIdentifier: UInt16, lmpSubversion: UInt16) {
+        public init(
+            hciVersion: UInt8, hciSubversion: UInt16, lmpVersion: UInt8, companyIdentifier: UInt16,
+            lmpSubversion: UInt16
+        ) {
             self.hciVersion = hciVersion
             self.hciSubversion = hciSubversion
             self.lmpVersion = lmpVersion
@@ -87,7 +90,10 @@ public struct ReadLocalVersionInformation: HCICommand, Hashable {
         /// The Core specification version a version number stands for (`5.4`), per
         /// Assigned Numbers §2.1; nil for numbers this table does not know.
         public static func coreVersionName(_ version: UInt8) -> String? {
-            let names = ["1.0b", "1.1", "1.2", "2.0+EDR", "2.1+EDR", "3.0+HS", "4.0", "4.1", "4.2", "5.0", "5.1", "5.2", "5.3", "5.4", "6.0"]
+            let names = [
+                "1.0b", "1.1", "1.2", "2.0+EDR", "2.1+EDR", "3.0+HS", "4.0", "4.1", "4.2", "5.0", "5.1", "5.2", "5.3",
+                "5.4", "6.0",
+            ]
             return Int(version) < names.count ? names[Int(version)] : nil
         }
     }

@@ -63,7 +63,8 @@ public struct LESetScanParameters: HCICommand, Hashable {
         scanType: LEScanType, interval: ScanTiming, window: ScanTiming, ownAddressType: OwnAddressType = .public,
         filterPolicy: ScanningFilterPolicy = .basicUnfiltered
     ) throws(ParameterError) {
-        try validateScanTiming(interval: interval, window: window, set: .legacy, reference: "Core 5.4 Vol 4 Part E §7.8.10")
+        try validateScanTiming(
+            interval: interval, window: window, set: .legacy, reference: "Core 5.4 Vol 4 Part E §7.8.10")
         self.scanType = scanType
         self.interval = interval
         self.window = window
@@ -181,7 +182,8 @@ public struct LESetExtendedScanEnable: HCICommand, Hashable {
     public var duration: UInt16
     public var period: UInt16
 
-    public init(enabled: Bool, filterDuplicates: ExtendedScanDuplicateFilter, duration: UInt16 = 0, period: UInt16 = 0) {
+    public init(enabled: Bool, filterDuplicates: ExtendedScanDuplicateFilter, duration: UInt16 = 0, period: UInt16 = 0)
+    {
         self.enabled = enabled
         self.filterDuplicates = filterDuplicates
         self.duration = duration

@@ -8,7 +8,7 @@ import Testing
 @testable import IBeaconHost
 
 /// Waits (bounded) until `condition` holds; returns whether it did. Asserts behaviour, not speed.
-func eventually(within seconds: Double = 5, _ condition: () -> Bool) async -> Bool {
+func eventually(within seconds: Double = 30, _ condition: () -> Bool) async -> Bool {
     let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
     while ContinuousClock.now < deadline {
         if condition() { return true }

@@ -27,6 +27,9 @@ Options
                              One client at a time; a new client replaces the old
                              one; the server keeps running across clients and the
                              controller keeps its state (advertise, then stop).
+    --vhci [DEVICE]          DUT behind /dev/vhci: the Linux kernel registers it as a
+                             new adapter and prints {"event":"ready","hci":"hciN"}
+                             (used by `make test-kernel` for real RSSI on the BlueZ path).
     --pty [LINK]             DUT as H4 over a pseudo-terminal (serial path); prints
                              the slave path; optional LINK = symlink to it.
     --address BDADDR         DUT public address (default F0:F1:F2:F3:F4:F5).
@@ -976,6 +979,7 @@ class TcpClient(asyncio.Protocol, H4Endpoint):
             self.transport_.abort()
 
 
+
 class TcpServer:
     def __init__(self, dut: DutController) -> None:
         self.dut = dut
@@ -1177,6 +1181,39 @@ class BeaconSpec:
         return bytes([0x02, 0x01, 0x06, len(payload) + 1, 0xFF]) + payload
 
 
+class VhciServer(PtyServer):
+    """The DUT behind the Linux kernel's virtual HCI driver (/dev/vhci): the kernel registers it
+    as a new adapter hciN and drives it like any controller, so `ibeacon --device hciN` reaches
+    this emulated controller through the real BlueZ socket path, with the RSSI the harness
+    injects (btvirt's controllers report RSSI 127 only). One packet per read and per write,
+    each with its H4 type byte, as drivers/bluetooth/hci_vhci.c expects."""
+
+    HCI_VENDOR_PKT = 0xFF
+    HCI_PRIMARY = 0x00
+
+    def open(self) -> str:
+        fd = os.open(self.link_path or '/dev/vhci', os.O_RDWR)
+        # Creating the controller: a vendor packet with the device type; the kernel answers
+        # with a vendor packet carrying the new adapter's index (hci_vhci.c vhci_create_device).
+        os.write(fd, bytes([self.HCI_VENDOR_PKT, self.HCI_PRIMARY]))
+        reply = os.read(fd, 4)
+        if len(reply) != 4 or reply[0] != self.HCI_VENDOR_PKT:
+            raise SystemExit(f'unexpected reply from /dev/vhci: {reply.hex()}')
+        index = reply[2] | reply[3] << 8
+        os.set_blocking(fd, False)
+        self.primary = fd
+        self.path = f'hci{index}'
+        self._on_connect(b'')
+        return self.path
+
+    def _on_disconnect(self) -> None:
+        # The adapter is gone with the descriptor; there is nothing to reconnect to.
+        super()._on_disconnect()
+        if self.poll_handle is not None:
+            self.poll_handle.cancel()
+            self.poll_handle = None
+
+
 def decode_ibeacon(ad: AdvertisingData) -> dict[str, Any] | None:
     for value in ad.get_all(AdvertisingData.MANUFACTURER_SPECIFIC_DATA):
         company, data = value  # Bumble decodes (company_id, bytes)
@@ -1229,6 +1266,8 @@ def build_arg_parser() -> argparse.ArgumentParser:
     transport = parser.add_mutually_exclusive_group()
     transport.add_argument('--tcp', metavar='HOST:PORT')
     transport.add_argument('--pty', nargs='?', const='', metavar='LINK')
+    transport.add_argument('--vhci', nargs='?', const='', metavar='DEVICE',
+                           help='DUT behind /dev/vhci: the kernel registers it as a new hciN (Linux only, root)')
     parser.add_argument('--address', default='F0:F1:F2:F3:F4:F5')
     parser.add_argument('--features', choices=('extended', 'legacy'), default='extended')
     parser.add_argument('--scanner', action='store_true')
@@ -1310,7 +1349,10 @@ async def run(args: argparse.Namespace) -> int:
 
     tcp_server: TcpServer | None = None
     pty_server: PtyServer | None = None
-    if args.pty is not None:
+    if args.vhci is not None:
+        pty_server = VhciServer(dut, args.vhci or None)
+        ready['hci'] = pty_server.open()
+    elif args.pty is not None:
         pty_server = PtyServer(dut, args.pty or None)
         ready['pty'] = pty_server.open()
     else:

@@ -136,6 +136,9 @@ private struct Reader: Sendable {
     let filter: PacketFilterBox
     let logger: Logger
 
+    /// How long reports may gather while scanning (see `run`).
+    static let gatherMilliseconds: Int32 = 5
+
     func run() {
         var framer = H4Framer()
         var buffer = [UInt8](repeating: 0, count: 4096)
@@ -178,6 +181,17 @@ private struct Reader: Sendable {
                 logger.trace("received", metadata: ["device": "\(name)", "packet": "\(packet)"])
                 if filter.consumes(packet) { continue }
                 continuation.yield(packet)
+            }
+            // While scanning (a filter is installed), a controller can send thousands of reports
+            // a second. When nothing more is waiting, let them gather for a few milliseconds and
+            // take them together: one wake-up of this thread per batch instead of one per report.
+            // close() still interrupts the wait through the wake-up pipe.
+            if filter.isActive, (try? Sys.poll([(fd, Sys.pollIn)], timeoutMilliseconds: 0))?.first == 0 {
+                if let woken = try? Sys.poll([(wake, Sys.pollIn)], timeoutMilliseconds: Self.gatherMilliseconds),
+                    woken.first != 0
+                {
+                    return continuation.finish()
+                }
             }
         }
     }
@@ -229,6 +243,8 @@ final class PacketFilterBox: Sendable {
         let filter = f.map(Filter.init)
         current.withLock { $0 = filter }
     }
+
+    var isActive: Bool { current.withLock { $0 != nil } }
 
     func consumes(_ packet: H4Packet) -> Bool {
         guard let filter = current.withLock({ $0 }) else { return false }

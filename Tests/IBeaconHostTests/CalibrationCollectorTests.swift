@@ -85,15 +85,15 @@ private struct SplitMix64 {
 
     @Test func addressPicksOneTransmitterAndIgnoresTheOther() throws {
         var c = CalibrationCollector(target: target(address: addressB), settings: CalibrationSettings())
-        // Interleaved: A at -70, B at -59; only B's samples may be used, so the 30th of B's
-        // reports (not the 15th pair) completes it.
-        for _ in 0..<29 {
+        // Interleaved: A at -70, B at -59; only B's samples may be used, so B's reports alone
+        // decide when it stops: the 39th (30 samples, then 10 confirmations of the precision).
+        for _ in 0..<38 {
             #expect(try c.add(sighting(-70, from: addressA)) == .more)
             #expect(try c.add(sighting(-59, from: addressB)) == .more)
         }
         #expect(try c.add(sighting(-70, from: addressA)) == .more)
         #expect(try c.add(sighting(-59, from: addressB)) == .done)
-        #expect(c.samples.count == 30)
+        #expect(c.samples.count == 39)
         #expect(c.samples.allSatisfy { $0 == -59 })
         #expect(c.address == addressB)
         let r = try c.result(elapsed: .seconds(3))
@@ -163,11 +163,12 @@ private struct SplitMix64 {
 
     @Test func neverStopsBeforeThirtySamplesEvenWhenPrecise() throws {
         var c = CalibrationCollector(target: target(), settings: CalibrationSettings())
-        // Identical samples: the interval is 0 dB wide from the second sample on.
-        for n in 1...29 { #expect(try c.add(sighting(-59)) == .more, "stopped at \(n) samples") }
+        // Identical samples: the interval is 0 dB wide from the second sample on. The rule still
+        // waits for 30 samples, then for the precision to hold over 10 more (StoppingRule).
+        for n in 1...38 { #expect(try c.add(sighting(-59)) == .more, "stopped at \(n) samples") }
         #expect(try c.add(sighting(-59)) == .done)
         let r = try c.result(elapsed: .seconds(3))
-        #expect(r.samples.count == 30)
+        #expect(r.samples.count == 39)
         #expect(r.precisionReached)
         #expect(r.measuredPower == -59)
     }
@@ -185,9 +186,9 @@ private struct SplitMix64 {
                 stoppedAt = n
                 break
             }
-            // Before stopping, the interval over the samples so far was wider than ±1 dB
-            // (or there were fewer than 30 samples).
-            if n >= 30 {
+            // Well before stopping, the interval over the samples so far was wider than ±1 dB.
+            // (Near the end it may dip under 1 dB: the rule then waits for confirmations.)
+            if n == 30 || n == 60 {
                 let e = try #require(MeasuredPowerEstimator().estimate(c.samples))
                 #expect(e.halfWidth95 > 1, "kept sampling at n = \(n) with ±\(e.halfWidth95) dB")
             }
@@ -204,7 +205,7 @@ private struct SplitMix64 {
         var settings = CalibrationSettings()
         settings.offset = 3
         var c = CalibrationCollector(target: target(), settings: settings)
-        for _ in 0..<29 { _ = try c.add(sighting(-62)) }
+        for _ in 0..<38 { _ = try c.add(sighting(-62)) }
         #expect(try c.add(sighting(-62)) == .done)
         let r = try c.result(elapsed: .seconds(3))
         #expect(r.estimate == -59)

@@ -48,7 +48,8 @@ if [ "$1" != stage2 ]; then
   mkdir -p /rw/upper /rw/work
   mount -t overlay -o lowerdir=/lower,upperdir=/rw/upper,workdir=/rw/work overlay /newroot \
     || fail "cannot mount the overlay root"
-  mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /newroot/tmp || fail "cannot mount /tmp"
+  # /tmp stays part of the overlay: a repository cloned under the host's /tmp (as CI may do)
+  # is then visible in the guest at the same path; the guest's own writes there go to tmpfs.
   mount -t tmpfs -o mode=0755,nosuid,nodev tmpfs /newroot/run || fail "cannot mount /run"
   mkdir -p /newroot/run/vm/xchg
   mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 xchg /newroot/run/vm/xchg \

@@ -60,10 +60,10 @@ for e in "${envs[@]}"; do
 done
 chdir=$(cd "$chdir" && pwd) || exit 64
 case $chdir/ in
-  /tmp/*|/run/*|/dev/*|/proc/*|/sys/*) echo "vm: -C $chdir is not visible in the guest (it has its own $chdir)" >&2; exit 64;;
+  /run/*|/dev/*|/proc/*|/sys/*) echo "vm: -C $chdir is not visible in the guest (it has its own $chdir)" >&2; exit 64;;
 esac
 case $VM_DIR/ in
-  /tmp/*|/run/*) echo "vm: VM_DIR=$VM_DIR must not be under /tmp or /run (the guest mounts its own)" >&2; exit 64;;
+  /run/*) echo "vm: VM_DIR=$VM_DIR must not be under /run (the guest mounts its own)" >&2; exit 64;;
 esac
 
 # VM_SKIP_PREPARE=1: the caller (mk/vm.mk) has just run prepare.sh.

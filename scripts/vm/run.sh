@@ -4,8 +4,8 @@
 #   scripts/vm/run.sh [options] -- COMMAND [ARG...]
 #
 # The guest boots Debian's generic kernel (prepared and cached by prepare.sh under .vm/), sees
-# the host's / read-only over 9p with a tmpfs overlay on top (writes vanish at power-off; the
-# guest's /tmp is an empty tmpfs), runs COMMAND in the repository directory (or -C DIR), streams
+# the host's / read-only over 9p with a tmpfs overlay on top (writes vanish at power-off; /tmp
+# included, so a repository under the host's /tmp is visible), runs COMMAND in the repository directory (or -C DIR), streams
 # the serial console to stdout, powers off, and exits with COMMAND's exit status.
 #
 # Options:
@@ -13,7 +13,7 @@
 #   --memory MB      guest memory (default $VM_MEMORY or 512)
 #   --cpus N         guest CPUs (default $VM_CPUS or 2)
 #   -C DIR           working directory in the guest (default: the repository root); must be
-#                    visible through the host root (not under /tmp, /run, /dev, /proc, /sys)
+#                    visible through the host root (not under /run, /dev, /proc, /sys)
 #   --env NAME=VALUE set a variable for COMMAND (repeatable). The guest environment is clean
 #                    (HOME=/root, Debian's PATH without pyenv/user dirs); IBEACON_* and CI are
 #                    passed through from the caller automatically.

@@ -70,6 +70,14 @@ enum Sys {
         return (UInt32(st.st_mode), UInt64(st.st_ino), UInt64(st.st_dev))
     }
 
+    /// `realpath(3)`: the file a path names after following every symbolic link; nil when it
+    /// does not exist.
+    static func realPath(_ path: String) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
     /// `access(path, W_OK)`.
     static func isWritable(_ path: String) -> Bool { access(path, W_OK) == 0 }
 

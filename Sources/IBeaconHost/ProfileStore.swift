@@ -94,8 +94,10 @@ public enum ProfileStore {
     /// Replaces `path` with `bytes` atomically: a reader (or a crash at any moment) sees either
     /// the old or the new content, never a mix. Keeps the original's permission bits.
     public static func writeAtomically(_ path: String, _ bytes: [UInt8]) throws(FileError) {
-        let existing = Sys.stat(path)
-        let file = FilePath(path)
+        // A profile may be a symbolic link to a shared file: replace the file, keep the link.
+        let target = Sys.realPath(path) ?? path
+        let existing = Sys.stat(target)
+        let file = FilePath(target)
         let directory = file.removingLastComponent()
         let name = file.lastComponent?.string ?? "profile"
         let tempPath = directory.appending(".\(name).tmp-\(Sys.processID())-\(UInt32.random(in: 0...UInt32.max))")
@@ -121,7 +123,7 @@ public enum ProfileStore {
         if let e = Sys.fsync(fd) {
             throw FileError(.io, path: path, "cannot flush the new content: \(e)")
         }
-        if let e = Sys.rename(tempPath.string, path) {
+        if let e = Sys.rename(tempPath.string, target) {
             throw FileError(.cannotWrite, path: path, "cannot replace the file: \(e)")
         }
         committed = true

@@ -55,9 +55,11 @@ $(VENV)/.ok: tests/requirements.txt
 
 venv: $(VENV)/.ok ## the Python virtualenv with Bumble, for tests and the demo
 
+# --no-parallel: the estimator's simulations are CPU-bound and, run in parallel on two cores,
+# starve the concurrency pool that the controller-client tests' tasks need.
 unit: deps ## Swift unit and CLI tests
 	$(SWIFT) build --product ibeacon
-	$(SWIFT) test
+	$(SWIFT) test --no-parallel
 
 e2e: deps test-deps venv debug ## end-to-end tests against the Bumble emulated controller
 	IBEACON_BIN=$(CURDIR)/.build/debug/ibeacon $(PYTHON) -m pytest -q tests/e2e

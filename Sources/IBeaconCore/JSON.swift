@@ -577,7 +577,7 @@ func hex(_ v: UInt32, _ width: Int) -> String {
 
 // MARK: - Writer
 
-struct JSONWriter {
+public struct JSONWriter {
     var out: [UInt8] = []
 
     mutating func write(_ value: JSONValue, indent: Int) {
@@ -627,7 +627,7 @@ struct JSONWriter {
     mutating func pad(_ level: Int) { out += [UInt8](repeating: 0x20, count: 2 * level) }
 
     /// A JSON string literal; escapes `"`, `\` and control characters, keeps everything else.
-    static func quoted(_ s: String) -> String {
+    public static func quoted(_ s: String) -> String {
         var r = "\""
         for u in s.unicodeScalars {
             switch u {

@@ -79,10 +79,7 @@ public struct Advertiser: Sendable {
     /// Brings the controller to a known state and starts advertising every beacon.
     /// On failure advertising is left off (best effort) and the error is rethrown.
     public func start(on client: ControllerClient) async throws -> AdvertisingStatus {
-        if ownsController {
-            _ = try await client.execute(Reset())
-            try await configureEventMasks(on: client)
-        }
+        if ownsController { try await client.resetAndUnmaskEvents() }
         let address = try await client.execute(ReadBDAddr())
         let features = try await client.execute(LEReadLocalSupportedFeatures())
         let chosen = try chooseMode(features: features)
@@ -125,12 +122,6 @@ public struct Advertiser: Sendable {
         }
     }
 
-    /// Enables the events advertising and scanning rely on (after Reset the LE Meta event is
-    /// masked, Core 5.4 Vol 4 Part E §7.3.1).
-    func configureEventMasks(on client: ControllerClient) async throws {
-        _ = try await client.execute(SetEventMask(eventMask: .ibeaconHost))
-        _ = try await client.execute(LESetEventMask(leEventMask: .ibeaconHost))
-    }
 
     /// The legacy commands that program one beacon, in order: stop whatever is advertising
     /// (parameters cannot change while enabled, §7.8.5), address, parameters, data, and only
@@ -287,4 +278,14 @@ extension LEEventMask {
     public static let ibeaconHost = LEEventMask(
         rawValue: LEEventMask.defaultAfterReset.rawValue | LEEventMask.extendedAdvertisingReport.rawValue
             | LEEventMask.advertisingSetTerminated.rawValue)
+}
+
+extension ControllerClient {
+    /// On a controller this host owns (H4): Reset, then enable the events advertising and
+    /// scanning rely on (after Reset the LE Meta event is masked, Core 5.4 Vol 4 Part E §7.3.1).
+    func resetAndUnmaskEvents() async throws {
+        _ = try await execute(Reset())
+        _ = try await execute(SetEventMask(eventMask: .ibeaconHost))
+        _ = try await execute(LESetEventMask(leEventMask: .ibeaconHost))
+    }
 }

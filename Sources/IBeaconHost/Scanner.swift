@@ -61,11 +61,7 @@ public struct Scanner: Sendable {
 
     /// Starts scanning; returns the command set used (needed to stop).
     public func start(on client: ControllerClient) async throws -> AdvertisingMode {
-        if ownsController {
-            _ = try await client.execute(Reset())
-            _ = try await client.execute(SetEventMask(eventMask: .ibeaconHost))
-            _ = try await client.execute(LESetEventMask(leEventMask: .ibeaconHost))
-        }
+        if ownsController { try await client.resetAndUnmaskEvents() }
         let features = try await client.execute(LEReadLocalSupportedFeatures())
         let useExtended: Bool
         switch mode {

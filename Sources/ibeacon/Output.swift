@@ -1,4 +1,5 @@
 import Foundation
+import IBeaconCore
 
 /// Writes to stdout without buffering surprises (status lines must appear under systemd).
 func printOut(_ s: String) {
@@ -46,18 +47,5 @@ func jsonValue(_ v: Any?) -> String {
 /// Text already serialized as JSON.
 struct RawJSON { var text: String }
 
-func jsonString(_ s: String) -> String {
-    var out = "\""
-    for u in s.unicodeScalars {
-        switch u {
-        case "\"": out += "\\\""
-        case "\\": out += "\\\\"
-        case "\n": out += "\\n"
-        case "\r": out += "\\r"
-        case "\t": out += "\\t"
-        case _ where u.value < 0x20: out += String(format: "\\u%04x", u.value)
-        default: out.unicodeScalars.append(u)
-        }
-    }
-    return out + "\""
-}
+/// A JSON string literal (the profile writer's escaping, so both agree).
+func jsonString(_ s: String) -> String { JSONWriter.quoted(s) }

@@ -122,7 +122,6 @@ public struct Advertiser: Sendable {
         }
     }
 
-
     /// The legacy commands that program one beacon, in order: stop whatever is advertising
     /// (parameters cannot change while enabled, §7.8.5), address, parameters, data, and only
     /// then enable, so the first advertising event already carries the beacon.

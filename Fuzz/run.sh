@@ -3,6 +3,7 @@
 # (Fuzz/corpus/<target>, never modified). Prints one line per target with the executions run;
 # exits non-zero if any target found a crash (the input is left in .build-fuzz/crashes/).
 # Usage: Fuzz/run.sh SECONDS [TARGET...]
+# With FUZZ_RUNS=N in the environment each target stops after N executions (SECONDS stays the cap).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
@@ -20,11 +21,14 @@ for t in "${targets[@]}"; do
     mkdir -p "$work"
     cp Fuzz/corpus/"$t"/* "$work"/ 2>/dev/null || true
     log=$out/$t.log
-    "$out/$t" -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$out/crashes/$t-" \
+    runs_flag=()
+    [ -n "${FUZZ_RUNS:-}" ] && runs_flag=(-runs="$FUZZ_RUNS")
+    started=$(date +%s.%N)
+    "$out/$t" "${runs_flag[@]}" -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$out/crashes/$t-" \
         -rss_limit_mb=2048 "$work" > "$log" 2>&1
     rc=$?
     runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)
-    rate=$(( runs / (seconds > 0 ? seconds : 1) ))
+    rate=$(awk -v r="$runs" -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { printf "%d", r / (b - a > 0 ? b - a : 1) }')
     files=$(ls "$work" | wc -l)
     if [ $rc -eq 0 ]; then result=ok; else result="CRASH (see $log)"; status=1; fi
     printf '%-12s %14s %10s %8s %s\n' "$t" "$runs" "$rate" "$files" "$result"

@@ -108,6 +108,26 @@ enum Sys {
 
     static func processID() -> Int32 { getpid() }
 
+    /// Whether a process with this ID exists (`kill(pid, 0)`; EPERM means it exists).
+    static func processExists(_ pid: Int32) -> Bool {
+        guard pid > 0 else { return false }
+        return kill(pid, 0) == 0 || errno == EPERM
+    }
+
+    /// The names in a directory (without `.` and `..`); empty when it cannot be read.
+    static func directoryEntries(_ path: String) -> [String] {
+        guard let dir = opendir(path) else { return [] }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
     /// Sends one datagram to a Unix socket (`sd_notify` without libsystemd). A path that
     /// starts with `@` names the abstract namespace.
     static func sendUnixDatagram(path: String, message: [UInt8]) -> Errno? {

@@ -132,6 +132,23 @@ public enum ProfileStore {
             _ = Sys.fsync(dirFD)
             try? dirFD.close()
         }
+        removeStaleTemporaryFiles(directory: directory.isEmpty ? "." : directory.string, name: name)
+    }
+
+    /// A writer killed between creating its temporary file and renaming it (SIGKILL, power
+    /// loss) leaves `.NAME.tmp-PID-RANDOM` behind. After a successful write, remove those whose
+    /// process no longer exists; a live writer's file is never touched.
+    static func removeStaleTemporaryFiles(directory: String, name: String) {
+        let prefix = ".\(name).tmp-"
+        for entry in Sys.directoryEntries(directory) where entry.hasPrefix(prefix) {
+            let rest = entry.dropFirst(prefix.count)
+            guard let dash = rest.firstIndex(of: "-"), let pid = Int32(rest[..<dash]),
+                UInt32(rest[rest.index(after: dash)...]) != nil
+            else { continue }  // not a name this store makes
+            if !Sys.processExists(pid) {
+                Sys.unlink(directory + "/" + entry)
+            }
+        }
     }
 
     /// Creates a new file with `bytes`; refuses to replace one unless `overwrite` is set.

@@ -73,6 +73,25 @@ private final class Counters: Sendable {
         #expect(try s.listing() == ["store12.json"])
     }
 
+    @Test func aWriteRemovesTemporaryFilesLeftByDeadWritersOnly() throws {
+        let s = try Scratch()
+        defer { s.cleanUp() }
+        let p = try s.write("store12.json", "{}\n")
+        // PIDs never exceed 4,194,304 on Linux: 999999999 is a writer that no longer exists.
+        _ = try s.write(".store12.json.tmp-999999999-12345", "{\"half")
+        // A live writer (this process) keeps its file, and so do names this store never makes.
+        let live = ".store12.json.tmp-\(getpid())-777"
+        _ = try s.write(live, "{\"in progress")
+        _ = try s.write(".store12.json.tmp-notes", "mine")
+        _ = try s.write(".other.json.tmp-999999999-1", "another profile's")
+        try ProfileStore.writeAtomically(p, Array("{\"new\": 1}\n".utf8))
+        #expect(
+            try s.listing() == [
+                ".other.json.tmp-999999999-1", live, ".store12.json.tmp-notes", "store12.json",
+            ].sorted())
+        #expect(try s.contents(s.path(live)) == "{\"in progress")
+    }
+
     @Test func writeAtomicallyKeepsUnusualPermissionBitsToo() throws {
         let s = try Scratch()
         defer { s.cleanUp() }

@@ -153,3 +153,7 @@ def test_sigkill_at_random_moments_never_damages_the_profile(harness_factory, ib
     print(f'outcomes {outcomes}, temporary files left by killed processes: {len(leftovers)}')
     assert outcomes['old'] + outcomes['new'] == 100
     assert all(name.startswith('.p.json.tmp-') for name in leftovers), leftovers
+    # The next successful write removes what the killed writers left behind.
+    r = calibrate(ibeacon_bin, h, '--profile', str(p))
+    assert r.returncode == 0, r.stderr
+    assert [f.name for f in tmp_path.iterdir()] == ['p.json']

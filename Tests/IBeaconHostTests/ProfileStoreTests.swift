@@ -86,9 +86,10 @@ private final class Counters: Sendable {
         _ = try s.write(".other.json.tmp-999999999-1", "another profile's")
         try ProfileStore.writeAtomically(p, Array("{\"new\": 1}\n".utf8))
         #expect(
-            try s.listing() == [
-                ".other.json.tmp-999999999-1", live, ".store12.json.tmp-notes", "store12.json",
-            ].sorted())
+            try s.listing()
+                == [
+                    ".other.json.tmp-999999999-1", live, ".store12.json.tmp-notes", "store12.json",
+                ].sorted())
         #expect(try s.contents(s.path(live)) == "{\"in progress")
     }
 

@@ -170,6 +170,10 @@ struct CalibrateCommand: AsyncParsableCommand {
                     "precisionReached": result.precisionReached, "method": result.method,
                     "previousMeasuredPower": existing.map { Int($0.measuredPower) }, "written": !dryRun && path != nil,
                     "file": path,
+                    "histogram": Histogram(result.samples).bins.map {
+                        [("dBm", $0.dBm), ("count", $0.count)] as [(String, Any?)]
+                    }
+                        as [Any?],
                 ]))
         } else {
             printOut(Histogram(result.samples).rendered(width: 40, mark: result.estimate - result.offset))

@@ -52,6 +52,11 @@ def test_written_measured_power_is_within_1_dB(harness_factory, ibeacon_bin, tmp
     result = json.loads(r.stdout)
     assert abs(result['estimate'] - TRUE_POWER) <= 1.0, result
     assert abs(result['measuredPower'] - TRUE_POWER) <= 1, result
+    # The histogram of every sample, strongest first, one bin per dBm, empty bins included.
+    bins = result['histogram']
+    assert sum(b['count'] for b in bins) == result['samples']
+    assert [b['dBm'] for b in bins] == list(range(bins[0]['dBm'], bins[-1]['dBm'] - 1, -1))
+    assert bins[0]['count'] > 0 and bins[-1]['count'] > 0
     if name == 'gauss-4dB':
         # 100 ms interval, sigma 4 dB: precision +/-1 dB well within 15 s.
         assert result['precisionReached'] and result['seconds'] <= 15, result

@@ -633,9 +633,6 @@ scenario_ibeacon_adapter_reset() {
   stop_advertiser "$adv" "$WORK/reset-adv.txt"
 }
 
-# Not done: a Bumble controller on /dev/vhci with real RSSI samples, for a calibrate scenario
-# that succeeds on the kernel path (see TESTBED.md Layer 2).
-
 # =================================================================================================
 
 # btvirt after an adapter down/up: does advertising set up again afterwards reach hci1?

@@ -10,14 +10,14 @@ struct CalibrateCommand: AsyncParsableCommand {
         commandName: "calibrate",
         abstract: "Measure a beacon's RSSI at 1 m and write its measured power into the profile.",
         discussion: """
-            Hold this receiver 1 m from the beacon, in the open, facing it. The tool collects the
-            RSSI of every advertisement from the beacon the profile names, estimates the RSSI at
-            1 m robustly (deep fades and per-channel offsets do not drag it), and stops once the
-            95 % confidence interval is within ±--precision dB (after at least 30 samples) or at
-            --duration. It then writes measuredPower (rounded dBm) and a calibration record into
+            Hold this receiver 1 m from the beacon, in the open, facing it. The tool collects the \
+            RSSI of every advertisement from the beacon the profile names, estimates the RSSI at \
+            1 m robustly (deep fades and per-channel offsets do not drag it), and stops once the \
+            95 % confidence interval is within ±--precision dB (after at least 30 samples) or at \
+            --duration. It then writes measuredPower (rounded dBm) and a calibration record into \
             the profile, atomically, keeping every other key.
 
-            --offset corrects for a receiver that reads a known number of dB weaker (positive)
+            --offset corrects for a receiver that reads a known number of dB weaker (positive) \
             or stronger (negative) than a reference phone.
             """)
 

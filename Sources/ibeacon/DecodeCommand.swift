@@ -7,9 +7,9 @@ struct DecodeCommand: AsyncParsableCommand {
         commandName: "decode",
         abstract: "Decode advertising data, or a whole HCI event packet (LE Advertising Report).",
         discussion: """
-            HEX may use spaces, colons or 0x prefixes. An HCI event is recognised by its first
-            bytes: 04 3E … (H4, with the packet type) or 3E … (event code first); anything else
-            is read as advertising data. Every AD structure is shown, with the iBeacon fields
+            HEX may use spaces, colons or 0x prefixes. An HCI event is recognised by its first \
+            bytes: 04 3E … (H4, with the packet type) or 3E … (event code first); anything else \
+            is read as advertising data. Every AD structure is shown, with the iBeacon fields \
             when present. Malformed input is reported with the offset, never guessed at.
             """)
 

@@ -68,9 +68,9 @@ struct EncodeCommand: AsyncParsableCommand {
         commandName: "encode",
         abstract: "Print a beacon's advertising data and the HCI commands that advertise it.",
         discussion: """
-            The advertising data is the 30-byte legacy payload (Flags + Apple manufacturer data).
-            The commands are H4 packets in hex, one per line, exactly as `ibeacon advertise` sends
-            them after reading the controller's address and features. On a serial or TCP
+            The advertising data is the 30-byte legacy payload (Flags + Apple manufacturer data). \
+            The commands are H4 packets in hex, one per line, exactly as `ibeacon advertise` sends \
+            them after reading the controller's address and features. On a serial or TCP \
             controller they are preceded by Reset, Set Event Mask and LE Set Event Mask.
             """)
 

@@ -33,17 +33,19 @@ enum Exit {
         EXIT CODES
           0   success
           64  usage error (bad option or argument)
-          65  bad data: malformed profile, hex input or capture; calibrate: two beacons
-              with the same identity (pick one with --address)
+          65  bad data: malformed profile, hex input or capture; calibrate: two
+              beacons with the same identity (pick one with --address)
           66  file or serial device missing or unreadable
           68  calibrate: the beacon was not heard
-          69  Bluetooth unavailable, no such adapter, nothing listening, RSSI not available,
-              or a feature the controller lacks (several beacons without extended advertising)
+          69  Bluetooth unavailable, no such adapter, nothing listening, RSSI not
+              available, or a feature the controller lacks (several beacons
+              without extended advertising)
           70  internal error (a bug: please report it)
           73  cannot write a file (read-only, permissions, directory missing)
           74  I/O or transport failure (connection lost)
-          75  controller did not answer in time, or the file is locked by another ibeacon
-          76  controller rejected a command (the message names the command and status)
+          75  controller did not answer in time, or the file is locked by another
+              ibeacon
+          76  controller rejected a command (the message names command and status)
           77  permission denied (capabilities CAP_NET_RAW/CAP_NET_ADMIN)
         """
 }

@@ -6,15 +6,15 @@ struct IBeaconCommand: AsyncParsableCommand {
         commandName: "ibeacon",
         abstract: "Turn a Linux Bluetooth LE controller into a store iBeacon, and calibrate it.",
         discussion: """
-            Profiles (JSON) describe one beacon each: proximity UUID, major (store), minor
-            (department), measured power. `ibeacon advertise` broadcasts one; `ibeacon calibrate`,
+            Profiles (JSON) describe one beacon each: proximity UUID, major (store), minor \
+            (department), measured power. `ibeacon advertise` broadcasts one; `ibeacon calibrate`, \
             run on a second receiver held 1 m away, measures and writes its measured power.
 
             DEVICES (--device, or $IBEACON_DEVICE; default hci0)
-              hciN                          BlueZ adapter through the raw HCI socket
-              serial:PATH[,BAUD][,rtscts]   H4 over a UART (HCI-UART firmware), default 115200
-              tcp:HOST:PORT                 H4 over TCP (emulators such as Bumble)
-              btsnoop:FILE                  replay a capture (scan and calibrate only)
+              hciN                         BlueZ adapter through the raw HCI socket
+              serial:PATH[,BAUD][,rtscts]  H4 over a UART (HCI-UART firmware; 115200)
+              tcp:HOST:PORT                H4 over TCP (emulators such as Bumble)
+              btsnoop:FILE                 replay a capture (scan and calibrate only)
 
             \(Exit.helpText)
             """,

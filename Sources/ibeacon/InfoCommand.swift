@@ -7,8 +7,8 @@ struct InfoCommand: AsyncParsableCommand {
         commandName: "info",
         abstract: "Show what a controller is and what it can do for beacons.",
         discussion: """
-            Address, HCI/LMP version, manufacturer, the LE features that matter (extended
-            advertising, 2M and coded PHY), advertising sets and maximum data length when extended
+            Address, HCI/LMP version, manufacturer, the LE features that matter (extended \
+            advertising, 2M and coded PHY), advertising sets and maximum data length when extended \
             advertising exists, and the TX power the controller reports. Changes nothing.
             """)
 

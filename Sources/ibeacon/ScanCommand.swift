@@ -11,12 +11,12 @@ struct ScanCommand: AsyncParsableCommand {
         commandName: "scan",
         abstract: "Show the iBeacons nearby: identity, rate, RSSI, estimated distance and proximity.",
         discussion: """
-            Scans passively with duplicate filtering off, so every advertisement counts. On a
-            terminal it shows a live table; otherwise it prints one line per beacon per second.
+            Scans passively with duplicate filtering off, so every advertisement counts. On a \
+            terminal it shows a live table; otherwise it prints one line per beacon per second. \
             --json prints one JSON object per report heard, for scripts.
 
-            Distance uses the log-distance model d = 10^((measured power - RSSI) / 20) on the
-            smoothed RSSI; proximity is immediate below 0.5 m, near up to 3 m, far beyond,
+            Distance uses the log-distance model d = 10^((measured power - RSSI) / 20) on the \
+            smoothed RSSI; proximity is immediate below 0.5 m, near up to 3 m, far beyond, \
             unknown when the receiver reports no RSSI.
             """)
 

@@ -251,6 +251,30 @@ def test_advertising_resumes_after_controller_reset(harness_factory, cli, tmp_pa
 
 
 @pytest.mark.parametrize('features', ['legacy', 'extended'])
+def test_advertising_taken_back_after_another_program_turns_it_off(harness_factory, cli, tmp_path, features):
+    """Another program on the shared raw HCI socket (bluetoothd, hcitool) turns advertising
+    off: the Command Complete it causes reaches ibeacon too, which says so and re-applies."""
+    h = harness_factory('--scanner', '--features', features)
+    profile = write_profile(tmp_path / 'p.json')
+    adv = cli('advertise', '--device', h.device_spec, '--profile', str(profile))
+    adv.wait_status()
+    wait_report(h, after=adv.started, timeout=5)
+    time.sleep(0.5)
+    h.send('foreign-stop')
+    acked = time.monotonic()
+    first = wait_report(h, after=acked + 0.05, timeout=3)
+    assert first['ibeacon'] == identity()
+    opcode = '0x2039' if features == 'extended' else '0x200A'
+    assert wait_until(lambda: 'another program changed the advertising' in adv.stderr, timeout=3), adv.describe()
+    assert opcode in adv.stderr, adv.describe()
+    assert wait_until(lambda: 'resumed' in adv.stderr, timeout=3), adv.describe()
+    t0 = time.monotonic()
+    time.sleep(1.0)
+    assert len(dut_reports(h, since=t0, until=t0 + 1.0)) >= 5
+    assert adv.proc.poll() is None, adv.describe()
+
+
+@pytest.mark.parametrize('features', ['legacy', 'extended'])
 def test_advertise_legacy_and_extended_controllers(harness_factory, cli, tmp_path, features):
     h = harness_factory('--scanner', '--features', features, '--trace')
     profile = write_profile(tmp_path / 'p.json')

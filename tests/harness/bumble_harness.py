@@ -82,6 +82,10 @@ Control over stdin, one command per line, each acknowledged with an "ack" event:
     powercycle  same state loss, then Command Complete with opcode 0x0000 (NOP),
                 Num_HCI_Command_Packets 1, as controllers send at power-up.
     hwerror     Hardware Error event (0x10) code 0x01, then state lost.
+    foreign-stop  another host turns advertising off: every enabled extended set
+                (then Command Complete for 0x2039, LE Set Extended Advertising
+                Enable) or else the legacy advertiser (Command Complete for 0x200A),
+                as a second program on a shared raw HCI socket would.
     disconnect  close the H4 TCP connection / the pty (a new pty is opened and
                 announced with a "pty" event).
     quit        exit.
@@ -930,6 +934,16 @@ class DutController(HarnessController):
         self.deliver_raw(bytes([0x04, 0x10, 0x01, 0x01]))
         self.reset_state()
 
+    def control_foreign_stop(self) -> None:
+        enabled_sets = [a for a in self.advertising_sets.values() if a.enabled]
+        if enabled_sets:
+            for advertising_set in enabled_sets:
+                advertising_set.stop()
+            self.deliver_raw(bytes([0x04, 0x0E, 0x04, 0x01, 0x39, 0x20, 0x00]))
+        else:
+            self.le_legacy_advertiser.stop()
+            self.deliver_raw(bytes([0x04, 0x0E, 0x04, 0x01, 0x0A, 0x20, 0x00]))
+
 
 class H4Endpoint:
     """One connected client (TCP connection or pty session)."""
@@ -1386,6 +1400,8 @@ async def run(args: argparse.Namespace) -> int:
             dut.control_powercycle()
         elif cmd == 'hwerror':
             dut.control_hwerror()
+        elif cmd == 'foreign-stop':
+            dut.control_foreign_stop()
         elif cmd == 'disconnect':
             if tcp_server is not None:
                 tcp_server.disconnect()

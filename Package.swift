@@ -51,7 +51,7 @@ let package = Package(
         .executableTarget(name: "ibeacon-bench", dependencies: ["IBeaconCore", "IBeaconHost"]),
         // Scripted transport, behavioural fake controller, manual clock.
         .target(name: "IBeaconTestSupport", dependencies: ["IBeaconCore", "IBeaconHost"]),
-        .testTarget(name: "IBeaconCoreTests", dependencies: ["IBeaconCore"]),
+        .testTarget(name: "IBeaconCoreTests", dependencies: ["IBeaconCore", "IBeaconTestSupport"]),
         .testTarget(name: "IBeaconHostTests", dependencies: ["IBeaconHost", "IBeaconTestSupport"]),
         .testTarget(name: "IBeaconTransportsTests", dependencies: ["IBeaconTransports", "IBeaconTestSupport"]),
         .testTarget(name: "ibeaconCLITests", dependencies: ["IBeaconCore"], exclude: ["help"]),

@@ -1,57 +1,7 @@
+import IBeaconTestSupport
 import Testing
 
 @testable import IBeaconCore
-
-/// SplitMix64 (Steele, Lea & Flood 2014): a small seeded generator so every simulation is
-/// reproducible.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    /// Uniform in (0, 1].
-    mutating func unit() -> Double { (Double(next() >> 11) + 1) / 9_007_199_254_740_992 }
-    /// Standard normal by Box–Muller.
-    mutating func gaussian() -> Double {
-        let r = (-2 * log(unit())).squareRoot()
-        return r * cos(2 * Double.pi * unit())
-    }
-}
-
-// Natural log and cosine for Box–Muller without Foundation: series that are exact enough for
-// a simulation (relative error < 1e-12 on the ranges used).
-private func log(_ x: Double) -> Double {
-    // x = m·2^e with m in [1, 2); ln m by atanh series.
-    let e = Double(x.exponent)
-    let m = x.significand
-    let t = (m - 1) / (m + 1)
-    var term = t
-    var sum = 0.0
-    var k = 1.0
-    while abs(term) > 1e-17 {
-        sum += term / k
-        term *= t * t
-        k += 2
-    }
-    return 2 * sum + e * 0.6931471805599453
-}
-
-private func cos(_ x: Double) -> Double {
-    var y = x.truncatingRemainder(dividingBy: 2 * Double.pi)
-    if y > Double.pi { y -= 2 * Double.pi }
-    var term = 1.0
-    var sum = 1.0
-    for k in stride(from: 2.0, through: 40, by: 2) {
-        term *= -y * y / (k * (k - 1))
-        sum += term
-    }
-    return sum
-}
 
 /// A simulated receiver 1 m from the beacon.
 struct RSSIScenario: Sendable, CustomStringConvertible {

@@ -1,18 +1,7 @@
+import IBeaconTestSupport
 import Testing
 
 @testable import IBeaconCore
-
-/// SplitMix64: a seeded generator, so random chunkings are reproducible.
-private struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 @Suite("H4 framing")
 struct H4FramerTests {
@@ -58,7 +47,7 @@ struct H4FramerTests {
 
     @Test(arguments: [1, 2, 3, 42, 0xC0FFEE] as [UInt64])
     func randomChunks(seed: UInt64) throws {
-        var rng = SeededGenerator(state: seed)
+        var rng = SplitMix64(seed: seed)
         let stream = Array(repeating: Self.stream, count: 5).flatMap { $0 }
         var framer = H4Framer()
         var out: [H4Packet] = []

@@ -1,3 +1,4 @@
+import IBeaconTestSupport
 import Testing
 
 @testable import IBeaconCore

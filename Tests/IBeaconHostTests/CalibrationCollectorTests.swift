@@ -1,5 +1,6 @@
 import Foundation
 import IBeaconCore
+import IBeaconTestSupport
 import Testing
 
 @testable import IBeaconHost
@@ -33,26 +34,6 @@ private func sighting(
     _ rssi: Int8?, from address: BDAddress = addressA, data: [UInt8] = iBeaconAD()
 ) -> Sighting {
     Sighting(address: address, addressType: .random, rssi: rssi, data: data, extended: false)
-}
-
-/// A deterministic pseudo-random sequence (SplitMix64), so the samples are fixed.
-private struct SplitMix64 {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    /// Uniform in [0, 1).
-    mutating func uniform() -> Double { Double(next() >> 11) / Double(1 << 53) }
-    /// Standard normal (Box–Muller).
-    mutating func gauss() -> Double {
-        let u1 = max(uniform(), 1e-12)
-        let u2 = uniform()
-        return (-2 * Foundation.log(u1)).squareRoot() * cos(2 * Double.pi * u2)
-    }
 }
 
 @Suite struct CalibrationCollectorTests {
@@ -178,10 +159,10 @@ private struct SplitMix64 {
         var settings = CalibrationSettings()
         settings.precision = 1
         var c = CalibrationCollector(target: target(), settings: settings)
-        var random = SplitMix64(state: 42)
+        var random = SplitMix64(seed: 42)
         var stoppedAt: Int?
         for n in 1...1000 {
-            let rssi = Int8((-59 + 6 * random.gauss()).rounded())
+            let rssi = Int8((-59 + 6 * random.gaussian()).rounded())
             if try c.add(sighting(rssi)) == .done {
                 stoppedAt = n
                 break

@@ -1,0 +1,32 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// SplitMix64 (Steele, Lea & Flood 2014): a small seeded generator, so every simulation, random
+/// chunking and random input in the tests is reproducible from its seed.
+public struct SplitMix64: RandomNumberGenerator, Sendable {
+    public var state: UInt64
+
+    public init(seed: UInt64) { state = seed }
+
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    /// Uniform in (0, 1].
+    public mutating func unit() -> Double { (Double(next() >> 11) + 1) / 9_007_199_254_740_992 }
+
+    /// Standard normal (Box–Muller).
+    public mutating func gaussian() -> Double {
+        let r = (-2 * log(unit())).squareRoot()
+        return r * cos(2 * Double.pi * unit())
+    }
+}

@@ -17,7 +17,7 @@ def main() -> int:
         cmd = [binary, 'advertise', '--device', h.device_spec, '--profile', profile, '--duration', str(seconds)]
         print('$ ' + ' '.join(cmd), flush=True)
         proc = subprocess.Popen(cmd)
-        start, shown, last = time.monotonic(), 0, None
+        start, shown = time.monotonic(), 0
         try:
             while proc.poll() is None:
                 time.sleep(1)

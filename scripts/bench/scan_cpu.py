@@ -6,7 +6,6 @@ gives the cost per report, and from it the share of one core at 3,000 reports/s.
 usage: scan_cpu.py IBEACON_BIN CAPTURE     prints one JSON object
 """
 import json
-import os
 import resource
 import subprocess
 import sys

@@ -7,7 +7,6 @@ import json
 import os
 import random
 import signal
-import stat
 import subprocess
 import time
 from pathlib import Path

@@ -8,7 +8,6 @@ by its PID at teardown if a test left it running.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import time
@@ -17,10 +16,8 @@ from typing import Callable, Iterator
 
 import pytest
 
-BEACON_UUID = 'E2C56DB5-DFFB-48D2-B060-D0F5A71096E0'
-MAJOR = 0x0102  # 258
-MINOR = 0x0304  # 772
-POWER = -59
+from support import BEACON_UUID, MAJOR, MINOR, POWER, write_profile, wait_until, run
+
 # A second identity for multi-beacon tests (also lopsided).
 OTHER_UUID = '8B0CA750-E7A7-4E14-BD99-095477CB3E77'
 OTHER_MAJOR = 0x0506  # 1286
@@ -31,26 +28,9 @@ EX_USAGE = 64
 EX_SOFTWARE = 70
 
 
-def write_profile(path: Path, **fields) -> Path:
-    doc = {'uuid': BEACON_UUID, 'major': MAJOR, 'minor': MINOR, 'measuredPower': POWER, 'intervalMs': 100}
-    doc.update(fields)
-    path.write_text(json.dumps(doc, indent=2) + '\n')
-    return path
-
-
 def identity(uuid: str = BEACON_UUID, major: int = MAJOR, minor: int = MINOR, power: int = POWER) -> dict:
     """What the harness scanner prints for an iBeacon (its own decoder)."""
     return {'uuid': uuid, 'major': major, 'minor': minor, 'power': power}
-
-
-def wait_until(predicate: Callable[[], object], timeout: float, step: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while True:
-        if predicate():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(step)
 
 
 class CLIProcess:
@@ -114,12 +94,6 @@ def cli(ibeacon_bin, tmp_path) -> Iterator[Callable[..., CLIProcess]]:
     yield start
     for p in started:
         p.kill()
-
-
-def run(ibeacon_bin: Path, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run([str(ibeacon_bin), *args], capture_output=True, text=True, timeout=timeout)
-    assert 0 <= result.returncode < 128, (result.returncode, result.stderr)
-    return result
 
 
 def dut_reports(h, since: float, until: float | None = None, address: str | None = None) -> list[dict]:

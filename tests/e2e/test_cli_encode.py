@@ -9,38 +9,21 @@ from __future__ import annotations
 
 import json
 import struct
-import subprocess
 import uuid as uuidlib
 from pathlib import Path
 
 import pytest
+
+from support import BEACON_UUID, MAJOR, MINOR, POWER, write_profile, run
 from bumble import hci
 from bumble.core import AdvertisingData
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STORE12 = REPO_ROOT / 'profiles' / 'store12.json'
 
-BEACON_UUID = 'E2C56DB5-DFFB-48D2-B060-D0F5A71096E0'
-MAJOR = 0x0102  # 258
-MINOR = 0x0304  # 772
-POWER = -59  # 0xC5
 APPLE = 0x004C
 
 EX_DATAERR = 65
-
-
-def run(ibeacon_bin: Path, *args: str, timeout: float = 20) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run([str(ibeacon_bin), *args], capture_output=True, text=True, timeout=timeout)
-    assert 0 <= result.returncode < 128, (result.returncode, result.stderr)
-    assert 'Fatal error' not in result.stderr, result.stderr
-    return result
-
-
-def write_profile(path: Path, **fields) -> Path:
-    doc = {'uuid': BEACON_UUID, 'major': MAJOR, 'minor': MINOR, 'measuredPower': POWER, 'intervalMs': 100}
-    doc.update(fields)
-    path.write_text(json.dumps(doc, indent=2) + '\n')
-    return path
 
 
 def encode_json(ibeacon_bin: Path, *args: str) -> dict:

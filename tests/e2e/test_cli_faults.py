@@ -7,7 +7,6 @@ Part F. Exit codes: 76 (EX_PROTOCOL) for a rejected command, 75 (EX_TEMPFAIL) fo
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import time
@@ -16,10 +15,8 @@ from typing import Callable, Iterator
 
 import pytest
 
-BEACON_UUID = 'E2C56DB5-DFFB-48D2-B060-D0F5A71096E0'
-MAJOR = 0x0102  # 258
-MINOR = 0x0304  # 772
-POWER = -59
+from support import BEACON_UUID, MAJOR, MINOR, POWER, write_profile, wait_until
+
 IDENTITY = {'uuid': BEACON_UUID, 'major': MAJOR, 'minor': MINOR, 'power': POWER}
 
 EX_TEMPFAIL = 75
@@ -44,23 +41,6 @@ STATUS_NAMES = {
 }
 LEGACY_SETUP = [0x0C03, 0x0C01, 0x2001, 0x1009, 0x2003, 0x200A, 0x2006, 0x2008]
 EXTENDED_SETUP = [0x2036, 0x2037, 0x2039]
-
-
-def write_profile(path: Path, **fields) -> Path:
-    doc = {'uuid': BEACON_UUID, 'major': MAJOR, 'minor': MINOR, 'measuredPower': POWER, 'intervalMs': 100}
-    doc.update(fields)
-    path.write_text(json.dumps(doc, indent=2) + '\n')
-    return path
-
-
-def wait_until(predicate: Callable[[], object], timeout: float, step: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while True:
-        if predicate():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(step)
 
 
 def advertise_once(h, ibeacon_bin: Path, profile: Path, *extra: str, timeout: float = 30):

@@ -15,22 +15,14 @@ import subprocess
 import time
 from pathlib import Path
 
+from support import run
+
 DUT_ADDRESS = 'F0:F1:F2:F3:F4:F5'  # the harness default (--address)
 
 EX_USAGE = 64
 EX_NOINPUT = 66
 EX_UNAVAILABLE = 69
 EX_TEMPFAIL = 75
-
-
-def run(ibeacon_bin: Path, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [str(ibeacon_bin), *args], capture_output=True, text=True, timeout=timeout
-    )
-    # Whatever happens, the CLI must exit by itself, not die of a signal or trap.
-    assert 0 <= result.returncode < 128, (result.returncode, result.stderr)
-    assert 'Fatal error' not in result.stderr, result.stderr
-    return result
 
 
 def info_json(ibeacon_bin: Path, device: str) -> dict:

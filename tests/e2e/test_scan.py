@@ -9,12 +9,13 @@ import collections
 import json
 import re
 import struct
-import subprocess
 import uuid as uuidlib
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from support import run
 
 U1 = 'E2C56DB5-DFFB-48D2-B060-D0F5A71096E0'
 U2 = 'F7826DA6-4FA2-4E98-8024-BC5B71E0893E'
@@ -59,12 +60,6 @@ ADV_DELAY_MEAN_MS = 5.0  # advDelay is uniform in 0–10 ms (Vol 6 Part B 4.4.2.
 @pytest.fixture
 def three_beacons(harness_factory):
     return harness_factory(*[a for b in BEACONS for a in ('--beacon', b.arg)], '--rssi', f'constant:{RSSI}')
-
-
-def run(ibeacon_bin: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(ibeacon_bin), *args], capture_output=True, text=True, timeout=timeout, check=False
-    )
 
 
 def scan_json(ibeacon_bin: Path, *args: str) -> list[dict[str, Any]]:

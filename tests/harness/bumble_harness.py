@@ -162,7 +162,7 @@ import threading
 import time
 import tty
 import uuid as uuidlib
-from typing import Any, Callable
+from typing import Any
 
 from bumble import controller as bumble_controller
 from bumble import hci, ll
@@ -525,7 +525,7 @@ class HarnessController(bumble_controller.Controller):
         handler = getattr(self, f'on_{command.name.lower()}')
         try:
             result = handler(command)
-        except Exception as error:
+        except Exception:
             logger.exception('[%s] handler for 0x%04X failed', self.name, op_code)
             result = None
         if result is not None:

@@ -140,30 +140,22 @@ public struct AdvertisingSession: Sendable {
 
     /// Maps a controller event to a trigger; nil for events that do not affect advertising.
     static func classify(_ event: ControllerEvent) -> Trigger? {
-        switch event {
-        case .linkClosed(let error):
-            return .linkClosed(error)
-        case .wake:
-            return nil
-        case .event(.hardwareError(let code)):
-            return .controllerReset("the controller reported Hardware Error 0x\([code].hexString)")
-        case .event(.commandComplete(_, let opcode, _)) where opcode == .reset:
-            return .controllerReset("the controller was reset by another host")
-        case .event(.commandComplete(_, let opcode, _)) where opcode == .nop:
-            return .controllerReset("the controller restarted (power-up NOP)")
-        case .event(.commandComplete(_, let opcode, _)) where Self.reprogrammingOpcodes.contains(opcode):
-            return .controllerReset("another program changed the advertising (\(opcode))")
-        case .event(.leAdvertisingSetTerminated(_, let handle, _, _)):
-            return .controllerReset("advertising set \(handle) was terminated by the controller")
-        case .event(.stackInternal(let parameters)):
-            // BlueZ stack-internal event: type 0x0001 (device event), then the device event
-            // (3 = up, 4 = down; lib/hci.h HCI_DEV_UP/HCI_DEV_DOWN) and the device id.
-            guard parameters.count >= 4, parameters[0] == 0x01, parameters[1] == 0x00 else { return nil }
-            switch parameters[2] {
-            case 3: return .adapterUp
-            case 4: return .adapterDown
-            default: return nil
+        guard case .event(let event) = event else {
+            if case .linkClosed(let error) = event { return .linkClosed(error) }
+            return nil  // a wake-up
+        }
+        if let loss = ControllerStateLoss(event) {
+            switch loss {
+            case .adapterDown: return .adapterDown
+            case .adapterUp: return .adapterUp
+            default: return .controllerReset(loss.reason)
             }
+        }
+        switch event {
+        case .commandComplete(_, let opcode, _) where Self.reprogrammingOpcodes.contains(opcode):
+            return .controllerReset("another program changed the advertising (\(opcode))")
+        case .leAdvertisingSetTerminated(_, let handle, _, _):
+            return .controllerReset("advertising set \(handle) was terminated by the controller")
         default:
             return nil
         }

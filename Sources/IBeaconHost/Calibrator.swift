@@ -209,7 +209,7 @@ public struct Calibrator: Sendable {
     public func run(
         on client: ControllerClient, progress: @Sendable (CalibrationCollector, Duration) -> Void = { _, _ in }
     ) async throws -> CalibrationResult {
-        let mode = try await scanner.start(on: client)
+        var mode = try await scanner.start(on: client)
         let started = ContinuousClock.now
         func elapsed() -> Duration { started.duration(to: ContinuousClock.now) }
 
@@ -237,6 +237,11 @@ public struct Calibrator: Sendable {
                 case .linkClosed(let error?):
                     throw error
                 case .event(let event):
+                    // A reset or another program stopped the scan: start it again, keep the samples.
+                    if let restarted = try await scanner.recover(after: event, on: client) {
+                        mode = restarted
+                        continue
+                    }
                     for s in Sighting.all(in: event) where try collector.add(s) == .done {
                         break loop
                     }

@@ -50,6 +50,8 @@ public struct Scanner: Sendable {
     /// Scan interval and window: equal, so the receiver listens all the time.
     public var intervalMilliseconds: Double
     public var logger: Logger
+    /// How long to let a controller settle after a reset before programming it again.
+    public var settleTime: Duration = .milliseconds(250)
 
     public init(mode: AdvertisingMode = .auto, ownsController: Bool, intervalMilliseconds: Double = 60, logger: Logger)
     {
@@ -86,6 +88,50 @@ public struct Scanner: Sendable {
         _ = try await client.execute(LESetScanParameters(scanType: .passive, interval: timing, window: timing))
         _ = try await client.execute(LESetScanEnable(enabled: true, filterDuplicates: false))
         return .legacy
+    }
+
+    /// Commands from another host that stop or change our scanning.
+    static let scanningOpcodes: Set<HCIOpcode> = [
+        .leSetScanEnable, .leSetScanParameters, .leSetExtendedScanEnable, .leSetExtendedScanParameters,
+    ]
+
+    /// Keeps a scan going through what stops it behind our back: a controller reset by another
+    /// host, a power-up, a Hardware Error, the adapter going down and up, another program
+    /// changing the scan. For such an event it says so on the log and starts scanning again
+    /// (retrying with back-off while the controller is not ready) and returns the mode now in
+    /// use; for any other event it returns nil at once. Throws when scanning cannot be started
+    /// again (the link is gone, or the controller refuses five times).
+    public func recover(after event: HCIEvent, on client: ControllerClient) async throws -> AdvertisingMode? {
+        let reason: String
+        if let loss = ControllerStateLoss(event) {
+            if loss == .adapterDown {
+                logger.warning("\(client.transport.name) went down; scanning resumes when it is back up")
+                return nil
+            }
+            reason = loss.reason
+        } else if case .commandComplete(_, let opcode, _) = event, Self.scanningOpcodes.contains(opcode) {
+            reason = "another program changed the scanning (\(opcode))"
+        } else {
+            return nil
+        }
+        logger.warning("\(reason); scanning again")
+        let started = ContinuousClock.now
+        var delay = settleTime
+        var attempts = 0
+        while true {
+            try await Task.sleep(for: delay)
+            do {
+                let mode = try await start(on: client)
+                logger.notice("scanning resumed after \(started.duration(to: ContinuousClock.now).formattedSeconds)")
+                return mode
+            } catch let error as ControllerError {
+                if case .transport = error { throw error }
+                attempts += 1
+                if attempts >= 5 { throw error }
+                logger.warning("starting the scan again failed: \(error); retrying")
+                delay = min(delay * 2, .seconds(2))
+            }
+        }
     }
 
     /// Stops scanning; errors are logged, not thrown (this runs on the way out).

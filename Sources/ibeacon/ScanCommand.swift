@@ -96,7 +96,7 @@ struct ScanCommand: AsyncParsableCommand {
             return true
         }
         let scanner = Scanner(mode: mode, ownsController: spec.isExclusive, logger: logger)
-        let scanMode: AdvertisingMode
+        var scanMode: AdvertisingMode
         do {
             scanMode = try await scanner.start(on: client)
         } catch {
@@ -128,8 +128,14 @@ struct ScanCommand: AsyncParsableCommand {
             case .linkClosed(let error?):
                 failure = error
                 break loop
-            case .event:
-                continue
+            case .event(let event):
+                // A reset or another program stopped the scan: start it again.
+                do {
+                    if let restarted = try await scanner.recover(after: event, on: client) { scanMode = restarted }
+                } catch {
+                    failure = error
+                    break loop
+                }
             }
         }
         ticker.cancel()

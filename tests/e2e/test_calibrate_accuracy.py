@@ -161,3 +161,23 @@ def test_sigkill_at_random_moments_never_damages_the_profile(harness_factory, ib
     r = calibrate(ibeacon_bin, h, '--profile', str(p))
     assert r.returncode == 0, r.stderr
     assert [f.name for f in tmp_path.iterdir()] == ['p.json']
+
+
+@pytest.mark.parametrize('command', ['reset', 'hwerror'])
+def test_calibration_survives_a_controller_reset(harness_factory, ibeacon_bin, tmp_path, command):
+    """The receiving controller is reset (or reports a Hardware Error) two seconds into the
+    measurement: calibrate starts scanning again, keeps the samples it has, and still writes a
+    measured power within 1 dB."""
+    h = harness_factory('--rssi', 'gauss:-59,4', '--seed', '5', '--beacon', f'{UUID},258,772,-59,100')
+    p = write_profile(tmp_path / 'p.json')
+    proc = subprocess.Popen([str(ibeacon_bin), 'calibrate', '--device', h.device_spec, '--profile', str(p), '--json',
+                             '--precision', '0.7'], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2.0)
+    assert proc.poll() is None, proc.communicate()
+    h.send(command)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert 'scanning again' in err and 'scanning resumed' in err, err
+    result = json.loads(out)
+    assert abs(result['estimate'] - TRUE_POWER) <= 1.0, result
+    assert json.loads(p.read_text())['measuredPower'] == result['measuredPower']

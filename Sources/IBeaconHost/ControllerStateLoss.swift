@@ -1,0 +1,52 @@
+import IBeaconCore
+
+/// An unsolicited event meaning the controller lost, or is about to lose, what a host
+/// programmed into it (advertising, scanning): whoever depends on that state must re-apply it.
+public enum ControllerStateLoss: Sendable, Equatable {
+    /// Hardware Error event (Core 5.4 Vol 4 Part E §7.7.16); a reset follows.
+    case hardwareError(code: UInt8)
+    /// A Command Complete for HCI_Reset that this host did not send: another host reset it.
+    case resetByAnotherHost
+    /// Command Complete with opcode 0x0000 (NOP): the controller powered up again.
+    case poweredUp
+    /// BlueZ stack-internal device event: the adapter went down (state lost; wait for up).
+    case adapterDown
+    /// BlueZ stack-internal device event: the adapter is up again.
+    case adapterUp
+
+    /// The loss an event announces; nil for every other event. Only unsolicited events reach
+    /// the callers (the controller client consumes the answers to its own commands).
+    public init?(_ event: HCIEvent) {
+        switch event {
+        case .hardwareError(let code):
+            self = .hardwareError(code: code)
+        case .commandComplete(_, let opcode, _) where opcode == .reset:
+            self = .resetByAnotherHost
+        case .commandComplete(_, let opcode, _) where opcode == .nop:
+            self = .poweredUp
+        case .stackInternal(let parameters):
+            // Type 0x0001 (device event), then the device event (3 = up, 4 = down;
+            // lib/hci.h HCI_DEV_UP/HCI_DEV_DOWN) and the device id.
+            guard parameters.count >= 4, parameters[0] == 0x01, parameters[1] == 0x00 else { return nil }
+            switch parameters[2] {
+            case 3: self = .adapterUp
+            case 4: self = .adapterDown
+            default: return nil
+            }
+        default:
+            return nil
+        }
+    }
+
+    /// What happened, for the log.
+    public var reason: String {
+        switch self {
+        case .hardwareError(let code):
+            "the controller reported Hardware Error 0x\(code < 0x10 ? "0" : "")\(String(code, radix: 16, uppercase: true))"
+        case .resetByAnotherHost: "the controller was reset by another host"
+        case .poweredUp: "the controller restarted (power-up NOP)"
+        case .adapterDown: "the adapter went down"
+        case .adapterUp: "the adapter is up again"
+        }
+    }
+}

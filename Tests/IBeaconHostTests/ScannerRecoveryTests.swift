@@ -1,0 +1,83 @@
+import IBeaconCore
+import IBeaconTestSupport
+import Testing
+
+@testable import IBeaconHost
+
+@Suite struct ScannerRecoveryTests {
+    static func event(_ packet: H4Packet) throws -> HCIEvent { try HCIEvent.decode(packet.body) }
+
+    @Test func controllerStateLossIsRecognisedFromTheEvents() throws {
+        let reset = try Self.event(FakeController.commandComplete(.reset, [0]))
+        let nop = try Self.event(FakeController.commandComplete(.nop, []))
+        let hardware = try HCIEvent.decode([0x10, 0x01, 0x2A])
+        // BlueZ stack-internal device events: HCI_DEV_UP (3) and HCI_DEV_DOWN (4) for hci0.
+        let up = try HCIEvent.decode([0xFD, 0x04, 0x01, 0x00, 0x03, 0x00])
+        let down = try HCIEvent.decode([0xFD, 0x04, 0x01, 0x00, 0x04, 0x00])
+        #expect(ControllerStateLoss(reset) == .resetByAnotherHost)
+        #expect(ControllerStateLoss(nop) == .poweredUp)
+        #expect(ControllerStateLoss(hardware) == .hardwareError(code: 0x2A))
+        #expect(ControllerStateLoss(hardware)?.reason == "the controller reported Hardware Error 0x2A")
+        #expect(ControllerStateLoss(up) == .adapterUp)
+        #expect(ControllerStateLoss(down) == .adapterDown)
+        // Answers to other commands and advertising reports are not losses.
+        #expect(
+            ControllerStateLoss(try Self.event(FakeController.commandComplete(.readBDAddr, [0] + [1, 2, 3, 4, 5, 6])))
+                == nil)
+        #expect(ControllerStateLoss(try HCIEvent.decode([0x3E, 0x02, 0x02, 0x00])) == nil)
+    }
+
+    func scanning(extended: Bool) async throws -> (FakeController, ControllerClient, Scanner) {
+        let fake = FakeController(supportsExtended: extended)
+        let client = ControllerClient(transport: fake, logger: quietLogger)
+        await client.start()
+        var scanner = Scanner(ownsController: true, logger: quietLogger)
+        scanner.settleTime = .milliseconds(10)
+        _ = try await scanner.start(on: client)
+        #expect(fake.scanning)
+        return (fake, client, scanner)
+    }
+
+    @Test(arguments: [false, true])
+    func scanningStartsAgainAfterAnotherHostResetsTheController(extended: Bool) async throws {
+        let (fake, client, scanner) = try await scanning(extended: extended)
+        defer { Task { await client.close() } }
+        fake.resetByAnotherHost()
+        #expect(!fake.scanning)
+        let reset = try Self.event(FakeController.commandComplete(.reset, [0]))
+        let mode = try await scanner.recover(after: reset, on: client)
+        #expect(mode == (extended ? .extended : .legacy))
+        #expect(fake.scanning)
+        #expect(!fake.scanFilterDuplicates)  // every advertisement is still reported
+    }
+
+    @Test func anotherProgramTurningTheScanOffIsUndone() async throws {
+        let (fake, client, scanner) = try await scanning(extended: false)
+        defer { Task { await client.close() } }
+        // Another program's LE Set Scan Enable (off) on the shared socket: only its answer is seen.
+        try await fake.send(H4Packet(type: .command, body: [0x0C, 0x20, 0x02, 0x00, 0x00]))
+        #expect(!fake.scanning)
+        let foreign = try Self.event(FakeController.commandComplete(.leSetScanEnable, [0]))
+        #expect(try await scanner.recover(after: foreign, on: client) == .legacy)
+        #expect(fake.scanning)
+    }
+
+    @Test func otherEventsAndAnAdapterGoingDownChangeNothing() async throws {
+        let (fake, client, scanner) = try await scanning(extended: false)
+        defer { Task { await client.close() } }
+        let before = fake.opcodes.count
+        let down = try HCIEvent.decode([0xFD, 0x04, 0x01, 0x00, 0x04, 0x00])
+        let report = try HCIEvent.decode([0x3E, 0x02, 0x02, 0x00])
+        #expect(try await scanner.recover(after: down, on: client) == nil)
+        #expect(try await scanner.recover(after: report, on: client) == nil)
+        #expect(fake.opcodes.count == before)  // no command sent
+    }
+
+    @Test func aControllerThatKeepsRefusingEndsTheScanWithItsError() async throws {
+        let (fake, client, scanner) = try await scanning(extended: false)
+        defer { Task { await client.close() } }
+        fake.faults[.leSetScanParameters] = .status(.commandDisallowed)
+        let reset = try Self.event(FakeController.commandComplete(.reset, [0]))
+        await #expect(throws: ControllerError.self) { try await scanner.recover(after: reset, on: client) }
+    }
+}

@@ -160,10 +160,13 @@ private struct Reader: Sendable {
             } catch .wouldBlock {
                 continue
             } catch {
-                return finish(readFailure(error))
+                return finish(readFailure(error, partial: framer.pendingByteCount))
             }
             guard count > 0 else {
-                return finish(TransportError(.disconnected, "\(name): the controller closed the connection"))
+                return finish(
+                    TransportError(
+                        .disconnected,
+                        "\(name): the controller closed the connection\(Self.midPacket(framer.pendingByteCount))"))
             }
             let packets: [H4Packet]
             switch framing {
@@ -201,11 +204,18 @@ private struct Reader: Sendable {
         continuation.finish(throwing: error)
     }
 
-    private func readFailure(_ error: Errno) -> TransportError {
+    /// Where a link ended inside an H4 packet: said in the error, since it explains garbled data.
+    static func midPacket(_ pending: Int) -> String {
+        pending > 0 ? " in the middle of a packet (\(pending) byte\(pending == 1 ? "" : "s") of it received)" : ""
+    }
+
+    private func readFailure(_ error: Errno, partial: Int) -> TransportError {
         switch error {
         case .ioError, .connectionReset, .brokenPipe, .networkDown, .operationNotSupportedByDevice,
             .noSuchAddressOrDevice, .timedOut, .noRouteToHost:
-            TransportError(.disconnected, "\(name): the controller went away (read: \(error))", errno: error.rawValue)
+            TransportError(
+                .disconnected, "\(name): the controller went away (read: \(error))\(Self.midPacket(partial))",
+                errno: error.rawValue)
         default:
             TransportError(.io, "\(name): read failed: \(error)", errno: error.rawValue)
         }

@@ -48,13 +48,38 @@ def test_garbage_while_setting_up_advertising_leaves_it_off(harness_factory, ibe
 
 
 def test_a_slow_controller_still_works(harness_factory, ibeacon_bin, tmp_path):
-    h = harness_factory('--scanner', '--slow', '300')
-    r = run(ibeacon_bin, 'info', '--device', h.device_spec, '--json')
+    """Every command answered after 1 s (the default timeout is 2 s): info, advertise, scan and
+    calibrate all work, only slowly."""
+    h = harness_factory('--scanner', '--slow', '1000', '--beacon', f'{UUID},258,772,-59,100')
+    r = run(ibeacon_bin, 'info', '--device', h.device_spec, '--json', timeout=60)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)['address'] == h.address
-    r = run(ibeacon_bin, 'advertise', '--device', h.device_spec, '--profile', str(profile(tmp_path)), '--duration', '2')
+    r = run(ibeacon_bin, 'advertise', '--device', h.device_spec, '--profile', str(profile(tmp_path)), '--duration', '2',
+            timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith('advertising'), r.stdout
+    r = run(ibeacon_bin, 'scan', '--device', h.device_spec, '--json', '--duration', '2', timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert any(json.loads(line)['major'] == 258 for line in r.stdout.splitlines()), r.stdout[-500:]
+    r = run(ibeacon_bin, 'calibrate', '--device', h.device_spec, '--uuid', UUID, '--major', '258', '--minor', '772',
+            '--dry-run', '--json', timeout=90)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)['samples'] >= 30
+
+
+@pytest.mark.parametrize('transport', ['tcp', 'pty'])
+def test_a_connection_cut_in_the_middle_of_a_packet(harness_factory, ibeacon_bin, transport):
+    """The controller's link ends after 4 of the 7 bytes of an event: scan ends with the I/O
+    exit code and says where the link ended, without hanging."""
+    h = harness_factory('--beacon', f'{UUID},258,772,-59,100', *(['--pty'] if transport == 'pty' else []))
+    proc = subprocess.Popen([str(ibeacon_bin), 'scan', '--device', h.device_spec, '--json', '--duration', '30'],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    proc.stdout.readline()  # scanning
+    h.send('cut-mid-packet')
+    _, err = proc.communicate(timeout=10)
+    assert proc.returncode == 74, (proc.returncode, err)
+    assert 'in the middle of a packet (4 bytes of it received)' in err, err
 
 
 def test_an_answer_after_the_timeout_is_a_timeout(harness_factory, ibeacon_bin, tmp_path):

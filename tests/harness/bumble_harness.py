@@ -88,6 +88,9 @@ Control over stdin, one command per line, each acknowledged with an "ack" event:
                 as a second program on a shared raw HCI socket would.
     disconnect  close the H4 TCP connection / the pty (a new pty is opened and
                 announced with a "pty" event).
+    cut-mid-packet  send the first 4 of the 7 bytes of a Command Complete event,
+                then close the connection in an orderly way (TCP FIN; pty: closed
+                and reopened as for disconnect).
     quit        exit.
 
 Patches to the stock bumble 0.0.236 emulator (all by subclassing in this file;
@@ -992,6 +995,10 @@ class TcpClient(asyncio.Protocol, H4Endpoint):
         if self.transport_ is not None:
             self.transport_.abort()
 
+    def close_after_flush(self) -> None:
+        if self.transport_ is not None:
+            self.transport_.close()  # sends what is buffered first, then FIN
+
 
 
 class TcpServer:
@@ -1402,6 +1409,16 @@ async def run(args: argparse.Namespace) -> int:
             dut.control_hwerror()
         elif cmd == 'foreign-stop':
             dut.control_foreign_stop()
+        elif cmd == 'cut-mid-packet':
+            endpoint = dut.transport
+            if endpoint is not None and endpoint.connected:
+                endpoint.write(bytes([0x04, 0x0E, 0x04, 0x01]))  # Command Complete, cut after 4 of 7 bytes
+            if isinstance(endpoint, TcpClient):
+                endpoint.close_after_flush()
+            elif pty_server is not None:
+                dut.transport = None  # nothing more after the partial packet
+                await asyncio.sleep(0.2)  # let the client read it before the close
+                emit({'event': 'pty', 'pty': pty_server.disconnect()})
         elif cmd == 'disconnect':
             if tcp_server is not None:
                 tcp_server.disconnect()

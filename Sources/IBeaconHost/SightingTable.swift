@@ -1,8 +1,8 @@
 import IBeaconCore
 
 /// What `ibeacon scan` knows about each transmitter it heard, with bounded memory: entries
-/// not heard for `expiry` are dropped, and past `capacity` the longest-silent one is evicted,
-/// so a scan among thousands of passing phones stays small. Recording a report is O(1) and
+/// not heard for `expiry` are dropped, and at `capacity` the longest-silent ones are evicted
+/// (an eighth of the table at a time), so a scan among thousands of passing phones stays small. Recording a report is O(1) and
 /// allocation-free once the transmitter is known.
 public struct SightingTable: Sendable {
     public struct Entry: Sendable {
@@ -65,18 +65,25 @@ public struct SightingTable: Sendable {
     /// Records one sighting at `now` (seconds on any monotonic clock).
     public mutating func record(_ s: Sighting, now: Double) {
         if entries[s.address] == nil {
-            if entries.count >= capacity {
-                prune(now: now)
-                if entries.count >= capacity, let oldest = entries.values.min(by: { $0.lastSeen < $1.lastSeen }) {
-                    entries[oldest.address] = nil
-                }
-            }
+            if entries.count >= capacity { makeRoom(now: now) }
             entries[s.address] = Entry(
                 address: s.address, beacon: nil, firstSeen: now, lastSeen: now, reports: 0, windowStart: now,
                 smoother: RSSISmoother(smoothing))
         }
         // Mutated in place through the subscript: no copy of the entry per report.
         entries[s.address]?.record(s, now: now, window: rateWindow)
+    }
+
+    /// Full: drops the expired entries, and if that is not enough, the longest-silent eighth of
+    /// the table at once, so a crowd of new addresses costs one sort per `capacity / 8`
+    /// newcomers instead of a pass over the whole table for each.
+    mutating func makeRoom(now: Double) {
+        prune(now: now)
+        guard entries.count >= capacity else { return }
+        let excess = entries.count - capacity + max(1, capacity / 8)
+        for entry in entries.values.sorted(by: { $0.lastSeen < $1.lastSeen }).prefix(excess) {
+            entries[entry.address] = nil
+        }
     }
 
     /// Drops entries not heard for `expiry` seconds.

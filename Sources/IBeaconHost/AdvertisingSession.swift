@@ -177,7 +177,9 @@ public struct AdvertisingSession: Sendable {
             do {
                 return try await advertiser.start(on: client)
             } catch let error as ControllerError {
-                if case .transport = error { return nil }  // the event stream reports the link loss
+                // The event stream reports a lost link; an adapter the kernel is still bringing
+                // up (ENETDOWN) is retried like a controller that is not ready.
+                if case .transport = error, !error.isAdapterNotUp { return nil }
                 logger.warning("re-applying advertising failed: \(error); retrying")
             } catch {
                 logger.error("re-applying advertising failed: \(error)")

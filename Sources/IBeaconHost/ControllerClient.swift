@@ -190,7 +190,7 @@ public actor ControllerClient {
                     let te =
                         (error as? TransportError)
                         ?? TransportError(.io, "sending to \(transport.name) failed: \(error)")
-                    await self?.finish(id: id, with: .failure(ControllerError.transport(te)))
+                    await self?.sendFailed(id: id, with: ControllerError.transport(te))
                 }
             }
         }
@@ -222,6 +222,13 @@ public actor ControllerClient {
         // rather than stalling every later command.
         credits = max(credits, 1)
         finish(id: id, with: .failure(ControllerError.timeout(opcode: opcode, after: after)))
+    }
+
+    /// The command never reached the controller, so no answer will give its credit back.
+    private func sendFailed(id: UInt64, with error: ControllerError) {
+        guard let p = pending, p.id == id else { return }
+        credits = max(credits, 1)
+        finish(id: id, with: .failure(error))
     }
 
     private func finish(id: UInt64, with result: Result<[UInt8], any Error>) {

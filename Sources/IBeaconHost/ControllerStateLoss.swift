@@ -1,4 +1,5 @@
 import IBeaconCore
+import SystemPackage
 
 /// An unsolicited event meaning the controller lost, or is about to lose, what a host
 /// programmed into it (advertising, scanning): whoever depends on that state must re-apply it.
@@ -10,6 +11,10 @@ public enum ControllerStateLoss: Sendable, Equatable {
     /// Command Complete with opcode 0x0000 (NOP): the controller powered up again.
     case poweredUp
     /// BlueZ stack-internal device event: the adapter went down (state lost; wait for up).
+    /// The kernel sends these to raw sockets not bound to an adapter only; a socket bound to
+    /// hciN (ours) learns of the adapter coming back from the kernel's own HCI_Reset, and a
+    /// command sent before the kernel has finished bringing it up fails with ENETDOWN
+    /// (`ControllerError.isAdapterNotUp`), which the callers retry.
     case adapterDown
     /// BlueZ stack-internal device event: the adapter is up again.
     case adapterUp
@@ -48,5 +53,15 @@ public enum ControllerStateLoss: Sendable, Equatable {
         case .adapterDown: "the adapter went down"
         case .adapterUp: "the adapter is up again"
         }
+    }
+}
+
+extension ControllerError {
+    /// A command refused because the adapter is not up (yet): a BlueZ socket answers ENETDOWN
+    /// while the kernel is still initialising a controller it just reset. Worth retrying; the
+    /// link itself is fine.
+    public var isAdapterNotUp: Bool {
+        guard case .transport(let error) = self else { return false }
+        return error.errno == Errno.networkDown.rawValue
     }
 }

@@ -100,7 +100,7 @@ public struct Scanner: Sendable {
     /// changing the scan. For such an event it says so on the log and starts scanning again
     /// (retrying with back-off while the controller is not ready) and returns the mode now in
     /// use; for any other event it returns nil at once. Throws when scanning cannot be started
-    /// again (the link is gone, or the controller refuses five times).
+    /// again (the link is gone, or the controller refuses eight times, over about 12 s).
     public func recover(after event: HCIEvent, on client: ControllerClient) async throws -> AdvertisingMode? {
         let reason: String
         if let loss = ControllerStateLoss(event) {
@@ -125,9 +125,9 @@ public struct Scanner: Sendable {
                 logger.notice("scanning resumed after \(started.duration(to: ContinuousClock.now).formattedSeconds)")
                 return mode
             } catch let error as ControllerError {
-                if case .transport = error { throw error }
+                if case .transport = error, !error.isAdapterNotUp { throw error }
                 attempts += 1
-                if attempts >= 5 { throw error }
+                if attempts >= 8 { throw error }
                 logger.warning("starting the scan again failed: \(error); retrying")
                 delay = min(delay * 2, .seconds(2))
             }

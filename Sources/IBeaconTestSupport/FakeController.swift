@@ -46,6 +46,13 @@ public final class FakeController: HCITransport, @unchecked Sendable {
     public private(set) var scanFilterDuplicates = false
     private var commandSet: AdvertisingCommandSet?
     public var faults: [HCIOpcode: Fault] = [:]
+    /// Sends that fail before reaching the controller, each used once: as a BlueZ socket
+    /// answers ENETDOWN while the kernel is still bringing the adapter up.
+    public var sendFailures: [TransportError] {
+        get { lock.withLock { pendingSendFailures } }
+        set { lock.withLock { pendingSendFailures = newValue } }
+    }
+    private var pendingSendFailures: [TransportError] = []
 
     public init(
         name: String = "fake", address: BDAddress = BDAddress("F0:F1:F2:F3:F4:F5")!, supportsExtended: Bool = true
@@ -70,6 +77,9 @@ public final class FakeController: HCITransport, @unchecked Sendable {
     public var legacy: AdvertisingSet { lock.withLock { legacyAdvertising } }
 
     public func send(_ packet: H4Packet) async throws {
+        if let failure = lock.withLock({ pendingSendFailures.isEmpty ? nil : pendingSendFailures.removeFirst() }) {
+            throw failure
+        }
         guard packet.type == .command, packet.body.count >= 3 else { return }
         let reply: H4Packet? = lock.withLock {
             commands.append(packet)

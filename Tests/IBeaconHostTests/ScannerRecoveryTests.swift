@@ -73,6 +73,27 @@ import Testing
         #expect(fake.opcodes.count == before)  // no command sent
     }
 
+    @Test func anAdapterStillComingUpIsWaitedFor() async throws {
+        let (fake, client, scanner) = try await scanning(extended: false)
+        defer { Task { await client.close() } }
+        fake.resetByAnotherHost()
+        // The kernel is still initialising the adapter: the first sends fail with ENETDOWN.
+        let notUp = TransportError(.disconnected, "hci1: the controller went away (write: Network is down)", errno: 100)
+        fake.sendFailures = [notUp, notUp]
+        let reset = try Self.event(FakeController.commandComplete(.reset, [0]))
+        #expect(try await scanner.recover(after: reset, on: client) == .legacy)
+        #expect(fake.scanning)
+        #expect(fake.sendFailures.isEmpty)
+    }
+
+    @Test func aLinkThatIsGoneEndsTheScanAtOnce() async throws {
+        let (fake, client, scanner) = try await scanning(extended: false)
+        defer { Task { await client.close() } }
+        fake.sendFailures = [TransportError(.disconnected, "gone (write: Broken pipe)", errno: 32)]
+        let reset = try Self.event(FakeController.commandComplete(.reset, [0]))
+        await #expect(throws: ControllerError.self) { try await scanner.recover(after: reset, on: client) }
+    }
+
     @Test func aControllerThatKeepsRefusingEndsTheScanWithItsError() async throws {
         let (fake, client, scanner) = try await scanning(extended: false)
         defer { Task { await client.close() } }

@@ -5,10 +5,11 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 profile=${1:-profiles/store12.json}
 device=${2:-hci0}
-bin=.build/release/ibeacon
+bin=${IBEACON_BIN:-.build/release/ibeacon}
 if [[ $device == hci* ]]; then
-    if ! out=$("$bin" info --device "$device" 2>&1 >/dev/null); then
-        code=$?
+    out=$("$bin" info --device "$device" 2>&1 >/dev/null)
+    code=$?  # (inside `if ! …` this would be the negation's 0)
+    if [[ $code != 0 ]]; then
         if [[ $code == 69 ]]; then
             echo "No Bluetooth adapter here: ${out#ibeacon: }"
             echo "Running the same advertising against the emulated controller instead (make demo)."

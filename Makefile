@@ -66,8 +66,9 @@ e2e: deps test-deps venv debug ## end-to-end tests against the Bumble emulated c
 
 test: unit e2e ## everything that runs without a Bluetooth kernel: unit, CLI and end-to-end tests
 
-lint: ## swift format lint --strict with the checked-in .swift-format
+lint: venv ## swift format lint --strict with the checked-in .swift-format; pyflakes over the Python
 	$(SWIFT) format lint --strict --recursive Sources Tests Package.swift
+	$(PYTHON) -m pyflakes tests scripts
 
 format: ## reformat the sources in place
 	$(SWIFT) format --in-place --recursive Sources Tests Package.swift

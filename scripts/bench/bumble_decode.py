@@ -42,7 +42,8 @@ def decode(events):
             for manufacturer in ad.get_all(AdvertisingData.MANUFACTURER_SPECIFIC_DATA):
                 company, payload = manufacturer if isinstance(manufacturer, tuple) else (None, manufacturer)
                 if company == 0x004C and len(payload) == 23 and payload[0] == 0x02 and payload[1] == 0x15:
-                    uuid, (major, minor, power) = payload[2:18], struct.unpack('>HHb', payload[18:23])
+                    # The fields a phone uses, unpacked as ibeacon does (the values are not needed here).
+                    _ = (payload[2:18], struct.unpack('>HHb', payload[18:23]))
                     beacons += 1
     return reports, beacons
 

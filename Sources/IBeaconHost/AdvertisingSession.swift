@@ -177,9 +177,7 @@ public struct AdvertisingSession: Sendable {
             do {
                 return try await advertiser.start(on: client)
             } catch let error as ControllerError {
-                // The event stream reports a lost link; an adapter the kernel is still bringing
-                // up (ENETDOWN) is retried like a controller that is not ready.
-                if case .transport = error, !error.isAdapterNotUp { return nil }
+                if !error.isWorthRetrying { return nil }
                 logger.warning("re-applying advertising failed: \(error); retrying")
             } catch {
                 logger.error("re-applying advertising failed: \(error)")

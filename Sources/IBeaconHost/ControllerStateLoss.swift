@@ -47,7 +47,7 @@ public enum ControllerStateLoss: Sendable, Equatable {
     public var reason: String {
         switch self {
         case .hardwareError(let code):
-            "the controller reported Hardware Error 0x\(code < 0x10 ? "0" : "")\(String(code, radix: 16, uppercase: true))"
+            "the controller reported Hardware Error 0x\([code].hexString.uppercased())"
         case .resetByAnotherHost: "the controller was reset by another host"
         case .poweredUp: "the controller restarted (power-up NOP)"
         case .adapterDown: "the adapter went down"
@@ -63,5 +63,13 @@ extension ControllerError {
     public var isAdapterNotUp: Bool {
         guard case .transport(let error) = self else { return false }
         return error.errno == Errno.networkDown.rawValue
+    }
+
+    /// After the controller lost its state, whether programming it again deserves another try:
+    /// yes for a refusal, a timeout or an adapter still coming up; no when the link is gone
+    /// (the event stream reports that, and reconnecting is the caller's business).
+    public var isWorthRetrying: Bool {
+        if case .transport = self { return isAdapterNotUp }
+        return true
     }
 }

@@ -100,7 +100,8 @@ public enum ProfileStore {
         let file = FilePath(target)
         let directory = file.removingLastComponent()
         let name = file.lastComponent?.string ?? "profile"
-        let tempPath = directory.appending(".\(name).tmp-\(Sys.processID())-\(UInt32.random(in: 0...UInt32.max))")
+        let tempPath = directory.appending(
+            temporaryPrefix(for: name) + "\(Sys.processID())-\(UInt32.random(in: 0...UInt32.max))")
         let fd: FileDescriptor
         do {
             fd = try FileDescriptor.open(
@@ -135,11 +136,14 @@ public enum ProfileStore {
         removeStaleTemporaryFiles(directory: directory.isEmpty ? "." : directory.string, name: name)
     }
 
+    /// Temporary files are named `.NAME.tmp-PID-RANDOM`, next to the profile they replace.
+    static func temporaryPrefix(for name: String) -> String { ".\(name).tmp-" }
+
     /// A writer killed between creating its temporary file and renaming it (SIGKILL, power
     /// loss) leaves `.NAME.tmp-PID-RANDOM` behind. After a successful write, remove those whose
     /// process no longer exists; a live writer's file is never touched.
     static func removeStaleTemporaryFiles(directory: String, name: String) {
-        let prefix = ".\(name).tmp-"
+        let prefix = temporaryPrefix(for: name)
         for entry in Sys.directoryEntries(directory) where entry.hasPrefix(prefix) {
             let rest = entry.dropFirst(prefix.count)
             guard let dash = rest.firstIndex(of: "-"), let pid = Int32(rest[..<dash]),

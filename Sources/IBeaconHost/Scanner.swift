@@ -125,7 +125,7 @@ public struct Scanner: Sendable {
                 logger.notice("scanning resumed after \(started.duration(to: ContinuousClock.now).formattedSeconds)")
                 return mode
             } catch let error as ControllerError {
-                if case .transport = error, !error.isAdapterNotUp { throw error }
+                if !error.isWorthRetrying { throw error }
                 attempts += 1
                 if attempts >= 8 { throw error }
                 logger.warning("starting the scan again failed: \(error); retrying")

@@ -160,6 +160,7 @@ struct CalibrateCommand: AsyncParsableCommand {
             receiverAddress: receiverAddress?.description ?? "unknown", offset: offset,
             txPower: existing?.txPower.map { Int($0) })
         let spreadWarning = result.spread > 8
+        let histogram = Histogram(result.samples)
         if json {
             printOut(
                 jsonLine([
@@ -170,13 +171,11 @@ struct CalibrateCommand: AsyncParsableCommand {
                     "precisionReached": result.precisionReached, "method": result.method,
                     "previousMeasuredPower": existing.map { Int($0.measuredPower) }, "written": !dryRun && path != nil,
                     "file": path,
-                    "histogram": Histogram(result.samples).bins.map {
-                        [("dBm", $0.dBm), ("count", $0.count)] as [(String, Any?)]
-                    }
+                    "histogram": histogram.bins.map { [("dBm", $0.dBm), ("count", $0.count)] as [(String, Any?)] }
                         as [Any?],
                 ]))
         } else {
-            printOut(Histogram(result.samples).rendered(width: 40, mark: result.estimate - result.offset))
+            printOut(histogram.rendered(width: 40, mark: result.estimate - result.offset))
             printOut(
                 String(
                     format: "estimate %.2f dBm, 95%% interval ±%.2f dB, spread (σ) %.1f dB, %d samples in %.1f s",

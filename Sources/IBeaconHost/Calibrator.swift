@@ -237,12 +237,14 @@ public struct Calibrator: Sendable {
                 case .linkClosed(let error?):
                     throw error
                 case .event(let event):
-                    // A reset or another program stopped the scan: start it again, keep the samples.
-                    if let restarted = try await scanner.recover(after: event, on: client) {
+                    let sightings = Sighting.all(in: event)
+                    // Not a report: maybe a reset or another program stopped the scan; if so,
+                    // start it again and keep the samples.
+                    if sightings.isEmpty, let restarted = try await scanner.recover(after: event, on: client) {
                         mode = restarted
                         continue
                     }
-                    for s in Sighting.all(in: event) where try collector.add(s) == .done {
+                    for s in sightings where try collector.add(s) == .done {
                         break loop
                     }
                 }

@@ -126,7 +126,7 @@ public final class BTSnoopReplayTransport: HCITransport {
 /// Opens the transport `spec` names.
 public func openTransport(_ spec: DeviceSpec, logger: Logger) throws(TransportError) -> any HCITransport {
     switch spec {
-    case .hci(let index):
+    case .hci(let index, _):
         return try BlueZHCITransport(index: index, logger: logger)
     case .serial(let path, let baudRate, let flowControl):
         return try H4StreamTransport.openSerial(

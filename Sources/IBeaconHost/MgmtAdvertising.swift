@@ -122,13 +122,15 @@ public struct MgmtAdvertisingSession: Sendable {
     public var advertiser: MgmtAdvertiser
     public var client: MgmtClient
     public var logger: Logger
+    public var clock: any Clock<Duration>
     /// Called whenever the set of our instance numbers changes (the CLI records them for `stop`).
     public var onInstancesChanged: @Sendable ([UInt8]) -> Void
 
     public init(
-        advertiser: MgmtAdvertiser, client: MgmtClient, logger: Logger,
+        advertiser: MgmtAdvertiser, client: MgmtClient, logger: Logger, clock: any Clock<Duration> = ContinuousClock(),
         onInstancesChanged: @escaping @Sendable ([UInt8]) -> Void = { _ in }
     ) {
+        self.clock = clock
         self.advertiser = advertiser
         self.client = client
         self.logger = logger
@@ -211,15 +213,40 @@ public struct MgmtAdvertisingSession: Sendable {
                 continue
             }
             guard let why, state.powered, state.present else { continue }
+            let refresh: Bool
+            if case .advertisingRemoved = event { refresh = false } else if case .advertisingAdded = event {
+                refresh = false
+            } else {
+                refresh = true
+            }
             let started = ContinuousClock.now
-            do {
-                let w = try await register(&state, why: why, throwing: false)
-                if !readyReported { warnings = w }
-                reportReadyIfDone(warnings)
-                let elapsed = started.duration(to: ContinuousClock.now)
-                logger.notice("advertising checked and restored after \(elapsed.formattedSeconds) (\(why))")
-            } catch {
-                logger.error("putting the advertising back failed: \(error)")
+            // The kernel may still be busy with the adapter (an HCI reset answers the first
+            // commands with Failed): retry a few times, unless the adapter was powered off.
+            var delay = Duration.milliseconds(100)
+            for attempt in 1...6 {
+                do {
+                    let w = try await register(&state, why: why, throwing: false, refresh: refresh)
+                    if !readyReported { warnings = w }
+                    reportReadyIfDone(warnings)
+                    let elapsed = started.duration(to: ContinuousClock.now)
+                    logger.notice("advertising checked and restored after \(elapsed.formattedSeconds) (\(why))")
+                    break
+                } catch {
+                    let info = try? await client.execute(MgmtReadControllerInfo(), index: index)
+                    if let info, !info.currentSettings.contains(.powered) {
+                        // The kernel removes instances as it powers the adapter off, before New
+                        // Settings says so: a refusal then only means "wait for the power".
+                        logger.debug("\(name) is powering off; waiting for it to be powered on (\(error))")
+                        break
+                    }
+                    if attempt == 6 || Task.isCancelled {
+                        logger.error("putting the advertising back failed: \(error)")
+                        break
+                    }
+                    logger.info("putting the advertising back failed (\(error)); retrying in \(delay.formattedSeconds)")
+                    try? await clock.sleep(for: delay)
+                    delay *= 2
+                }
             }
         }
         if let error = await client.linkError { throw error }
@@ -234,8 +261,13 @@ public struct MgmtAdvertisingSession: Sendable {
     }
 
     /// Registers every beacon that is missing (not registered, or its instance number no longer
-    /// listed by the kernel), keeping its old number when that is still free.
-    private func register(_ state: inout State, why: String?, throwing: Bool) async throws -> [String] {
+    /// listed by the kernel), keeping its old number when that is still free. With `refresh`,
+    /// also registers again the ones still listed (same number: the kernel updates the instance
+    /// and programs the controller again), for when the controller may have lost them while the
+    /// kernel kept them (a power cycle, an HCI reset).
+    private func register(_ state: inout State, why: String?, throwing: Bool, refresh: Bool = false) async throws
+        -> [String]
+    {
         let features = try await client.execute(MgmtReadAdvertisingFeatures(), index: index)
         let listed = Set(features.instances)
         for i in state.registered.indices {
@@ -245,16 +277,19 @@ public struct MgmtAdvertisingSession: Sendable {
             }
         }
         let missing = state.registered.indices.filter { state.registered[$0] == nil }
-        if missing.isEmpty { return advertiser.warnings(features: features) }
-        let numbers = try MgmtAdvertiser.freeInstances(
+        let kept = refresh ? state.registered.indices.filter { state.registered[$0] != nil } : []
+        if missing.isEmpty && kept.isEmpty { return advertiser.warnings(features: features) }
+        let fresh = try MgmtAdvertiser.freeInstances(
             missing.count, features: features, reserved: Set(state.instances))
-        for (slot, number) in zip(missing, numbers) {
+        let plan = zip(missing, fresh).map { ($0, $1, false) } + kept.map { ($0, state.registered[$0]!.instance, true) }
+        for (slot, number, again) in plan {
             let spec = advertiser.beacons[slot]
             do {
                 let added = try await advertiser.add(spec, instance: number, on: client)
                 state.registered[slot] = added
                 if let why {
-                    logger.warning("\(spec.label): put back as instance \(number) (cause: \(why))")
+                    logger.warning(
+                        "\(spec.label): \(again ? "registered again" : "put back") as instance \(number) (cause: \(why))")
                 }
             } catch {
                 onInstancesChanged(state.instances)

@@ -77,6 +77,27 @@ public final class MgmtSocketTransport: MgmtTransport {
     }
 }
 
+/// Whether this process has CAP_NET_ADMIN in its effective set (`CapEff` in /proc/self/status,
+/// bit 12). Without it the kernel marks the management socket untrusted: only read commands are
+/// allowed, and on the 6.1 kernel a refused command fails in `send(2)` (ENOMEM) rather than with
+/// a Permission Denied status, so the CLI checks first and says what is missing.
+public func hasNetAdminCapability() -> Bool {
+    guard let status = try? Sys.readFile("/proc/self/status") else { return true }  // cannot tell: try
+    for line in String(decoding: status, as: UTF8.self).split(separator: "\n") where line.hasPrefix("CapEff:") {
+        let hex = line.dropFirst("CapEff:".count).trimmingPrefix(while: { $0 == " " || $0 == "\t" })
+        guard let mask = UInt64(hex, radix: 16) else { return true }
+        return mask & (1 << 12) != 0
+    }
+    return true
+}
+
+/// The error for a state-changing management command without CAP_NET_ADMIN.
+public func missingNetAdmin(_ what: String) -> TransportError {
+    TransportError(
+        .permissionDenied, "\(what) through the kernel's management interface needs CAP_NET_ADMIN, which this process lacks",
+        hint: mgmtCapabilityHint, errno: Errno.notPermitted.rawValue)
+}
+
 /// Opens the management socket and starts a client on it.
 public func openMgmtClient(logger: Logger, timeout: Duration) async throws -> MgmtClient {
     let client = MgmtClient(transport: try MgmtSocketTransport(logger: logger), logger: logger, defaultTimeout: timeout)

@@ -103,6 +103,7 @@ struct InstanceRecords {
 func advertiseThroughKernel(
     _ path: KernelPath, specs: [BeaconSpec], json: Bool, logger: Logger, onReady: @escaping @Sendable (String) -> Void
 ) async throws {
+    guard hasNetAdminCapability() else { throw missingNetAdmin("advertising on \(path.name)") }
     let records = InstanceRecords(logger: logger)
     let adapter = path.name
     let session = MgmtAdvertisingSession(
@@ -140,6 +141,7 @@ func kernelStatusLine(_ status: MgmtAdvertisingStatus, device: String, json: Boo
 /// `stop` through the kernel: removes the instances ibeacon recorded for this adapter, never others.
 func stopThroughKernel(_ path: KernelPath, logger: Logger) async throws -> String {
     defer { Task { await path.client.close() } }
+    guard hasNetAdminCapability() else { throw missingNetAdmin("removing advertising on \(path.name)") }
     let records = InstanceRecords(logger: logger)
     let index = MgmtIndex(path.index)
     let features = try await path.client.execute(MgmtReadAdvertisingFeatures(), index: index)

@@ -31,6 +31,18 @@ extension DeviceOptions {
             logger.debug("hci\(index) is not in the kernel's management index list; using raw HCI")
             return nil
         }
+        // Powered but with LE off in the kernel: no bluetoothd (or btmgmt) has set the adapter up for
+        // LE, and the kernel refuses advertising (Rejected). Raw HCI works there, as it always did.
+        if let info = try? await client.execute(MgmtReadControllerInfo(), index: MgmtIndex(index)),
+            info.currentSettings.contains(.powered), !info.currentSettings.contains(.lowEnergy)
+        {
+            await client.close()
+            let note =
+                "hci\(index) is powered but Low Energy is off in the kernel (no bluetoothd set it up): "
+                + "using raw HCI; `btmgmt --index \(index) le on` or bluetoothd makes ibeacon go through the kernel"
+            logger.notice("\(note)")
+            return nil
+        }
         if btsnoop != nil {
             let note =
                 "--btsnoop records HCI packets only: through the kernel's management interface there are none "

@@ -516,6 +516,10 @@ scenario_ibeacon_info() {
   ib info --device hci0 > "$WORK/info.txt" 2>&1
   check_status "ibeacon info --device hci0" 0 $? "$WORK/info.txt"
   check_contains "info shows hci0's address" "$HCI0_ADDR" "$WORK/info.txt"
+  check_contains "info says which path it used" "path:" "$WORK/info.txt"
+  ib info --device raw:hci0 > "$WORK/info-raw.txt" 2>&1
+  check_status "ibeacon info --device raw:hci0" 0 $? "$WORK/info-raw.txt"
+  check_contains "raw info shows the LE features" "extended advertising" "$WORK/info-raw.txt"
 }
 
 scenario_ibeacon_unknown_device() {
@@ -1033,6 +1037,8 @@ PYEOF
   check_status "ibeacon stop" 0 $? "$WORK/two-stop.txt"
   poll 3 eval '[ "$(mgmt_instances 0)" = 1 ]'
   check_eq "stop removed ibeacon's leftover only" "1" "$(mgmt_instances 0)"
+  ib info --device hci0 > "$WORK/two-info.txt" 2>&1
+  check_contains "ibeacon info through the kernel: instance 2 (the other's) only" "(in use: 2)" "$WORK/two-info.txt"
   check_contains "stop names what it removed" "removed ibeacon's advertising instance(s) 1 on hci0" "$WORK/two-stop.txt"
   check_contains "stop says what it left alone" "instance(s) 2 left alone" "$WORK/two-stop.txt"
   kernel_observe 4

@@ -180,6 +180,17 @@ public struct MgmtReadAdvertisingFeatures: MgmtCommand {
         public var maxInstances: UInt8
         /// The instances registered now, by any program.
         public var instances: [UInt8]
+
+        public init(
+            supportedFlags: MgmtAdvertisingFlags, maxAdvertisingDataLength: UInt8, maxScanResponseLength: UInt8,
+            maxInstances: UInt8, instances: [UInt8]
+        ) {
+            self.supportedFlags = supportedFlags
+            self.maxAdvertisingDataLength = maxAdvertisingDataLength
+            self.maxScanResponseLength = maxScanResponseLength
+            self.maxInstances = maxInstances
+            self.instances = instances
+        }
     }
     public static let opcode = MgmtOpcode.readAdvertisingFeatures
     public init() {}

@@ -109,7 +109,9 @@ public struct MgmtAdvertiser: Sendable {
                     + "address when the adapter is not connectable); the profile's static random address is not used")
         }
         if beacons.contains(where: { $0.txPower != nil }), !features.supportedFlags.contains(.canSetTxPower) {
-            out.append("this controller cannot set the advertising TX power through the kernel; the profile's TX power is a request only")
+            out.append(
+                "this controller cannot set the advertising TX power through the kernel; the profile's TX power is a request only"
+            )
         }
         return out
     }
@@ -161,14 +163,16 @@ public struct MgmtAdvertisingSession: Sendable {
         func reportReadyIfDone(_ warnings: [String]) {
             guard !readyReported, state.registered.allSatisfy({ $0 != nil }) else { return }
             readyReported = true
-            onReady(MgmtAdvertisingStatus(index: index, instances: state.registered.compactMap { $0 }, warnings: warnings))
+            onReady(
+                MgmtAdvertisingStatus(index: index, instances: state.registered.compactMap { $0 }, warnings: warnings))
         }
         var warnings: [String] = []
         if state.powered {
             warnings = try await register(&state, why: nil, throwing: true)
             reportReadyIfDone(warnings)
         } else {
-            logger.warning("\(name) is powered off; advertising will start when it is powered on (e.g. `bluetoothctl power on`)")
+            logger.warning(
+                "\(name) is powered off; advertising will start when it is powered on (e.g. `bluetoothctl power on`)")
         }
 
         for await event in client.events {
@@ -177,7 +181,8 @@ public struct MgmtAdvertisingSession: Sendable {
             switch event {
             case .advertisingRemoved(index, let instance) where state.instances.contains(instance):
                 forget(&state, instance: instance)
-                why = "instance \(instance) was removed by another program (Advertising Removed; e.g. bluetoothd "
+                why =
+                    "instance \(instance) was removed by another program (Advertising Removed; e.g. bluetoothd "
                     + "starting, or `btmgmt rm-adv`)"
             case .advertisingAdded(index, let instance) where state.instances.contains(instance):
                 // The kernel reports our own additions to every socket but ours: this is someone else
@@ -214,7 +219,9 @@ public struct MgmtAdvertisingSession: Sendable {
             }
             guard let why, state.powered, state.present else { continue }
             let refresh: Bool
-            if case .advertisingRemoved = event { refresh = false } else if case .advertisingAdded = event {
+            if case .advertisingRemoved = event {
+                refresh = false
+            } else if case .advertisingAdded = event {
                 refresh = false
             } else {
                 refresh = true
@@ -289,7 +296,8 @@ public struct MgmtAdvertisingSession: Sendable {
                 state.registered[slot] = added
                 if let why {
                     logger.warning(
-                        "\(spec.label): \(again ? "registered again" : "put back") as instance \(number) (cause: \(why))")
+                        "\(spec.label): \(again ? "registered again" : "put back") as instance \(number) (cause: \(why))"
+                    )
                 }
             } catch {
                 onInstancesChanged(state.instances)

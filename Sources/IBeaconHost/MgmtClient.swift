@@ -183,7 +183,8 @@ public actor MgmtClient {
                 // mgmt-api.txt: a Command Status with a failure "also means that the command has
                 // finished executing"; a success status is an early one, the Complete follows.
                 if !status.isSuccess {
-                    finish(id: p.id, with: .failure(MgmtError.commandFailed(opcode: opcode, index: index, status: status)))
+                    finish(
+                        id: p.id, with: .failure(MgmtError.commandFailed(opcode: opcode, index: index, status: status)))
                 }
                 return
             }

@@ -42,7 +42,8 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
     // MARK: - other programs and the adapter
 
     /// Another program adds an instance (e.g. `btmgmt add-adv`); the client sees Advertising Added.
-    public func otherProgramAdds(_ instance: UInt8, data: [UInt8] = [0x03, 0xFF, 0xCA, 0xFE], owner: String = "btmgmt") {
+    public func otherProgramAdds(_ instance: UInt8, data: [UInt8] = [0x03, 0xFF, 0xCA, 0xFE], owner: String = "btmgmt")
+    {
         lock.withLock { _instances[instance] = Instance(flags: [], data: data, owner: owner) }
         emit(.advertisingAdded, [instance])
     }

@@ -94,7 +94,8 @@ public func hasNetAdminCapability() -> Bool {
 /// The error for a state-changing management command without CAP_NET_ADMIN.
 public func missingNetAdmin(_ what: String) -> TransportError {
     TransportError(
-        .permissionDenied, "\(what) through the kernel's management interface needs CAP_NET_ADMIN, which this process lacks",
+        .permissionDenied,
+        "\(what) through the kernel's management interface needs CAP_NET_ADMIN, which this process lacks",
         hint: mgmtCapabilityHint, errno: Errno.notPermitted.rawValue)
 }
 

@@ -90,8 +90,25 @@ struct InstanceRecords {
         }
     }
 
-    /// Every record for `adapter`: the process id and its instances. Malformed lines are skipped.
+    /// Every record for `adapter` in the directory and its subdirectories one level down (the
+    /// systemd unit gives each service its own, /run/ibeacon/NAME): the process id and its
+    /// instances. Malformed lines are skipped.
     func load(adapter: String) -> [(pid: Int32, file: String, instances: [UInt8])] {
+        let fm = FileManager.default
+        guard let top = try? fm.contentsOfDirectory(atPath: directory) else { return [] }
+        var out: [(Int32, String, [UInt8])] = []
+        var dirs = [directory]
+        for name in top.sorted() {
+            var isDir: ObjCBool = false
+            if fm.fileExists(atPath: "\(directory)/\(name)", isDirectory: &isDir), isDir.boolValue {
+                dirs.append("\(directory)/\(name)")
+            }
+        }
+        for dir in dirs { out += load(adapter: adapter, in: dir) }
+        return out
+    }
+
+    private func load(adapter: String, in directory: String) -> [(pid: Int32, file: String, instances: [UInt8])] {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return [] }
         var out: [(Int32, String, [UInt8])] = []
         for name in names.sorted() where name.hasPrefix("\(adapter)-") && name.hasSuffix(".instances") {
@@ -134,7 +151,8 @@ func kernelStatusLine(_ status: MgmtAdvertisingStatus, device: String, json: Boo
         let beacon = i.spec.beacon
         let tx = i.txPower.map { "\($0) dBm" } ?? "chosen by the kernel"
         let interval =
-            i.method == .extendedParameters ? "every \(i.spec.intervalMilliseconds) ms" : "at the kernel's default interval"
+            i.method == .extendedParameters
+            ? "every \(i.spec.intervalMilliseconds) ms" : "at the kernel's default interval"
         if json {
             return jsonLine([
                 "event": "advertising", "device": device, "path": "mgmt", "instance": Int(i.instance),
@@ -166,7 +184,7 @@ func stopThroughKernel(_ path: KernelPath, logger: Logger) async throws -> Strin
             _ = try await path.client.execute(MgmtRemoveAdvertising(instance: instance), index: index)
             removed.append(instance)
         }
-        if kill(record.pid, 0) == 0 {
+        if kill(record.pid, 0) == 0 || errno == EPERM {
             stillRunning.append(record.pid)
         } else {
             unlink(record.file)

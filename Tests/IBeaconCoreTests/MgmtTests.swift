@@ -6,9 +6,10 @@ import Testing
 /// parameter length, little-endian; then each command's parameter table), not from the encoder.
 @Suite struct MgmtCodecTests {
     /// An iBeacon's 30 bytes (content irrelevant to the layout; lopsided so a swap shows).
-    let data: [UInt8] = [0x02, 0x01, 0x06, 0x1A, 0xFF, 0x4C, 0x00, 0x02, 0x15] + (1...16).map { UInt8($0) } + [
-        0x01, 0x02, 0x03, 0x04, 0xC5,
-    ]
+    let data: [UInt8] =
+        [0x02, 0x01, 0x06, 0x1A, 0xFF, 0x4C, 0x00, 0x02, 0x15] + (1...16).map { UInt8($0) } + [
+            0x01, 0x02, 0x03, 0x04, 0xC5,
+        ]
 
     @Test func addExtendedAdvertisingParameters() throws {
         let command = try MgmtAddExtendedAdvertisingParameters(
@@ -73,7 +74,7 @@ import Testing
                 0x3F, 0x00, 0x00, 0x00, 0x01, 0x00, 0x02,
             ])
         #expect(throws: MgmtParameterError.self) { try MgmtRemoveAdvertising(instance: 0) }
-        #expect(throws: MgmtParameterError.self) { try MgmtAddAdvertising(instance: 0, advertisingData: [] ) }
+        #expect(throws: MgmtParameterError.self) { try MgmtAddAdvertising(instance: 0, advertisingData: []) }
         #expect(throws: MgmtParameterError.self) {
             try MgmtAddExtendedAdvertisingParameters(
                 instance: 1, interval: AdvertisingInterval(milliseconds: 100, for: .extended), txPower: 21)
@@ -129,7 +130,8 @@ import Testing
         #expect(
             try MgmtEvent(MgmtPacket(decoding: [0x06, 0x00, 0x01, 0x00, 0x04, 0x00, 0x01, 0x02, 0x00, 0x00]))
                 == .newSettings(index: MgmtIndex(1), [.powered, .lowEnergy]))
-        #expect(try MgmtEvent(MgmtPacket(decoding: [0x05, 0x00, 0x00, 0x00, 0x00, 0x00])) == .indexRemoved(MgmtIndex(0)))
+        #expect(
+            try MgmtEvent(MgmtPacket(decoding: [0x05, 0x00, 0x00, 0x00, 0x00, 0x00])) == .indexRemoved(MgmtIndex(0)))
         #expect(
             try MgmtEvent(MgmtPacket(decoding: [0x02, 0x00, 0xFF, 0xFF, 0x03, 0x00, 0x3E, 0x00, 0x0D]))
                 == .commandStatus(index: .none, opcode: .addAdvertising, status: .invalidParameters))

@@ -38,7 +38,9 @@ import Testing
     @Test func takesFreeNumbersAroundAnotherProgramsAndSendsTheProfilesIntervalAndPower() async throws {
         let kernel = FakeMgmtKernel()
         kernel.otherProgramAdds(1)
-        try await Self.withSession(kernel, beacons: [Self.spec(minor: 3, txPower: -4), Self.spec(minor: 4, interval: 250)]) {
+        try await Self.withSession(
+            kernel, beacons: [Self.spec(minor: 3, txPower: -4), Self.spec(minor: 4, interval: 250)]
+        ) {
             ready in
             #expect(await eventually { ready() != nil })
             #expect(ready()?.instances.map(\.instance) == [2, 3])
@@ -101,7 +103,9 @@ import Testing
             // The kernel kept the instance; it is programmed again (an HCI reset loses it in the
             // controller while the kernel still lists it).
             #expect(
-                await eventually { kernel.opcodes.filter { $0 == .addExtendedAdvertisingParameters }.count == before + 1 })
+                await eventually {
+                    kernel.opcodes.filter { $0 == .addExtendedAdvertisingParameters }.count == before + 1
+                })
             #expect(kernel.instances.keys.sorted() == [1])
         }
     }

@@ -1,9 +1,22 @@
 import ArgumentParser
-import Foundation
+import Dispatch
 import IBeaconCore
 import IBeaconHost
 import IBeaconTransports
 import Logging
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// `--verbose` / `--quiet`, shared by every command; configures swift-log for the process.
 struct LoggingOptions: ParsableArguments {

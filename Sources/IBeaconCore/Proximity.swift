@@ -77,10 +77,7 @@ public struct RSSISmoother: Sendable {
     public var value: Double? {
         switch mode {
         case .median:
-            guard !recent.isEmpty else { return nil }
-            let s = recent.sorted()
-            let n = s.count
-            return n % 2 == 1 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2
+            return recent.isEmpty ? nil : median(recent.sorted())
         case .exponential:
             return average
         }
@@ -105,4 +102,10 @@ public struct RSSISmoother: Sendable {
         recent.removeAll()
         average = nil
     }
+}
+
+/// The median of sorted, non-empty values (the mean of the middle two for an even count).
+func median(_ sorted: [Double]) -> Double {
+    let n = sorted.count
+    return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2
 }

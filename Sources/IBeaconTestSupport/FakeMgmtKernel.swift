@@ -1,4 +1,3 @@
-import Foundation
 import IBeaconCore
 import IBeaconHost
 
@@ -11,7 +10,7 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
     public let name = "fake-mgmt"
     public let incoming: AsyncThrowingStream<[UInt8], any Error>
     private let sink: AsyncThrowingStream<[UInt8], any Error>.Continuation
-    private let lock = NSLock()
+    private let lock = Lock()
 
     public struct Instance: Sendable, Equatable {
         public var flags: MgmtAdvertisingFlags

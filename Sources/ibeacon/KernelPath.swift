@@ -1,8 +1,16 @@
-import Foundation
 import IBeaconCore
 import IBeaconHost
 import IBeaconTransports
 import Logging
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// The kernel's management interface, when `--device hciN` goes through it.
 struct KernelPath {
@@ -77,14 +85,19 @@ struct InstanceRecords {
             unlink(file)
             return
         }
+        // One level of directory is created here (/run/ibeacon, 0755); its parent must exist.
+        if mkdir(directory, 0o755) != 0 && errno != EEXIST {
+            let note =
+                "cannot create \(directory) (errno \(errno)) to record the advertising instances; "
+                + "`ibeacon stop` will not know them (set IBEACON_RUNTIME_DIR to a writable directory)"
+            logger.warning("\(note)")
+            return
+        }
         do {
-            try FileManager.default.createDirectory(
-                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
-            let text = instances.map { "instance \($0)\n" }.joined()
-            try Data(text.utf8).write(to: URL(fileURLWithPath: file), options: .atomic)
+            try ProfileStore.writeAtomically(file, Array(instances.map { "instance \($0)\n" }.joined().utf8))
         } catch {
             let note =
-                "cannot record the advertising instances in \(file) (\(error.localizedDescription)); "
+                "cannot record the advertising instances in \(file) (\(error)); "
                 + "`ibeacon stop` will not know them (set IBEACON_RUNTIME_DIR to a writable directory)"
             logger.warning("\(note)")
         }
@@ -94,16 +107,9 @@ struct InstanceRecords {
     /// systemd unit gives each service its own, /run/ibeacon/NAME): the process id and its
     /// instances. Malformed lines are skipped.
     func load(adapter: String) -> [(pid: Int32, file: String, instances: [UInt8])] {
-        let fm = FileManager.default
-        guard let top = try? fm.contentsOfDirectory(atPath: directory) else { return [] }
+        guard let top = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return [] }
         var out: [(Int32, String, [UInt8])] = []
-        var dirs = [directory]
-        for name in top.sorted() {
-            var isDir: ObjCBool = false
-            if fm.fileExists(atPath: "\(directory)/\(name)", isDirectory: &isDir), isDir.boolValue {
-                dirs.append("\(directory)/\(name)")
-            }
-        }
+        let dirs = [directory] + top.sorted().map { "\(directory)/\($0)" }  // files simply list nothing
         for dir in dirs { out += load(adapter: adapter, in: dir) }
         return out
     }
@@ -115,7 +121,7 @@ struct InstanceRecords {
             let pidText = name.dropFirst(adapter.count + 1).dropLast(".instances".count)
             guard let pid = Int32(pidText), pid > 0 else { continue }
             let file = "\(directory)/\(name)"
-            guard let data = FileManager.default.contents(atPath: file), data.count <= 4096 else { continue }
+            guard let data = try? ProfileStore.read(file), data.count <= 4096 else { continue }
             let instances = String(decoding: data, as: UTF8.self).split(separator: "\n").compactMap { line -> UInt8? in
                 let parts = line.split(separator: " ")
                 guard parts.count == 2, parts[0] == "instance", let n = UInt8(parts[1]), n != 0 else { return nil }

@@ -474,6 +474,8 @@ scenario_ibeacon_devices() {
   check_status "ibeacon devices" 0 $? "$WORK/devices.txt"
   check_contains "devices lists hci0" hci0 "$WORK/devices.txt"
   check_contains "devices lists hci1" hci1 "$WORK/devices.txt"
+  # No bluetoothd here: the kernel has the adapters up with LE off, so raw HCI is the path.
+  check_eq "devices: path without bluetoothd" "hci0 raw" "$(awk '$1 == "hci0" { print $1, $NF }' "$WORK/devices.txt")"
   ib devices --json > "$WORK/devices.json" 2>"$WORK/devices.err"
   check_status "ibeacon devices --json" 0 $? "$WORK/devices.err"
   # JSON (one document or JSON lines) with an object naming hci0 and its address, and one for hci1.
@@ -847,6 +849,8 @@ scenario_kernel_coexist() {
   need_profile || return
   bluetoothd_start || { fail "bluetoothd powers hci0 and hci1" "powered" "$(tail -5 "$WORK/bluetoothd.log" | tr '\n' ' ')"; return; }
   pass "bluetoothd running, hci0 and hci1 powered"
+  ib devices > "$WORK/coexist-devices.txt" 2>&1
+  check_eq "ibeacon devices: hci0 goes through the kernel" "hci0 mgmt" "$(awk '$1 == "hci0" { print $1, $NF }' "$WORK/coexist-devices.txt")"
   btmgmt_tty --index 0 add-adv -d 07ffffffcafe0102 1 > "$WORK/addadv.txt" 2>&1
   check_eq "btmgmt add-adv instance 1 (another program): 1 instance" "1" "$(mgmt_instances 0)"
   local t0=$EPOCHREALTIME

@@ -77,10 +77,14 @@ public enum JSONValue: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// A JSON object whose members keep the order they were read or added in.
+/// A JSON object whose members keep the order they were read or added in. Lookups and
+/// insertions go through a key → position index, so building an object of n members is
+/// O(n), not O(n²) (a 1 MiB profile can hold 100 000 keys).
 public struct JSONObject: Sendable, Equatable, Sequence {
     public typealias Member = (key: String, value: JSONValue)
     public private(set) var members: [Member] = []
+    /// Where each key is in `members`.
+    private var positions: [String: Int] = [:]
 
     public init() {}
     public init(_ members: [Member]) {
@@ -92,21 +96,26 @@ public struct JSONObject: Sendable, Equatable, Sequence {
     public var keys: [String] { members.map(\.key) }
 
     /// Lookup by key. Setting a present key replaces its value in place (position kept);
-    /// setting a new key appends it at the end; setting `nil` removes the member.
+    /// setting a new key appends it at the end; setting `nil` removes the member (O(n): the
+    /// members after it move up).
     public subscript(key: String) -> JSONValue? {
-        get { members.first(where: { $0.key == key })?.value }
+        get { positions[key].map { members[$0].value } }
         set {
-            let index = members.firstIndex(where: { $0.key == key })
-            switch (index, newValue) {
+            switch (positions[key], newValue) {
             case (let i?, let v?): members[i].value = v
-            case (let i?, nil): members.remove(at: i)
-            case (nil, let v?): members.append((key, v))
+            case (let i?, nil):
+                members.remove(at: i)
+                positions[key] = nil
+                for j in i..<members.count { positions[members[j].key] = j }
+            case (nil, let v?):
+                positions[key] = members.count
+                members.append((key, v))
             case (nil, nil): break
             }
         }
     }
 
-    public func index(of key: String) -> Int? { members.firstIndex(where: { $0.key == key }) }
+    public func index(of key: String) -> Int? { positions[key] }
 
     public func makeIterator() -> IndexingIterator<[Member]> { members.makeIterator() }
 

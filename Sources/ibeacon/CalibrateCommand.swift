@@ -90,8 +90,24 @@ struct CalibrateCommand: AsyncParsableCommand {
         // broken profile fails in a second, not after 30 s of measuring.
         let path = profile ?? write
         var existing: Profile?
-        if let path, profile != nil || FileManager.default.fileExists(atPath: path) {
+        if let path, try profile != nil || ProfileStore.exists(path) {
             existing = try Profile.load(bytes: ProfileStore.read(path), file: path)
+        }
+        // Locked, then read again through the lock: the file replaced at the end is the one
+        // read here, in the directory opened here, whatever happens to the path meanwhile.
+        // The file and its directory must be writable before measuring, not after.
+        var lock: ProfileStore.Lock?
+        defer { lock?.unlock() }
+        if !dryRun, let path {
+            if existing != nil {
+                try ProfileStore.checkWritable(path)
+                let locked = try ProfileStore.lock(path)
+                lock = locked
+                existing = try Profile.load(bytes: locked.read(), file: path)
+                try locked.checkWritable()
+            } else {
+                try ProfileStore.checkWritable(path, mayCreate: true)
+            }
         }
         let target: CalibrationTarget
         if let existing {
@@ -103,12 +119,6 @@ struct CalibrateCommand: AsyncParsableCommand {
                 proximityUUID: UUID(uuidString: uuid ?? "") ?? UUID(), major: UInt16(major ?? 0),
                 minor: UInt16(minor ?? 0), address: address.flatMap(BDAddress.init))
         }
-        var lock: ProfileStore.Lock?
-        if !dryRun, let path, existing != nil {
-            try ProfileStore.checkWritable(path)
-            lock = try ProfileStore.lock(path)
-        }
-        defer { lock?.unlock() }
 
         var settings = CalibrationSettings()
         settings.maximumDuration = .milliseconds(Int64(duration * 1000))
@@ -117,7 +127,7 @@ struct CalibrateCommand: AsyncParsableCommand {
         settings.notHeardTimeout = .milliseconds(Int64(min(duration, 10) * 1000))
 
         let spec = try device.spec()
-        let client = try await device.connect(logger: logger)
+        let client = try await device.connect(logger: logger, protecting: dryRun ? nil : path)
         let receiverAddress: BDAddress?
         do {
             receiverAddress = try await client.execute(ReadBDAddr())
@@ -200,13 +210,13 @@ struct CalibrateCommand: AsyncParsableCommand {
             ?? Profile.new(
                 uuid: target.proximityUUID, major: target.major, minor: target.minor,
                 measuredPower: result.measuredPower, file: path)
-        if existing != nil {
+        if let lock {
             // Re-read under the lock, so edits made while measuring are kept.
-            updated = try Profile.load(bytes: ProfileStore.read(path), file: path)
+            updated = try Profile.load(bytes: lock.read(), file: path)
         }
         try updated.applyCalibration(measuredPower: result.measuredPower, record: record)
-        if existing != nil {
-            try ProfileStore.writeAtomically(path, updated.encoded())
+        if let lock {
+            try lock.replace(with: updated.encoded())
         } else {
             try ProfileStore.create(path, updated.encoded(), overwrite: false)
         }

@@ -73,6 +73,7 @@ func classify(_ error: any Error) -> (message: String, code: Int32) {
         case .notFound: return (e.description, Exit.noInput)
         case .cannotWrite: return (e.description, Exit.cannotWrite)
         case .locked: return (e.description, Exit.tempFail)
+        case .badData: return (e.description, Exit.dataError)
         case .io: return (e.description, Exit.ioError)
         }
     case let e as TransportError:

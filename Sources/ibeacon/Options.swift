@@ -55,6 +55,9 @@ struct DeviceOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Write every HCI packet to FILE (btsnoop, opens in Wireshark).", valueName: "file"))
     var btsnoop: String?
 
+    @Flag(help: "Let --btsnoop replace an existing file (it is refused otherwise).")
+    var overwriteBtsnoop = false
+
     var deviceText: String {
         device ?? ProcessInfo.processInfo.environment["IBEACON_DEVICE"].flatMap { $0.isEmpty ? nil : $0 } ?? "hci0"
     }
@@ -68,11 +71,21 @@ struct DeviceOptions: ParsableArguments {
     func spec() throws -> DeviceSpec { try DeviceSpec(parsing: deviceText) }
 
     /// Opens the transport (wrapped by the btsnoop recorder when asked) and starts a client.
-    func connect(logger: Logger) async throws -> ControllerClient {
+    /// `protecting` is a file the capture must never be (the profile being written).
+    func connect(logger: Logger, protecting: String? = nil) async throws -> ControllerClient {
         let spec = try spec()
-        var transport = try openTransport(spec, logger: logger)
-        if let btsnoop {
-            let recorder = try BTSnoopFileRecorder(path: btsnoop, logger: logger)
+        // The capture file first: refusing it must not cost a connection.
+        let recorder = try btsnoop.map {
+            try BTSnoopFileRecorder(path: $0, overwrite: overwriteBtsnoop, avoiding: protecting, logger: logger)
+        }
+        var transport: any HCITransport
+        do {
+            transport = try openTransport(spec, logger: logger)
+        } catch {
+            recorder?.close()
+            throw error
+        }
+        if let recorder {
             transport = RecordingTransport(wrapping: transport, recorder: recorder)
         }
         let client = ControllerClient(

@@ -117,6 +117,20 @@ public struct JSONObject: Sendable, Equatable, Sequence {
 
     public func index(of key: String) -> Int? { positions[key] }
 
+    /// Appends a member unless `key` is present (one hash lookup, for the parser); returns
+    /// the position of the member already there, nil when appended.
+    mutating func appendUnlessPresent(_ key: String, _ value: JSONValue) -> Int? {
+        if let present = positions.updateValue(members.count, forKey: key) {
+            positions[key] = present
+            return present
+        }
+        members.append((key, value))
+        return nil
+    }
+
+    /// Replaces the value of the member at `index`.
+    mutating func setValue(at index: Int, _ value: JSONValue) { members[index].value = value }
+
     public func makeIterator() -> IndexingIterator<[Member]> { members.makeIterator() }
 
     public static func == (a: JSONObject, b: JSONObject) -> Bool {
@@ -247,7 +261,7 @@ private struct JSONParser {
         let open = i
         i += 1
         var object = JSONObject()
-        var firstSeen: [String: Int] = [:]
+        var keyOffsets: [Int] = []  // where each member's name starts, for duplicate messages
         skipWhitespace()
         if i < bytes.count, bytes[i] == UInt8(ascii: "}") {
             i += 1
@@ -267,20 +281,19 @@ private struct JSONParser {
             }
             let keyOffset = i
             let key = try parseString()
-            if let first = firstSeen[key] {
+            if let first = object.appendUnlessPresent(key, .null) {
                 throw error(
                     at: keyOffset,
-                    "duplicate key \(JSONWriter.quoted(key)) (first at \(position(first))); keep only one")
+                    "duplicate key \(JSONWriter.quoted(key)) (first at \(position(keyOffsets[first]))); keep only one")
             }
-            firstSeen[key] = keyOffset
+            keyOffsets.append(keyOffset)
             skipWhitespace()
             guard i < bytes.count, bytes[i] == UInt8(ascii: ":") else {
                 throw error(at: i, "unexpected \(describe(i)): expected : after member name \(JSONWriter.quoted(key))")
             }
             i += 1
             skipWhitespace()
-            let value = try parseValue()
-            object[key] = value
+            object.setValue(at: keyOffsets.count - 1, try parseValue())
             skipWhitespace()
             guard i < bytes.count else {
                 throw error(at: i, "unexpected end of input: object opened at \(position(open)) is not closed with }")

@@ -39,9 +39,10 @@ public enum ProfileStore {
         return try location.readExisting().bytes
     }
 
-    /// Whether `path` names an existing file (through links ibeacon may follow).
-    public static func exists(_ path: String) throws(FileError) -> Bool {
-        let location = try locate(path, writing: false)
+    /// Whether `path` names an existing file (through links ibeacon may follow); `writing`
+    /// classifies a refusal as "cannot write" rather than "cannot read".
+    public static func exists(_ path: String, writing: Bool = false) throws(FileError) -> Bool {
+        let location = try locate(path, writing: writing)
         defer { location.close() }
         return location.status != nil
     }
@@ -292,7 +293,8 @@ public enum ProfileStore {
                     try? current.close()
                     throw FileError(
                         kind, path: path,
-                        "\(here == "./" + path ? "is" : "goes through \(here), which is") a symbolic link owned by uid \(status.uid); ibeacon (uid \(user)) follows only its own user's and root's links, so that a link planted in a shared directory cannot redirect it",
+                        (pending.isEmpty && links == 0 ? "is" : "goes through \(here), which is")
+                            + " a symbolic link owned by uid \(status.uid); ibeacon (uid \(user)) follows only its own user's and root's links, so that a link planted in a shared directory cannot redirect it",
                         hint: "give the real file's path (readlink -f) or remove the link")
                 }
                 links += 1

@@ -90,7 +90,7 @@ struct CalibrateCommand: AsyncParsableCommand {
         // broken profile fails in a second, not after 30 s of measuring.
         let path = profile ?? write
         var existing: Profile?
-        if let path, try profile != nil || ProfileStore.exists(path) {
+        if let path, try profile != nil || ProfileStore.exists(path, writing: !dryRun) {
             existing = try Profile.load(bytes: ProfileStore.read(path), file: path)
         }
         // Locked, then read again through the lock: the file replaced at the end is the one

@@ -46,7 +46,9 @@ import Testing
     }
 
     @Test func aDuplicateKeyIsStillReportedWhereItFirstAppeared() {
-        let error = #expect(throws: JSONSyntaxError.self) { try JSONValue.parse(Array("{\"a\":1,\"b\":2,\"a\":3}".utf8)) }
+        let error = #expect(throws: JSONSyntaxError.self) {
+            try JSONValue.parse(Array("{\"a\":1,\"b\":2,\"a\":3}".utf8))
+        }
         #expect(error?.message.contains("duplicate key \"a\" (first at line 1, column 2)") == true)
     }
 }

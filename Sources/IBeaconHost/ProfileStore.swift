@@ -66,7 +66,18 @@ public enum ProfileStore {
         /// The profile's bytes, read under the lock; `replace(with:)` replaces this inode only.
         public func read() throws(FileError) -> [UInt8] {
             guard let location else { throw FileError(.io, path: "", "the profile lock was released") }
-            let (fd, status) = try location.openExisting()
+            let fd: FileDescriptor
+            let status: FileStatus
+            do throws(FileError) {
+                (fd, status) = try location.openExisting()
+            } catch {
+                // A re-read under the lock starts a write: say that nothing was written.
+                guard lastRead != nil else { throw error }
+                throw FileError(
+                    .cannotWrite, path: location.path,
+                    "was replaced, moved or removed by another program since ibeacon read it (now it \(error.message)); nothing was written",
+                    hint: "check the file, then run the command again")
+            }
             let bytes: [UInt8]
             do throws(FileError) {
                 bytes = try location.readAll(fd, status)

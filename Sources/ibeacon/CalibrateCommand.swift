@@ -127,7 +127,7 @@ struct CalibrateCommand: AsyncParsableCommand {
         settings.notHeardTimeout = .milliseconds(Int64(min(duration, 10) * 1000))
 
         let spec = try device.spec()
-        let client = try await device.connect(logger: logger, protecting: dryRun ? nil : path)
+        let client = try await device.connect(logger: logger, protecting: path)
         let receiverAddress: BDAddress?
         do {
             receiverAddress = try await client.execute(ReadBDAddr())

@@ -1,9 +1,22 @@
 import ArgumentParser
-import Foundation
+import Dispatch
 import IBeaconCore
 import IBeaconHost
 import IBeaconTransports
 import Logging
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// `--verbose` / `--quiet`, shared by every command; configures swift-log for the process.
 struct LoggingOptions: ParsableArguments {
@@ -23,7 +36,7 @@ struct LoggingOptions: ParsableArguments {
     }
 
     func makeLogger(_ label: String = "ibeacon") -> Logger {
-        bootstrapLogging(level: level)
+        bootstrapLogging()
         var logger = Logger(label: label)
         logger.logLevel = level
         return logger
@@ -33,12 +46,13 @@ struct LoggingOptions: ParsableArguments {
 private let loggingBootstrap: Void = {
     LoggingSystem.bootstrap { label in
         var handler = StreamLogHandler.standardError(label: label)
-        handler.logLevel = .trace
+        handler.logLevel = .trace  // each Logger's own level filters (`makeLogger` sets it)
         return handler
     }
 }()
 
-func bootstrapLogging(level: Logger.Level) { _ = loggingBootstrap }
+/// Sends swift-log to stderr, once per process; the level is each logger's (`makeLogger`).
+func bootstrapLogging() { _ = loggingBootstrap }
 
 /// `--device`, `--timeout`, `--btsnoop`: how to reach the controller.
 struct DeviceOptions: ParsableArguments {
@@ -92,6 +106,17 @@ struct DeviceOptions: ParsableArguments {
             transport: transport, logger: logger, defaultTimeout: .milliseconds(Int64(timeout * 1000)))
         await client.start()
         return client
+    }
+
+    /// The receiver `scan`, `calibrate` and `monitor` take their advertising reports from.
+    /// `protecting`: as for `connect`.
+    func openSightingSource(
+        mode: AdvertisingMode = .auto, logger: Logger, protecting: String? = nil
+    ) async throws -> any SightingSource {
+        let spec = try spec()
+        let client = try await connect(logger: logger, protecting: protecting)
+        return ControllerSightingSource(
+            client: client, scanner: Scanner(mode: mode, ownsController: spec.isExclusive, logger: logger))
     }
 }
 

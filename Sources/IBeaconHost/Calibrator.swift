@@ -249,6 +249,8 @@ public struct Calibrator: Sendable {
                     }
                 }
             }
+            // Cancelled (the user interrupted): the samples so far are no result.
+            try Task.checkCancellation()
             let result = try collector.result(elapsed: elapsed())
             await scanner.stop(on: client, mode: mode)
             return result

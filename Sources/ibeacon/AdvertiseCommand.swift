@@ -49,8 +49,8 @@ struct AdvertiseCommand: AsyncParsableCommand {
 
     func validate() throws {
         if profile.isEmpty { throw ValidationError("give at least one --profile FILE") }
-        if let duration, !(duration > 0) { throw ValidationError("--duration must be a positive number of seconds") }
-        if !(checkInterval >= 0) { throw ValidationError("--check-interval must be 0 or more seconds") }
+        if let duration { try validateSeconds("--duration", duration, 0.001...maximumRunSeconds) }
+        try validateSeconds("--check-interval", checkInterval, 0.1...86400, zeroAllowed: "disable the check")
     }
 
     func run() async throws {

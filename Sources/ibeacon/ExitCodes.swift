@@ -80,7 +80,7 @@ func classify(_ error: any Error) -> (message: String, code: Int32) {
     case let e as ControllerError:
         switch e {
         case .commandFailed, .badReply: return (e.description, Exit.controllerError)
-        case .timeout: return (e.description, Exit.tempFail)
+        case .timeout, .noCredits: return (e.description, Exit.tempFail)
         case .transport(let t): return (e.description, exitCode(for: t.kind))
         case .closed: return (e.description, Exit.ioError)
         }

@@ -2,12 +2,14 @@ import Foundation
 import IBeaconCore
 
 /// Writes to stdout without buffering surprises (status lines must appear under systemd).
+/// A reader that went away (EPIPE: SIGPIPE is ignored, see `runUntilSignalled`) or a full disk
+/// loses the output, never the process: advertising must still be turned off on the way out.
 func printOut(_ s: String) {
-    FileHandle.standardOutput.write(Data((s + "\n").utf8))
+    try? FileHandle.standardOutput.write(contentsOf: Data((s + "\n").utf8))
 }
 
 func printError(_ s: String) {
-    FileHandle.standardError.write(Data((s + "\n").utf8))
+    try? FileHandle.standardError.write(contentsOf: Data((s + "\n").utf8))
 }
 
 /// True when stdout is a terminal (live tables, progress) rather than a pipe or file.

@@ -19,6 +19,8 @@ struct CalibrateCommand: AsyncParsableCommand {
 
             --offset corrects for a receiver that reads a known number of dB weaker (positive) \
             or stronger (negative) than a reference phone.
+
+            Interrupted (SIGINT, SIGTERM), it writes nothing and exits 130 or 143.
             """)
 
     @Option(help: ArgumentHelp("Profile of the beacon to calibrate; measuredPower is written back.", valueName: "file"))

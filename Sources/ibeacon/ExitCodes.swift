@@ -47,6 +47,9 @@ enum Exit {
               ibeacon
           76  controller rejected a command (the message names command and status)
           77  permission denied (capabilities CAP_NET_RAW/CAP_NET_ADMIN)
+          128+N  stopped by signal N after cleaning up: calibrate interrupted
+              (130 SIGINT, 143 SIGTERM; nothing written), advertise or scan ended by
+              SIGHUP (129), SIGUSR1 (138), ... (SIGINT/SIGTERM end those with 0)
         """
 }
 

@@ -131,7 +131,9 @@ func drain(_ client: ControllerClient) async -> [ControllerEvent] {
 
     @Test func anEventFloodNobodyReadsYetStaysBounded() async throws {
         let fake = FakeController()
-        let client = await startedClient(fake)
+        // A generous timeout: the command below only marks the end of the flood, and a loaded
+        // machine may take seconds to read it all.
+        let client = await startedClient(fake, timeout: .seconds(60))
         let flood = EventQueue.defaultCapacity * 5
         for n in 0..<flood { fake.inject(reportPacket(n)) }
         // Its answer comes after the flood: once it is back, every event has been received.
@@ -150,7 +152,9 @@ func drain(_ client: ControllerClient) async -> [ControllerEvent] {
 
     @Test func aHardwareErrorStormWaitsAsOneEvent() async throws {
         let fake = FakeController()
-        let client = await startedClient(fake)
+        // A generous timeout: the command below only marks the end of the flood, and a loaded
+        // machine may take seconds to read it all.
+        let client = await startedClient(fake, timeout: .seconds(60))
         for n in 0..<5000 {
             fake.inject(hardwareErrorPacket)
             if n % 10 == 0 { fake.inject(reportPacket(n)) }  // interleaved: not only consecutive ones

@@ -112,7 +112,8 @@ public actor ControllerClient {
     /// Time origin for the rate limiters.
     private let origin = ContinuousClock.now
     private var malformedWarnings = RepeatLimiter()
-    private var droppedWarnings = RepeatLimiter()
+    /// One line per 10 s about dropped events is enough: the count says the rest.
+    private var droppedWarnings = RepeatLimiter(burst: 1)
     /// Events dropped or coalesced because the consumer could not keep up (for tests and logs).
     public private(set) var droppedEvents = 0
     public private(set) var coalescedEvents = 0

@@ -96,9 +96,10 @@ Control over stdin, one command per line, each acknowledged with an "ack" event:
                 and reopened as for disconnect).
     nop0        Command Complete with opcode 0x0000 (NOP) and Num_HCI_Command_Packets 0:
                 "accept no command now", never followed by a credit.
-    flood KIND SECONDS
+    flood KIND SECONDS [MAX]
                 send events as fast as the host reads them (the TCP send buffer is
-                kept filled; pty too), for SECONDS, ignoring the event masks, then
+                kept filled; pty too), for SECONDS or until MAX events (rounded up to
+                512) have been sent, ignoring the event masks, then
                 {"event":"flood","kind":..,"events":N,"bytes":N}. KIND:
                   report    LE Advertising Reports (a non-iBeacon ADV_NONCONN_IND)
                   malformed LE Meta events whose report count exceeds their length
@@ -970,14 +971,14 @@ class DutController(HarnessController):
         'hwerror': bytes([0x04, 0x10, 0x01, 0x01]),
     }
 
-    async def flood(self, kind: str, seconds: float) -> dict[str, Any]:
+    async def flood(self, kind: str, seconds: float, limit: int | None = None) -> dict[str, Any]:
         raw = self.FLOOD_EVENTS[kind]
         batch = raw * 512
         if kind == 'hwerror':
             self.reset_state()
         sent = 0
         deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and (limit is None or sent < limit):
             endpoint = self.transport
             if endpoint is None or not endpoint.connected:
                 await asyncio.sleep(0.01)
@@ -1473,10 +1474,10 @@ async def run(args: argparse.Namespace) -> int:
             dut.control_foreign_stop()
         elif cmd == 'nop0':
             dut.control_nop0()
-        elif cmd.startswith('flood ') and len(cmd.split()) == 3 and cmd.split()[1] in DutController.FLOOD_EVENTS:
-            _, kind, seconds = cmd.split()
+        elif cmd.startswith('flood ') and len(cmd.split()) in (3, 4) and cmd.split()[1] in DutController.FLOOD_EVENTS:
+            _, kind, seconds, *limit = cmd.split()
             emit(ack)  # acknowledged at the start; the result follows as a "flood" event
-            emit(await dut.flood(kind, float(seconds)))
+            emit(await dut.flood(kind, float(seconds), int(limit[0]) if limit else None))
             continue
         elif cmd == 'cut-mid-packet':
             endpoint = dut.transport

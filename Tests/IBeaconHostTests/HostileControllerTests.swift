@@ -1,4 +1,3 @@
-import Foundation
 import IBeaconCore
 import IBeaconTestSupport
 import Logging
@@ -88,36 +87,42 @@ func drain(_ client: ControllerClient) async -> [ControllerEvent] {
     @Test func zeroCreditsMakeTheNextCommandFailWithinItsTimeoutNotHang() async throws {
         let fake = FakeController()
         fake.grantedCredits = 0
-        let client = await startedClient(fake, timeout: .milliseconds(200))
+        let clock = ManualClock()
+        let client = await startedClient(fake, timeout: .milliseconds(200), clock: clock)
         _ = try await client.execute(ReadBDAddr())  // answered, but with Num_HCI_Command_Packets = 0
-        let started = ContinuousClock.now
-        let outcome: String? = await within(5) {
-            do {
-                _ = try await client.execute(ReadBDAddr())
-                return "answered"
-            } catch {
-                return "\(error)"
+        let outcome = Task {
+            await within(5) {
+                do {
+                    _ = try await client.execute(ReadBDAddr())
+                    return "answered"
+                } catch {
+                    return "\(error)"
+                }
             }
         }
-        let text = try #require(outcome, "the command hung with no credit")
+        // The wait for a credit sleeps on the clock; once its timeout has passed, it fails.
+        #expect(await eventually(within: 5) { clock.sleeperCount >= 1 })
+        clock.advance(by: .milliseconds(200))
+        let text = try #require(await outcome.value, "the command hung with no credit")
         #expect(text.contains("no command credits (Num_HCI_Command_Packets = 0)"), "\(text)")
-        #expect(started.duration(to: .now) < .seconds(2))
         #expect(fake.opcodes == [.readBDAddr])  // nothing was sent without a credit
-        // Later commands fail at once instead of waiting their whole timeout again.
-        let again = ContinuousClock.now
+        // Later commands fail at once instead of waiting their whole timeout again (the clock
+        // is not advanced any more).
         let failedAgain = await within(5) { (try? await client.execute(ReadBDAddr())) == nil }
         #expect(failedAgain == true)
-        #expect(again.duration(to: .now) < .milliseconds(100))
         await client.close()
     }
 
     @Test func aNOPWithZeroCreditsHoldsCommandsUntilACreditComes() async throws {
         let fake = FakeController()
-        let client = await startedClient(fake, timeout: .milliseconds(300))
+        let clock = ManualClock()
+        let client = await startedClient(fake, timeout: .milliseconds(300), clock: clock)
         fake.inject(FakeController.commandComplete(HCIOpcode(rawValue: 0), [], credits: 0))
         try await Task.sleep(for: .milliseconds(50))
-        let refused = await within(5) { (try? await client.execute(ReadBDAddr())) == nil }
-        #expect(refused == true, "no credit: the command must fail within its timeout (nil: it hung)")
+        let refused = Task { await within(5) { (try? await client.execute(ReadBDAddr())) == nil } }
+        #expect(await eventually(within: 5) { clock.sleeperCount >= 1 })
+        clock.advance(by: .milliseconds(300))
+        #expect(await refused.value == true, "no credit: the command must fail within its timeout (nil: it hung)")
         #expect(fake.opcodes.isEmpty)
         // The controller is ready again: a NOP granting a credit lets commands through.
         fake.inject(FakeController.commandComplete(HCIOpcode(rawValue: 0), [], credits: 1))

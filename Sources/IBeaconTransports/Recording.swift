@@ -85,13 +85,18 @@ public final class RecordingTransport: HCITransport {
     public init(wrapping inner: any HCITransport, recorder: any PacketRecorder) {
         self.inner = inner
         self.recorder = recorder
-        let (stream, continuation) = AsyncThrowingStream.makeStream(of: H4Packet.self, throwing: (any Error).self)
+        // Bounded like the transports' own streams: while the consumer lags, the forwarder waits
+        // (and with it the transport's reader), so a flood cannot pile up here.
+        let (stream, continuation) = AsyncThrowingStream.makeStream(
+            of: H4Packet.self, throwing: (any Error).self, bufferingPolicy: .bufferingOldest(maximumWaitingPackets))
         incoming = stream
         let forwarder = Task {
             do {
                 for try await packet in inner.incoming {
                     recorder.record(packet, direction: .received)
-                    continuation.yield(packet)
+                    while case .dropped = continuation.yield(packet) {
+                        try await Task.sleep(for: .milliseconds(1))
+                    }
                 }
                 continuation.finish()
             } catch {

@@ -24,6 +24,8 @@ struct CalibrateCommand: AsyncParsableCommand {
 
             --offset corrects for a receiver that reads a known number of dB weaker (positive) \
             or stronger (negative) than a reference phone.
+
+            Interrupted (SIGINT, SIGTERM), it writes nothing and exits 130 or 143.
             """)
 
     @Option(help: ArgumentHelp("Profile of the beacon to calibrate; measuredPower is written back.", valueName: "file"))
@@ -74,7 +76,7 @@ struct CalibrateCommand: AsyncParsableCommand {
                 throw ValidationError("--uuid/--major/--minor need --write FILE (or --dry-run)")
             }
         }
-        guard duration > 0, duration <= 3600 else { throw ValidationError("--duration must be within 0…3600 seconds") }
+        try validateSeconds("--duration", duration, 0.001...3600)
         guard precision > 0, precision <= 20 else { throw ValidationError("--precision must be within 0…20 dB") }
         guard abs(offset) <= 40 else { throw ValidationError("--offset must be within -40…40 dB") }
         if let address, BDAddress(address) == nil {
@@ -86,7 +88,8 @@ struct CalibrateCommand: AsyncParsableCommand {
         let logger = logging.makeLogger()
         let command = self
         try await reporting {
-            try await runUntilSignalled { try await command.calibrate(logger: logger) }
+            // Interrupted, it writes nothing and exits 130 (SIGINT) or 143 (SIGTERM).
+            try await runUntilSignalled(interrupt: .abort) { try await command.calibrate(logger: logger) }
         }
     }
 
@@ -201,6 +204,8 @@ struct CalibrateCommand: AsyncParsableCommand {
                 "the RSSI spread is \(result.spread.fixed(1)) dB (over 8 dB): reflections or obstacles; move to a clearer spot and calibrate again"
             )
         }
+        // A signal during the measurement: the result is partial, and nothing may be written.
+        try Task.checkCancellation()
         guard !dryRun, let path else {
             if !json { printOut("measured power \(result.measuredPower) dBm (dry run: nothing written)") }
             return

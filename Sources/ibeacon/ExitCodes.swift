@@ -47,6 +47,9 @@ enum Exit {
               ibeacon
           76  controller rejected a command (the message names command and status)
           77  permission denied (capabilities CAP_NET_RAW/CAP_NET_ADMIN)
+          128+N  stopped by signal N after cleaning up: calibrate interrupted
+              (130 SIGINT, 143 SIGTERM; nothing written), advertise or scan ended by
+              SIGHUP (129), SIGUSR1 (138), ... (SIGINT/SIGTERM end those with 0)
         """
 }
 
@@ -81,7 +84,7 @@ func classify(_ error: any Error) -> (message: String, code: Int32) {
     case let e as ControllerError:
         switch e {
         case .commandFailed, .badReply: return (e.description, Exit.controllerError)
-        case .timeout: return (e.description, Exit.tempFail)
+        case .timeout, .noCredits: return (e.description, Exit.tempFail)
         case .transport(let t): return (e.description, exitCode(for: t.kind))
         case .closed: return (e.description, Exit.ioError)
         }

@@ -13,8 +13,9 @@ func printOut(_ s: String, terminator: String = "\n") { writeAll(STDOUT_FILENO, 
 
 func printError(_ s: String) { writeAll(STDERR_FILENO, s + "\n") }
 
-/// `write(2)` until all of `s` is out, retrying EINTR; on another error (a closed pipe) the
-/// rest is dropped, as there is nowhere left to report it.
+/// `write(2)` until all of `s` is out, retrying EINTR; on another error (a closed pipe: EPIPE,
+/// as SIGPIPE is ignored, see `runUntilSignalled`) the rest is dropped, as there is nowhere left
+/// to report it; the process goes on, so advertising is still turned off on the way out.
 func writeAll(_ fd: Int32, _ s: String) {
     let bytes = Array(s.utf8)
     var done = 0

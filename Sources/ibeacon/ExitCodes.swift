@@ -48,6 +48,9 @@ enum Exit {
           76  controller rejected a command (the message names command and status)
           77  permission denied (capability CAP_NET_ADMIN; raw HCI also
               CAP_NET_RAW)
+          128+N  stopped by signal N after cleaning up: calibrate interrupted
+              (130 SIGINT, 143 SIGTERM; nothing written), advertise or scan ended by
+              SIGHUP (129), SIGUSR1 (138), ... (SIGINT/SIGTERM end those with 0)
         """
 }
 
@@ -74,6 +77,7 @@ func classify(_ error: any Error) -> (message: String, code: Int32) {
         case .notFound: return (e.description, Exit.noInput)
         case .cannotWrite: return (e.description, Exit.cannotWrite)
         case .locked: return (e.description, Exit.tempFail)
+        case .badData: return (e.description, Exit.dataError)
         case .io: return (e.description, Exit.ioError)
         }
     case let e as TransportError:
@@ -81,7 +85,7 @@ func classify(_ error: any Error) -> (message: String, code: Int32) {
     case let e as ControllerError:
         switch e {
         case .commandFailed, .badReply: return (e.description, Exit.controllerError)
-        case .timeout: return (e.description, Exit.tempFail)
+        case .timeout, .noCredits: return (e.description, Exit.tempFail)
         case .transport(let t): return (e.description, exitCode(for: t.kind))
         case .closed: return (e.description, Exit.ioError)
         }

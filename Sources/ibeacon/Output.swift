@@ -13,8 +13,9 @@ func printOut(_ s: String, terminator: String = "\n") { writeAll(STDOUT_FILENO, 
 
 func printError(_ s: String) { writeAll(STDERR_FILENO, s + "\n") }
 
-/// `write(2)` until all of `s` is out, retrying EINTR; on another error (a closed pipe) the
-/// rest is dropped, as there is nowhere left to report it.
+/// `write(2)` until all of `s` is out, retrying EINTR; on another error (a closed pipe: EPIPE,
+/// as SIGPIPE is ignored, see `runUntilSignalled`) the rest is dropped, as there is nowhere left
+/// to report it; the process goes on, so advertising is still turned off on the way out.
 func writeAll(_ fd: Int32, _ s: String) {
     let bytes = Array(s.utf8)
     var done = 0
@@ -28,6 +29,25 @@ func writeAll(_ fd: Int32, _ s: String) {
             return
         }
     }
+}
+
+/// `text` with every control character escaped as `\u{1B}`, so that a name read from a file
+/// cannot move the cursor, retitle the terminal or reorder what follows: C0 and C1 controls,
+/// DEL, line and paragraph separators, and the bidirectional overrides and isolates.
+func terminalSafe(_ text: String) -> String {
+    var out = ""
+    for scalar in text.unicodeScalars {
+        let v = scalar.value
+        let unsafe =
+            v < 0x20 || (0x7F...0x9F).contains(v) || v == 0x2028 || v == 0x2029
+            || (0x202A...0x202E).contains(v) || (0x2066...0x2069).contains(v) || v == 0x200E || v == 0x200F
+        if unsafe {
+            out += "\\u{" + String(v, radix: 16, uppercase: true) + "}"
+        } else {
+            out.unicodeScalars.append(scalar)
+        }
+    }
+    return out
 }
 
 /// True when stdout is a terminal (live tables, progress) rather than a pipe or file.

@@ -48,7 +48,7 @@ struct ScanCommand: AsyncParsableCommand {
         for (name, v) in [("--major", major), ("--minor", minor)] {
             if let v, !(0...65535).contains(v) { throw ValidationError("\(name) \(v) is outside 0…65535") }
         }
-        if let duration, !(duration > 0) { throw ValidationError("--duration must be a positive number of seconds") }
+        if let duration { try validateSeconds("--duration", duration, 0.001...maximumRunSeconds) }
     }
 
     func matches(_ s: Sighting) -> Bool {

@@ -53,10 +53,11 @@ import Testing
     }
 
     @Test func cannotCreateInAMissingDirectory() {
-        let error = transportError {
+        let error = #expect(throws: FileError.self) {
             _ = try BTSnoopFileRecorder(path: "/nonexistent-ibeacon-dir/x.btsnoop", logger: testLogger)
         }
-        #expect(error?.kind == .notFound)
+        #expect(error?.kind == .cannotWrite)
+        #expect(error?.description.contains("does not exist") == true)
     }
 
     /// tshark (Wireshark's decoder, an independent reader) opens what we write.

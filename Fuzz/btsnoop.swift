@@ -10,7 +10,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     while let record = try? reader.next() {
         records += 1
         if records > size { fatalError("the reader does not advance") }
-        _ = record.packet.bytes.count
+        _ = record.packet?.bytes.count
     }
     return 0
 }

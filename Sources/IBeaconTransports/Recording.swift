@@ -28,7 +28,7 @@ public final class BTSnoopFileRecorder: PacketRecorder {
         let fd: FileDescriptor
         do {
             fd = try Sys.createFile(path)
-            try Sys.writeAll(fd, BTSnoopFormat.fileHeader())
+            try Sys.writeAll(fd, BTSnoop.fileHeader())
         } catch .noSuchFileOrDirectory {
             throw TransportError(.notFound, "cannot create \(path): its directory does not exist")
         } catch let error where error == .permissionDenied || error == .readOnlyFileSystem {
@@ -46,7 +46,8 @@ public final class BTSnoopFileRecorder: PacketRecorder {
     public var failure: TransportError? { firstFailure.withLock { $0 } }
 
     public func record(_ packet: H4Packet, direction: PacketDirection) {
-        let bytes = BTSnoopFormat.record(packet, direction: direction, unixMicroseconds: clock())
+        let bytes = BTSnoop.encodeRecord(
+            packet: packet, direction: direction, timestampMicros: BTSnoop.timestamp(unixMicroseconds: clock()))
         let error = file.withLock { (fd: inout FileDescriptor?) -> Errno? in
             guard let descriptor = fd else { return nil }
             do throws(Errno) {

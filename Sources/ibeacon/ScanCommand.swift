@@ -71,6 +71,8 @@ struct ScanCommand: AsyncParsableCommand {
         var reports = 0
         /// The source's time of the latest report or tick.
         var time: Double = 0
+        /// --json lines not yet written (a capture is read faster than line-by-line writes).
+        var pending = ""
     }
 
     func scan(logger: Logger) async throws {
@@ -80,6 +82,10 @@ struct ScanCommand: AsyncParsableCommand {
         let state = Mutex(State())
         let command = self
         let json = self.json
+        // A capture's lines go out in blocks of 64 KiB; a receiver's as each event is heard.
+        var buffered = false
+        if case .btsnoop = try device.spec() { buffered = true }
+        let flushSize = buffered ? 65536 : 0
         var failure: (any Error)?
         do {
             try await source.scan(
@@ -89,15 +95,24 @@ struct ScanCommand: AsyncParsableCommand {
                         for s in sightings where command.matches(s) {
                             state.reports += 1
                             state.table.record(s, now: t)
-                            if json { printOut(command.jsonReport(s, t: t)) }
+                            if json {
+                                state.pending += command.jsonReport(s, t: t)
+                                state.pending += "\n"
+                            }
                         }
                         state.time = max(state.time, t)
+                        if state.pending.utf8.count >= flushSize {
+                            writeOut(state.pending)
+                            state.pending = ""
+                        }
                     }
                     if let deadline, t >= deadline { return .stop }
                     return .proceed
                 },
                 tick: { t in
                     let table = state.withLock { state in
+                        writeOut(state.pending)
+                        state.pending = ""
                         state.time = max(state.time, t)
                         state.table.prune(now: t)
                         return state.table
@@ -108,6 +123,10 @@ struct ScanCommand: AsyncParsableCommand {
                 })
         } catch {
             failure = error
+        }
+        state.withLock { state in
+            writeOut(state.pending)
+            state.pending = ""
         }
         if !json && !live {
             let (table, reports, t) = state.withLock { ($0.table, $0.reports, $0.time) }

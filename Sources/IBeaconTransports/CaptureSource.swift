@@ -125,8 +125,9 @@ struct CaptureFileReader: ~Copyable {
 /// replayed to a pretend controller: a capture that starts mid-session or recorded a failed
 /// command gives its reports all the same.
 ///
-/// Time is the capture's: seconds since the file's first record, from the record timestamps
-/// (a timestamp earlier than the one before it counts as the one before). Ticks fall every
+/// Time is the capture's: seconds since the first advertising report read (when the recorded
+/// scan was running; a phone log may start minutes earlier), from the record timestamps (a
+/// timestamp earlier than the one before it counts as the one before). Ticks fall every
 /// `tickInterval` of that time, and once more at the end of the file.
 ///
 /// In a Linux monitor (2001) file, the reports come from one controller: `controllerIndex`,
@@ -213,15 +214,16 @@ public struct CaptureSightingSource: SightingSource {
             case .success(let r): record = r
             }
             let micros = record.timestampMicros
-            if start == nil { start = micros }
-            time = max(time, Double(micros &- (start ?? micros)) / 1e6)
-            while time >= nextTick {
-                if Task.isCancelled { throw CancellationError() }
-                if try await tick(nextTick) == .stop {
-                    stopped = true
-                    break scanning
+            if let start {
+                time = max(time, Double(micros &- start) / 1e6)
+                while time >= nextTick {
+                    if Task.isCancelled { throw CancellationError() }
+                    if try await tick(nextTick) == .stop {
+                        stopped = true
+                        break scanning
+                    }
+                    nextTick += interval
                 }
-                nextTick += interval
             }
             guard let packet = record.packet, packet.type == .event, record.direction == .received,
                 Self.isAdvertisingReport(packet.body)
@@ -244,6 +246,7 @@ public struct CaptureSightingSource: SightingSource {
                     continue
                 }
             }
+            if start == nil { start = micros }
             reports += sightings.count
             if receive(sightings, time) == .stop {
                 stopped = true

@@ -91,6 +91,8 @@ struct ScanCommand: AsyncParsableCommand {
             try await source.scan(
                 tickInterval: .seconds(1),
                 receive: { sightings, t in
+                    // Reports at or after --duration are outside the scan (a capture holds them).
+                    if let deadline, t >= deadline { return .stop }
                     state.withLock { state in
                         for s in sightings where command.matches(s) {
                             state.reports += 1
@@ -106,7 +108,6 @@ struct ScanCommand: AsyncParsableCommand {
                             state.pending = ""
                         }
                     }
-                    if let deadline, t >= deadline { return .stop }
                     return .proceed
                 },
                 tick: { t in

@@ -144,10 +144,10 @@ final class Delivered: Sendable {
         #expect(try await source.receiverAddress() == nil)
         let delivered = try await Self.run(source)
         let batches = delivered.batches.withLock { $0 }
-        #expect(batches.map(\.time) == [0.5, 1.25, 3.0])
+        #expect(batches.map(\.time) == [0, 0.75, 2.5])
         #expect(batches.map(\.addresses) == [["C0:FF:EE:12:34:56"], ["D1:02:03:04:05:06"], ["C0:FF:EE:12:34:56"]])
-        // Every second of capture time, then once at the end.
-        #expect(delivered.ticks.withLock { $0 } == [1, 2, 3, 3])
+        // Every second of capture time from the first report, then once at the end.
+        #expect(delivered.ticks.withLock { $0 } == [1, 2, 2.5])
     }
 
     @Test func stopsWhenTheConsumerSays() async throws {
@@ -155,8 +155,8 @@ final class Delivered: Sendable {
         defer { removeTree(dir) }
         let path = dir + "/scan.btsnoop"
         try writeWholeFile(path, Self.capture())
-        let delivered = try await Self.run(CaptureSightingSource(path: path, logger: testLogger), stopAt: 1)
-        #expect(delivered.batches.withLock { $0 }.map(\.time) == [0.5, 1.25])
+        let delivered = try await Self.run(CaptureSightingSource(path: path, logger: testLogger), stopAt: 0.5)
+        #expect(delivered.batches.withLock { $0 }.map(\.time) == [0, 0.75])
     }
 
     @Test func receiverAddressFromTheRecordedReadBDAddrReply() async throws {
@@ -225,6 +225,93 @@ final class Delivered: Sendable {
             }
             #expect(delivered.batches.withLock { $0.count } == reportEnds.filter { $0 <= cut }.count, "cut at \(cut)")
         }
+    }
+
+    static func realCapture() throws -> [UInt8] {
+        let original =
+            ProcessInfo.processInfo.environment["IBEACON_CAPTURES"].map { $0 + "/scientistnobee+DSD6__btsnoop_hci.log" }
+            ?? "/work/shared/captures/scientistnobee+DSD6__btsnoop_hci.log"
+        return try [UInt8](Data(contentsOf: URL(fileURLWithPath: original)))
+    }
+
+    /// A real phone log (scientistnobee/DSD6 btsnoop_hci.log, /work/shared/captures/SOURCES.md:
+    /// 12 legacy reports) cut at every offset, through the codec: the complete records are read,
+    /// then a truncation at the start of the cut record (none at a boundary). The decoder is a
+    /// value: each cut starts from a copy taken at the record boundary before it.
+    @Test func everyCutOfARealCaptureThroughTheCodec() throws {
+        let whole = try Self.realCapture()
+        var boundaries: [(offset: Int, decoder: BTSnoopDecoder)] = []
+        var decoder = BTSnoopDecoder()
+        // Feed byte by byte up to the header, then record by record.
+        for cut in 0...whole.count {
+            if cut > 0 { decoder.append(whole[(cut - 1)..<cut]) }
+            var copy = decoder
+            let record = try copy.next()
+            if cut == 16 || record != nil {
+                if record != nil { decoder = copy }  // the record that just completed is taken
+                boundaries.append((cut, decoder))
+                #expect(try decoder.next() == nil, "cut at \(cut)")
+            }
+            var atEnd = decoder
+            do {
+                try atEnd.finish()
+                #expect(cut >= 16 && boundaries.last?.offset == cut, "cut at \(cut) finished cleanly")
+            } catch {
+                #expect(error.isDamagedTail, "cut at \(cut)")
+                #expect(error.offset == (cut < 16 ? cut : boundaries.last?.offset), "cut at \(cut): \(error)")
+                #expect(error.description.hasPrefix("truncated"), "cut at \(cut): \(error)")
+            }
+        }
+        #expect(boundaries.last?.offset == whole.count)
+        #expect(boundaries.count == 1 + (boundaries.last?.decoder.recordsRead ?? 0))
+    }
+
+    /// The same capture cut through the source (a file truncated in place): at every offset of
+    /// the header and the first three records, and 1 byte either side of every record boundary.
+    /// Never a crash; the reports of the complete records in order, then a damaged-tail error
+    /// naming where the cut record starts.
+    @Test func cutsOfARealCaptureThroughTheSource() async throws {
+        let whole = try Self.realCapture()
+        var starts: [Int] = [16]
+        var decoder = BTSnoopDecoder()
+        decoder.append(whole)
+        while try decoder.next() != nil { starts.append(decoder.offset) }
+        #expect(starts.last == whole.count)
+        var cuts = Set(0...starts[3])
+        for s in starts { cuts.formUnion([s - 1, s, s + 1].filter { $0 <= whole.count }) }
+        let dir = try makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        let path = dir + "/cut.log"
+        try writeWholeFile(path, whole)
+        let file = try #require(FileHandle(forWritingAtPath: path))
+        defer { try? file.close() }
+        var all: [String]?
+        for cut in cuts.sorted(by: >) {
+            try file.truncate(atOffset: UInt64(cut))
+            let delivered = Delivered()
+            var problem: BTSnoopError?
+            do {
+                let source = try CaptureSightingSource(path: path, logger: testLogger)
+                try await source.scan(
+                    tickInterval: .seconds(1),
+                    receive: { s, t in
+                        delivered.batches.withLock { $0.append((s.map(\.address.description), t)) }
+                        return .proceed
+                    }, tick: { _ in .proceed })
+            } catch let error as CaptureError {
+                problem = error.problem
+            }
+            let got = delivered.batches.withLock { $0.flatMap(\.addresses) }
+            if all == nil { all = got }
+            #expect(got == Array((all ?? []).prefix(got.count)), "cut at \(cut)")
+            if cut >= 16, starts.contains(cut) {
+                #expect(problem == nil, "cut at \(cut)")
+            } else {
+                #expect(problem?.isDamagedTail == true, "cut at \(cut)")
+                #expect(problem?.offset == (cut < 16 ? cut : starts.last(where: { $0 <= cut })), "cut at \(cut)")
+            }
+        }
+        #expect(all?.count == 12)
     }
 
     static let badFiles: [([UInt8], String, Bool)] = [

@@ -295,8 +295,8 @@ public struct BTSnoopDecoder: Sendable {
     public private(set) var datalink: BTSnoopDatalink?
     /// Records returned so far.
     public private(set) var recordsRead = 0
-    private var buffer: [UInt8] = []
-    private var position = 0
+    @usableFromInline var buffer: [UInt8] = []
+    @usableFromInline var position = 0
     /// File offset of `buffer[position]`.
     public private(set) var offset = 0
     private var failure: BTSnoopError?
@@ -306,12 +306,17 @@ public struct BTSnoopDecoder: Sendable {
     /// Bytes appended and not yet returned as part of a record.
     public var pendingByteCount: Int { buffer.count - position }
 
-    public mutating func append(_ bytes: some Collection<UInt8>) {
+    @inlinable public mutating func append(_ bytes: some Collection<UInt8>) {
+        compact()
+        buffer.append(contentsOf: bytes)
+    }
+
+    /// Drops the bytes already returned once they are half the buffer (amortised O(1) per byte).
+    @usableFromInline mutating func compact() {
         if position > 0 && position >= buffer.count / 2 {
             buffer.removeFirst(position)
             position = 0
         }
-        buffer.append(contentsOf: bytes)
     }
 
     private func uint32(at i: Int) -> UInt32 {

@@ -6,6 +6,12 @@ func printOut(_ s: String) {
     FileHandle.standardOutput.write(Data((s + "\n").utf8))
 }
 
+/// Writes `bytes` to stdout as they are.
+func writeOut(_ bytes: [UInt8]) {
+    guard !bytes.isEmpty else { return }
+    FileHandle.standardOutput.write(Data(bytes))
+}
+
 /// Writes `s` to stdout as it is (no newline added).
 func writeOut(_ s: String) {
     guard !s.isEmpty else { return }
@@ -93,3 +99,166 @@ func jsonLine(_ pairs: JSONPairs) -> String { jsonObject(pairs).compactText() }
 
 /// A JSON string literal (the profile writer's escaping, so both agree).
 func jsonString(_ s: String) -> String { JSONWriter.quoted(s) }
+
+/// Writes one compact JSON object straight into bytes, spelled exactly as `jsonLine` spells
+/// the same pairs. For output written per report: `scan --json` over a capture prints hundreds
+/// of thousands of lines, and building a `JSONValue` per line costs more than reading and
+/// decoding the capture. Use `JSONLineBuilder.append(to:maximumLength:)`.
+struct JSONLineBuilder {
+    private let p: UnsafeMutablePointer<UInt8>
+    private let capacity: Int
+    private(set) var count = 0
+    private var empty = true
+
+    private init(_ p: UnsafeMutablePointer<UInt8>, capacity: Int) {
+        self.p = p
+        self.capacity = capacity
+    }
+
+    /// Appends the object `body` writes, and a newline, to `buffer`. `maximumLength` bounds what
+    /// `body` writes (ASCII keys and values; strings that need escaping count 6 bytes a byte).
+    static func append(to buffer: inout [UInt8], maximumLength: Int, _ body: (inout JSONLineBuilder) -> Void) {
+        let start = buffer.count
+        buffer.append(contentsOf: repeatElement(0, count: maximumLength + 3))
+        let written = buffer.withUnsafeMutableBufferPointer { all -> Int in
+            guard let base = all.baseAddress else { return 0 }
+            var line = JSONLineBuilder(base + start, capacity: maximumLength + 3)
+            line.byte(UInt8(ascii: "{"))
+            body(&line)
+            line.byte(UInt8(ascii: "}"))
+            line.byte(0x0A)
+            return line.count
+        }
+        buffer.removeLast(maximumLength + 3 - written)
+    }
+
+    private mutating func byte(_ b: UInt8) {
+        guard count < capacity else { return }  // bounded by maximumLength: never reached
+        p[count] = b
+        count += 1
+    }
+
+    private mutating func bytes(_ s: StaticString) {
+        s.withUTF8Buffer { for b in $0 { byte(b) } }
+    }
+
+    private mutating func key(_ name: StaticString) {
+        if !empty { byte(UInt8(ascii: ",")) }
+        empty = false
+        byte(UInt8(ascii: "\""))
+        bytes(name)
+        byte(UInt8(ascii: "\""))
+        byte(UInt8(ascii: ":"))
+    }
+
+    private mutating func null() { bytes("null") }
+
+    mutating func string(_ name: StaticString, _ value: String?) {
+        key(name)
+        guard let value else { return null() }
+        // Printable ASCII without quote or backslash is written as it is; anything else is escaped
+        // by the profile writer's rules.
+        let plain = value.utf8.allSatisfy { $0 >= 0x20 && $0 < 0x7F && $0 != 0x22 && $0 != 0x5C }
+        guard plain else {
+            for b in JSONWriter.quoted(value).utf8 { byte(b) }
+            return
+        }
+        byte(UInt8(ascii: "\""))
+        for b in value.utf8 { byte(b) }
+        byte(UInt8(ascii: "\""))
+    }
+
+    mutating func integer(_ name: StaticString, _ value: Int?) {
+        key(name)
+        guard let value else { return null() }
+        digits(value)
+    }
+
+    private mutating func digits(_ value: Int) {
+        guard value != Int.min else { return bytes("-9223372036854775808") }
+        var v = value
+        if v < 0 {
+            byte(UInt8(ascii: "-"))
+            v = -v
+        }
+        var divisor = 1
+        while divisor <= v / 10 { divisor *= 10 }
+        while divisor > 0 {
+            byte(UInt8(ascii: "0") + UInt8(v / divisor % 10))
+            divisor /= 10
+        }
+    }
+
+    /// A number as the `Double` conversion of `jsonLine` writes it: rounded to `decimals` (≤ 4)
+    /// places, in the shortest form that reads back the same (`66.015`, `3.0`, `0.5012`).
+    mutating func number(_ name: StaticString, _ value: Double?, decimals: Int = 4) {
+        key(name)
+        guard let value else { return null() }
+        var scale = 1
+        for _ in 0..<min(decimals, 4) { scale *= 10 }
+        let scaled = (value * Double(scale)).rounded()
+        // Up to 15 significant digits the shortest form of the nearest double is the decimal itself.
+        guard scaled.isFinite, abs(scaled) < 1e15 else {
+            guard case .number(_, let text) = value.jsonValue else { return null() }
+            for b in text.utf8 { byte(b) }
+            return
+        }
+        var m = Int(scaled)
+        if m < 0 {
+            byte(UInt8(ascii: "-"))
+            m = -m
+        }
+        digits(m / scale)
+        byte(UInt8(ascii: "."))
+        var fraction = m % scale
+        var places = scale / 10
+        if fraction == 0 { return byte(UInt8(ascii: "0")) }
+        while fraction > 0 {
+            byte(UInt8(ascii: "0") + UInt8(fraction / places))
+            fraction %= places
+            places /= 10
+        }
+    }
+
+    /// Bytes as lowercase hex, like `[UInt8].hexString`.
+    mutating func hex(_ name: StaticString, _ data: [UInt8]) {
+        key(name)
+        byte(UInt8(ascii: "\""))
+        for b in data {
+            byte(Self.hexDigit(b >> 4, upper: false))
+            byte(Self.hexDigit(b & 0xF, upper: false))
+        }
+        byte(UInt8(ascii: "\""))
+    }
+
+    /// A Bluetooth address as `BDAddress.description` prints it (`AA:BB:CC:DD:EE:FF`).
+    mutating func address(_ name: StaticString, _ address: BDAddress) {
+        key(name)
+        byte(UInt8(ascii: "\""))
+        for (k, b) in address.bytes.reversed().enumerated() {
+            if k > 0 { byte(UInt8(ascii: ":")) }
+            byte(Self.hexDigit(b >> 4, upper: true))
+            byte(Self.hexDigit(b & 0xF, upper: true))
+        }
+        byte(UInt8(ascii: "\""))
+    }
+
+    /// A UUID as `IBeacon.uuidString` prints it (upper-case 8-4-4-4-12); null for nil.
+    mutating func uuid(_ name: StaticString, _ uuid: UUID?) {
+        key(name)
+        guard let uuid else { return null() }
+        byte(UInt8(ascii: "\""))
+        withUnsafeBytes(of: uuid.uuid) { bytes in
+            for (k, b) in bytes.enumerated() {
+                if k == 4 || k == 6 || k == 8 || k == 10 { byte(UInt8(ascii: "-")) }
+                byte(Self.hexDigit(b >> 4, upper: true))
+                byte(Self.hexDigit(b & 0xF, upper: true))
+            }
+        }
+        byte(UInt8(ascii: "\""))
+    }
+
+    private static func hexDigit(_ v: UInt8, upper: Bool) -> UInt8 {
+        v < 10 ? UInt8(ascii: "0") + v : (upper ? UInt8(ascii: "A") : UInt8(ascii: "a")) + v - 10
+    }
+}

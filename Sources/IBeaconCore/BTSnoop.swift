@@ -141,7 +141,7 @@ public struct BTSnoopRecord: Hashable, Sendable {
 public enum BTSnoopError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The file ends inside the 16-octet file header, and what is there is a header's start.
     case truncatedHeader(available: Int)
-    /// The file does not start with `btsnoop\0`.
+    /// The file does not start with `btsnoop\0`: its first bytes, up to the first that differs.
     case badMagic([UInt8])
     case unsupportedVersion(UInt32)
     case unsupportedDatalink(UInt32)
@@ -335,8 +335,9 @@ public struct BTSnoopDecoder: Sendable {
         if datalink != nil { return true }
         let available = buffer.count - position
         let magicSeen = min(available, 8)
-        guard buffer[position..<position + magicSeen].elementsEqual(BTSnoop.magic.prefix(magicSeen)) else {
-            throw fail(.badMagic(Array(buffer[position..<position + magicSeen])))
+        if let k = (0..<magicSeen).first(where: { buffer[position + $0] != BTSnoop.magic[$0] }) {
+            // The bytes up to the first that differs: the same however the file arrives in chunks.
+            throw fail(.badMagic(Array(buffer[position...(position + k)])))
         }
         guard available >= BTSnoop.fileHeaderLength else { return false }
         let version = uint32(at: position + 8)

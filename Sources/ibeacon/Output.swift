@@ -132,14 +132,20 @@ struct JSONLineBuilder {
         buffer.removeLast(maximumLength + 3 - written)
     }
 
-    private mutating func byte(_ b: UInt8) {
+    @inline(__always) private mutating func byte(_ b: UInt8) {
         guard count < capacity else { return }  // bounded by maximumLength: never reached
         p[count] = b
         count += 1
     }
 
     private mutating func bytes(_ s: StaticString) {
-        s.withUTF8Buffer { for b in $0 { byte(b) } }
+        copy(UnsafeBufferPointer(start: s.utf8Start, count: s.utf8CodeUnitCount))
+    }
+
+    @inline(__always) private mutating func copy(_ source: UnsafeBufferPointer<UInt8>) {
+        guard let base = source.baseAddress, source.count <= capacity - count else { return }
+        (p + count).update(from: base, count: source.count)
+        count += source.count
     }
 
     private mutating func key(_ name: StaticString) {
@@ -158,14 +164,16 @@ struct JSONLineBuilder {
         guard let value else { return null() }
         // Printable ASCII without quote or backslash is written as it is; anything else is escaped
         // by the profile writer's rules.
-        let plain = value.utf8.allSatisfy { $0 >= 0x20 && $0 < 0x7F && $0 != 0x22 && $0 != 0x5C }
-        guard plain else {
-            for b in JSONWriter.quoted(value).utf8 { byte(b) }
-            return
+        let copied = value.utf8.withContiguousStorageIfAvailable { utf8 -> Bool in
+            guard utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F && $0 != 0x22 && $0 != 0x5C }) else { return false }
+            byte(UInt8(ascii: "\""))
+            copy(utf8)
+            byte(UInt8(ascii: "\""))
+            return true
         }
-        byte(UInt8(ascii: "\""))
-        for b in value.utf8 { byte(b) }
-        byte(UInt8(ascii: "\""))
+        if copied != true {
+            for b in JSONWriter.quoted(value).utf8 { byte(b) }
+        }
     }
 
     mutating func integer(_ name: StaticString, _ value: Int?) {

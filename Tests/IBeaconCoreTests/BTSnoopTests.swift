@@ -92,7 +92,7 @@ struct BTSnoopTests {
             }
         }
         // Not btsnoop, seen as soon as a byte differs, even in a short file.
-        #expect(throws: BTSnoopError.badMagic(Array("PK".utf8))) { try BTSnoopReader(bytes: Array("PK".utf8)) }
+        #expect(throws: BTSnoopError.badMagic(Array("P".utf8))) { try BTSnoopReader(bytes: Array("PK".utf8)) }
         #expect(throws: Never.self) { try BTSnoopReader(bytes: BTSnoop.fileHeader(datalink: .h1)) }
     }
 
@@ -222,6 +222,23 @@ struct BTSnoopTests {
             try decoder.finish()
             #expect(records == expected)
         }
+    }
+
+    /// Found by the fuzzer: fed one byte at a time, a file that starts like the magic and then
+    /// differs failed with fewer "first bytes" than fed whole. The error names the bytes up to
+    /// the first that differs, however the bytes arrive.
+    @Test func badMagicIsTheSameWholeOrChunked() throws {
+        let input = try #require([UInt8](hex: "6201000003ea7000000000010000 03ea"))
+        var whole = BTSnoopDecoder()
+        whole.append(input)
+        #expect(throws: BTSnoopError.badMagic([0x62, 0x01])) { try whole.next() }
+        var chunked = BTSnoopDecoder()
+        var error: BTSnoopError?
+        for b in input where error == nil {
+            chunked.append([b])
+            do { _ = try chunked.next() } catch let e { error = e }
+        }
+        #expect(error == .badMagic([0x62, 0x01]))
     }
 
     /// Cut at every offset: every complete record before the cut is returned, then the error

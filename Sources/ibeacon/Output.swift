@@ -1,25 +1,38 @@
-import Foundation
+import FoundationEssentials
 import IBeaconCore
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// Writes to stdout without buffering surprises (status lines must appear under systemd).
-func printOut(_ s: String) {
-    FileHandle.standardOutput.write(Data((s + "\n").utf8))
-}
+func printOut(_ s: String, terminator: String = "\n") { writeAll(STDOUT_FILENO, s + terminator) }
 
-/// Writes `bytes` to stdout as they are.
-func writeOut(_ bytes: [UInt8]) {
-    guard !bytes.isEmpty else { return }
-    FileHandle.standardOutput.write(Data(bytes))
-}
+func printError(_ s: String) { writeAll(STDERR_FILENO, s + "\n") }
 
-/// Writes `s` to stdout as it is (no newline added).
-func writeOut(_ s: String) {
-    guard !s.isEmpty else { return }
-    FileHandle.standardOutput.write(Data(s.utf8))
-}
+/// Writes `bytes` to stdout as they are (output gathered in blocks, e.g. `scan --json`).
+func writeOut(_ bytes: [UInt8]) { writeAll(STDOUT_FILENO, bytes) }
 
-func printError(_ s: String) {
-    FileHandle.standardError.write(Data((s + "\n").utf8))
+/// `write(2)` until all of `s` is out, retrying EINTR; on another error (a closed pipe) the
+/// rest is dropped, as there is nowhere left to report it.
+func writeAll(_ fd: Int32, _ s: String) { writeAll(fd, Array(s.utf8)) }
+
+func writeAll(_ fd: Int32, _ bytes: [UInt8]) {
+    var done = 0
+    while done < bytes.count {
+        let n = bytes[done...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        if n > 0 {
+            done += n
+        } else if n < 0 && errno == EINTR {
+            continue
+        } else {
+            return
+        }
+    }
 }
 
 /// True when stdout is a terminal (live tables, progress) rather than a pipe or file.

@@ -113,8 +113,6 @@ struct ScanCommand: AsyncParsableCommand {
             try await source.scan(
                 tickInterval: .seconds(1),
                 receive: { sightings, t in
-                    // Reports at or after --duration are outside the scan (a capture holds them).
-                    if let deadline, t >= deadline { return .stop }
                     state.withLock { state in
                         for s in sightings where filter.matches(s) {
                             state.reports += 1
@@ -130,6 +128,9 @@ struct ScanCommand: AsyncParsableCommand {
                             state.pending.removeAll(keepingCapacity: true)
                         }
                     }
+                    // The batch that reaches --duration is shown, then the scan stops (a live
+                    // scan's clock includes setting the controller up).
+                    if let deadline, t >= deadline { return .stop }
                     return .proceed
                 },
                 tick: { t in

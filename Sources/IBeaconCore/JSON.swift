@@ -163,6 +163,14 @@ extension JSONValue {
         return try parser.parseDocument()
     }
 
+    /// Compact JSON on one line, no spaces (`{"a":1,"b":[]}`): what a command's `--json`
+    /// prints, one value per line.
+    public func compactText() -> String {
+        var w = JSONWriter()
+        w.writeCompact(self)
+        return String(decoding: w.out, as: UTF8.self)
+    }
+
     /// Pretty JSON: two-space indent, `"key": value`, one member or element per line, and a
     /// trailing newline. `parse(serialized())` gives back an equal value.
     public func serialized() -> [UInt8] {
@@ -643,6 +651,29 @@ public struct JSONWriter {
             }
             pad(indent)
             out.append(UInt8(ascii: "}"))
+        }
+    }
+
+    mutating func writeCompact(_ value: JSONValue) {
+        switch value {
+        case .array(let elements):
+            out.append(UInt8(ascii: "["))
+            for (k, e) in elements.enumerated() {
+                if k > 0 { out.append(UInt8(ascii: ",")) }
+                writeCompact(e)
+            }
+            out.append(UInt8(ascii: "]"))
+        case .object(let object):
+            out.append(UInt8(ascii: "{"))
+            for (k, m) in object.members.enumerated() {
+                if k > 0 { out.append(UInt8(ascii: ",")) }
+                out += Array(JSONWriter.quoted(m.key).utf8)
+                out.append(UInt8(ascii: ":"))
+                writeCompact(m.value)
+            }
+            out.append(UInt8(ascii: "}"))
+        default:
+            write(value, indent: 0)
         }
     }
 

@@ -31,7 +31,7 @@ public final class BTSnoopFileRecorder: PacketRecorder {
         self.logger = logger
         let fd = try ProfileStore.createForRecording(path, overwrite: overwrite, avoiding: avoiding)
         do throws(Errno) {
-            try Sys.writeAll(fd, BTSnoopFormat.fileHeader())
+            try Sys.writeAll(fd, BTSnoop.fileHeader())
         } catch {
             Sys.close(fd)
             throw FileError(.io, path: path, "cannot write the capture: \(error)")
@@ -46,7 +46,8 @@ public final class BTSnoopFileRecorder: PacketRecorder {
     public var failure: TransportError? { firstFailure.withLock { $0 } }
 
     public func record(_ packet: H4Packet, direction: PacketDirection) {
-        let bytes = BTSnoopFormat.record(packet, direction: direction, unixMicroseconds: clock())
+        let bytes = BTSnoop.encodeRecord(
+            packet: packet, direction: direction, timestampMicros: BTSnoop.timestamp(unixMicroseconds: clock()))
         let error = file.withLock { (fd: inout FileDescriptor?) -> Errno? in
             guard let descriptor = fd else { return nil }
             do throws(Errno) {

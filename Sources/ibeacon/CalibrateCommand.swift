@@ -96,6 +96,14 @@ struct CalibrateCommand: AsyncParsableCommand {
     func calibrate(logger: Logger) async throws {
         // Everything that can be checked before scanning is checked first, so a read-only or
         // broken profile fails in a second, not after 30 s of measuring.
+        if case .btsnoop = try device.spec(), !dryRun {
+            // A capture was recorded by some receiver at some time: its measurement can be shown,
+            // but written into a profile it would pass for a calibration made here and now.
+            throw CLIError(
+                "calibrate reads \(device.deviceText) only with --dry-run: a capture's measurement is shown, "
+                    + "not written into a profile (calibrate with a live receiver to write measuredPower)",
+                code: Exit.usage)
+        }
         let path = profile ?? write
         var existing: Profile?
         if let path, try profile != nil || ProfileStore.exists(path, writing: !dryRun) {
@@ -185,8 +193,7 @@ struct CalibrateCommand: AsyncParsableCommand {
                     "precisionReached": result.precisionReached, "method": result.method,
                     "previousMeasuredPower": existing.map { Int($0.measuredPower) }, "written": !dryRun && path != nil,
                     "file": path,
-                    "histogram": histogram.bins.map { [("dBm", $0.dBm), ("count", $0.count)] as [(String, Any?)] }
-                        as [Any?],
+                    "histogram": histogram.bins.map { jsonObject(["dBm": $0.dBm, "count": $0.count]) },
                 ]))
         } else {
             printOut(histogram.rendered(width: 40, mark: result.estimate - result.offset))

@@ -29,7 +29,7 @@ struct DevicesCommand: AsyncParsableCommand {
                 for a in adapters {
                     printOut(
                         jsonLine([
-                            "name": a.name, "address": a.address, "up": a.isUp, "bus": a.bus,
+                            "name": a.name, "address": a.address.description, "up": a.isUp, "bus": "\(a.bus)",
                             "path": paths[a.index] ?? "raw",
                         ]))
                 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import IBeaconCore
 import IBeaconHost
+import IBeaconTransports
 
 /// The process exit codes, from sysexits(3). The README and `ibeacon --help` list them; this
 /// file is the only place that maps errors to them.
@@ -28,6 +29,8 @@ enum Exit {
     static let controllerError: Int32 = 76
     /// Permission denied: missing capabilities (EX_NOPERM).
     static let permission: Int32 = 77
+    /// A capture's end is cut or damaged: every complete record before it was read and shown.
+    static let damagedCapture: Int32 = 79
 
     static let helpText = """
         EXIT CODES
@@ -48,6 +51,8 @@ enum Exit {
           76  controller rejected a command (the message names command and status)
           77  permission denied (capability CAP_NET_ADMIN; raw HCI also
               CAP_NET_RAW)
+          79  btsnoop:FILE cut short or damaged: every complete record was read,
+              the warning names the byte offset
           128+N  stopped by signal N after cleaning up: calibrate interrupted
               (130 SIGINT, 143 SIGTERM; nothing written), advertise or scan ended by
               SIGHUP (129), SIGUSR1 (138), ... (SIGINT/SIGTERM end those with 0)
@@ -82,6 +87,8 @@ func classify(_ error: any Error) -> (message: String, code: Int32) {
         }
     case let e as TransportError:
         return (e.description, exitCode(for: e.kind))
+    case let e as CaptureError:
+        return (e.description, e.isDamagedTail ? Exit.damagedCapture : Exit.dataError)
     case let e as ControllerError:
         switch e {
         case .commandFailed, .badReply: return (e.description, Exit.controllerError)

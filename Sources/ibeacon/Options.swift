@@ -80,7 +80,7 @@ struct DeviceOptions: ParsableArguments {
     @Option(
         name: .shortAndLong,
         help: ArgumentHelp(
-            "Controller: hciN (through the kernel's management interface for advertise, stop and info; raw HCI for scan and calibrate), raw:hciN (raw HCI always), serial:PATH[,BAUD][,rtscts], tcp:HOST:PORT (default: $IBEACON_DEVICE, else hci0).",
+            "Controller: hciN (through the kernel's management interface for advertise, stop and info; raw HCI for scan and calibrate), raw:hciN (raw HCI always), serial:PATH[,BAUD][,rtscts], tcp:HOST:PORT; or a capture to read, btsnoop:FILE (default: $IBEACON_DEVICE, else hci0).",
             valueName: "spec"))
     var device: String?
 
@@ -92,6 +92,12 @@ struct DeviceOptions: ParsableArguments {
 
     @Flag(help: "Let --btsnoop replace an existing file (it is refused otherwise).")
     var overwriteBtsnoop = false
+
+    @Option(
+        help: ArgumentHelp(
+            "btsnoop:FILE of several controllers (btmon): read controller N (default: the one heard first).",
+            valueName: "n"))
+    var index: UInt16?
 
     var deviceText: String {
         device ?? ProcessInfo.processInfo.environment["IBEACON_DEVICE"].flatMap { $0.isEmpty ? nil : $0 } ?? "hci0"
@@ -131,12 +137,24 @@ struct DeviceOptions: ParsableArguments {
         return client
     }
 
-    /// The receiver `scan`, `calibrate` and `monitor` take their advertising reports from.
-    /// `protecting`: as for `connect`.
+    /// The receiver `scan`, `calibrate` and `monitor` take their advertising reports from: a
+    /// controller, or a capture read record by record (`btsnoop:FILE`). `protecting`: as for `connect`.
     func openSightingSource(
         mode: AdvertisingMode = .auto, logger: Logger, protecting: String? = nil
     ) async throws -> any SightingSource {
         let spec = try spec()
+        if case .btsnoop(let path) = spec {
+            if btsnoop != nil {
+                throw CLIError(
+                    "--btsnoop records the packets of a controller; \(spec) is a capture, read as it is: drop --btsnoop",
+                    code: Exit.usage)
+            }
+            return try CaptureSightingSource(path: path, controllerIndex: index, logger: logger)
+        }
+        if let index {
+            throw CLIError(
+                "--index \(index) picks a controller in a btsnoop:FILE capture, not in \(spec)", code: Exit.usage)
+        }
         let client = try await connect(logger: logger, protecting: protecting)
         return ControllerSightingSource(
             client: client, scanner: Scanner(mode: mode, ownsController: spec.isExclusive, logger: logger))

@@ -1,6 +1,7 @@
 import Foundation
 import IBeaconCore
 import Logging
+import Synchronization
 
 /// Which beacon to calibrate.
 public struct CalibrationTarget: Sendable, Equatable {
@@ -182,79 +183,67 @@ extension Duration {
     }
 }
 
-/// Runs a calibration on a scanning controller.
+/// Runs a calibration on a source of sightings (a scanning controller, the kernel, a capture).
 public struct Calibrator: Sendable {
-    public var scanner: Scanner
     public var target: CalibrationTarget
     public var settings: CalibrationSettings
-    public var clock: any Clock<Duration>
     public var logger: Logger
-    /// How often `progress` is called.
+    /// How often `progress` is called, in the source's time.
     public var progressInterval: Duration
 
     public init(
-        scanner: Scanner, target: CalibrationTarget, settings: CalibrationSettings,
-        clock: any Clock<Duration> = ContinuousClock(), progressInterval: Duration = .milliseconds(500), logger: Logger
+        target: CalibrationTarget, settings: CalibrationSettings, progressInterval: Duration = .milliseconds(500),
+        logger: Logger
     ) {
-        self.scanner = scanner
         self.target = target
         self.settings = settings
-        self.clock = clock
         self.progressInterval = progressInterval
         self.logger = logger
     }
 
-    /// Scans until the estimate is precise enough, the time is up, or calibration cannot
-    /// succeed; scanning is stopped in every case.
+    /// What the scan has gathered so far; shared between the report callback and the ticks.
+    private struct Progress: Sendable {
+        var collector: CalibrationCollector
+        var failure: CalibrationError?
+        var time: Double = 0
+    }
+
+    /// Scans until the estimate is precise enough, the time is up, the source ends, or
+    /// calibration cannot succeed; the source stops scanning in every case.
     public func run(
-        on client: ControllerClient, progress: @Sendable (CalibrationCollector, Duration) -> Void = { _, _ in }
+        on source: any SightingSource,
+        progress: @escaping @Sendable (CalibrationCollector, Duration) -> Void = { _, _ in }
     ) async throws -> CalibrationResult {
-        var mode = try await scanner.start(on: client)
-        let started = ContinuousClock.now
-        func elapsed() -> Duration { started.duration(to: ContinuousClock.now) }
-
-        // One stream: controller events, and a wake-up per progress interval for the display
-        // and the deadline.
-        let clock = self.clock
-        let interval = progressInterval
-        let ticker = Task {
-            while !Task.isCancelled {
-                do { try await clock.sleep(for: interval) } catch { return }
-                client.wake()
-            }
-        }
-        defer { ticker.cancel() }
-
-        var collector = CalibrationCollector(target: target, settings: settings)
-        do {
-            loop: for await input in client.events {
-                switch input {
-                case .wake:
-                    progress(collector, elapsed())
-                    if try collector.check(elapsed: elapsed()) == .done { break loop }
-                case .linkClosed(nil):
-                    break loop  // the end of a replayed capture
-                case .linkClosed(let error?):
-                    throw error
-                case .event(let event):
-                    let sightings = Sighting.all(in: event)
-                    // Not a report: maybe a reset or another program stopped the scan; if so,
-                    // start it again and keep the samples.
-                    if sightings.isEmpty, let restarted = try await scanner.recover(after: event, on: client) {
-                        mode = restarted
-                        continue
+        let state = Mutex(Progress(collector: CalibrationCollector(target: target, settings: settings)))
+        try await source.scan(
+            tickInterval: progressInterval,
+            receive: { sightings, time in
+                state.withLock { state in
+                    state.time = max(state.time, time)
+                    do throws(CalibrationError) {
+                        for s in sightings where try state.collector.add(s) == .done { return .stop }
+                    } catch {
+                        state.failure = error
+                        return .stop
                     }
-                    for s in sightings where try collector.add(s) == .done {
-                        break loop
-                    }
+                    return .proceed
                 }
-            }
-            let result = try collector.result(elapsed: elapsed())
-            await scanner.stop(on: client, mode: mode)
-            return result
-        } catch {
-            await scanner.stop(on: client, mode: mode)
-            throw error
-        }
+            },
+            tick: { time in
+                let (collector, elapsed) = state.withLock { state -> (CalibrationCollector, Duration) in
+                    state.time = max(state.time, time)
+                    return (state.collector, .seconds(state.time))
+                }
+                progress(collector, elapsed)
+                do throws(CalibrationError) {
+                    return try collector.check(elapsed: elapsed) == .done ? .stop : .proceed
+                } catch {
+                    state.withLock { $0.failure = error }
+                    return .stop
+                }
+            })
+        let (collector, failure, time) = state.withLock { ($0.collector, $0.failure, $0.time) }
+        if let failure { throw failure }
+        return try collector.result(elapsed: .seconds(time))
     }
 }

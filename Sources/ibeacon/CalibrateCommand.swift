@@ -116,18 +116,15 @@ struct CalibrateCommand: AsyncParsableCommand {
         settings.offset = offset
         settings.notHeardTimeout = .milliseconds(Int64(min(duration, 10) * 1000))
 
-        let spec = try device.spec()
-        let client = try await device.connect(logger: logger)
+        let source = try await device.openSightingSource(logger: logger)
         let receiverAddress: BDAddress?
         do {
-            receiverAddress = try await client.execute(ReadBDAddr())
+            receiverAddress = try await source.receiverAddress()
         } catch {
-            await client.close()
+            await source.close()
             throw error
         }
-        let calibrator = Calibrator(
-            scanner: Scanner(ownsController: spec.isExclusive, logger: logger), target: target, settings: settings,
-            logger: logger)
+        let calibrator = Calibrator(target: target, settings: settings, logger: logger)
         let live = stdoutIsTerminal && !json
         let offset = self.offset
         if !json {
@@ -136,7 +133,7 @@ struct CalibrateCommand: AsyncParsableCommand {
         }
         let result: CalibrationResult
         do {
-            result = try await calibrator.run(on: client) { collector, elapsed in
+            result = try await calibrator.run(on: source) { collector, elapsed in
                 guard live else { return }
                 let e = collector.estimate()
                 let estimate = e.map { String(format: "%.1f ± %.1f dBm", $0.value + offset, $0.halfWidth95) } ?? "…"
@@ -147,10 +144,10 @@ struct CalibrateCommand: AsyncParsableCommand {
             }
         } catch {
             if live { printOut("") }
-            await client.close()
+            await source.close()
             throw error
         }
-        await client.close()
+        await source.close()
         if live { printOut("") }
 
         let record = CalibrationRecord(

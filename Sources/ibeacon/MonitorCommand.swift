@@ -201,59 +201,33 @@ struct MonitorCommand: AsyncParsableCommand {
 
     /// Scans and feeds the session until the duration, a signal or the end of the source.
     func monitor(_ session: MonitorSession, logger: Logger) async throws {
-        let spec = try device.spec()
-        let client = try await device.connect(logger: logger)
-        let started = ContinuousClock.now
-        @Sendable func now() -> Double { started.duration(to: ContinuousClock.now).seconds }
-        await client.setEventHandler { event in
-            let sightings = Sighting.all(in: event)
-            guard !sightings.isEmpty else { return false }
-            session.observe(sightings, at: now())
-            return true
-        }
-        let scanner = Scanner(mode: mode, ownsController: spec.isExclusive, logger: logger)
-        var scanMode: AdvertisingMode
-        do {
-            scanMode = try await scanner.start(on: client)
-        } catch {
-            await client.close()
-            throw error
-        }
-        session.started(wallClock: wallClockNow() - now())
-        SystemdNotifier.notify(
-            "READY=1\nSTATUS=monitoring \(session.regionCount) region(s) on \(device.deviceText)",
-            environment: processEnvironment())
-        let ticker = Task {
-            while !Task.isCancelled {
-                do { try await Task.sleep(for: .milliseconds(250)) } catch { return }
-                client.wake()
-            }
-        }
+        let source = try await device.openSightingSource(mode: mode, logger: logger)
+        let deadline = duration
+        let deviceText = device.deviceText
         var failure: (any Error)?
-        loop: for await input in client.events {
-            switch input {
-            case .wake:
-                let t = now()
-                session.advance(to: t)
-                if let duration, t >= duration { break loop }
-            case .linkClosed(nil):
-                break loop
-            case .linkClosed(let error?):
-                failure = error
-                break loop
-            case .event(let event):
-                do {
-                    if let restarted = try await scanner.recover(after: event, on: client) { scanMode = restarted }
-                } catch {
-                    failure = error
-                    break loop
-                }
-            }
+        do {
+            // Ticks drive exits and the initial outside: four a second keeps an exit within a
+            // quarter of a second of its due time.
+            try await source.scan(
+                tickInterval: .milliseconds(250),
+                receive: { sightings, t in
+                    session.observe(sightings, at: t)
+                    if let deadline, t >= deadline { return .stop }
+                    return .proceed
+                },
+                tick: { t in
+                    if session.advance(to: t) {
+                        SystemdNotifier.notify(
+                            "READY=1\nSTATUS=monitoring \(session.regionCount) region(s) on \(deviceText)",
+                            environment: processEnvironment())
+                    }
+                    if let deadline, t >= deadline { return .stop }
+                    return .proceed
+                })
+        } catch {
+            failure = error
         }
-        ticker.cancel()
-        await client.setEventHandler(nil)
-        await scanner.stop(on: client, mode: scanMode)
-        await client.close()
+        await source.close()
         if let failure { throw failure }
     }
 }
@@ -275,13 +249,21 @@ final class MonitorSession: Sendable {
         regionCount = regions.count
         self.json = json
         self.hooks = hooks
-        origin.withLock { $0.wallClock = wallClockNow() }
     }
 
-    /// Source time 0 is `wallClock` (Unix seconds): event times are printed from it.
-    func started(wallClock: Double) { origin.withLock { $0 = (wallClock, true) } }
+    /// The first time the source gives fixes the wall clock of its time 0 (event times are
+    /// printed from it). Returns true the first time.
+    @discardableResult
+    func start(at t: Double) -> Bool {
+        origin.withLock { origin in
+            if origin.started { return false }
+            origin = (wallClockNow() - t, true)
+            return true
+        }
+    }
 
     func observe(_ sightings: [Sighting], at t: Double) {
+        start(at: t)
         monitor.withLock { m in
             for s in sightings {
                 guard let beacon = s.beacon else { continue }
@@ -290,10 +272,13 @@ final class MonitorSession: Sendable {
         }
     }
 
-    func advance(to t: Double) {
+    /// Lets time pass; returns true on the first call (scanning has started).
+    func advance(to t: Double) -> Bool {
+        let first = start(at: t)
         monitor.withLock { m in
             for e in m.advance(to: t) { emit(e) }
         }
+        return first
     }
 
     func emit(_ e: RegionMonitor.Event) {

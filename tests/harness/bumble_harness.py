@@ -91,7 +91,7 @@ Control over stdin, one command per line, each acknowledged with an "ack" event:
     beacon-off N / beacon-on N
                 the N-th --beacon (counted from 0) stops / starts advertising,
                 while the DUT's client stays connected; the ack carries "t", the
-                time.monotonic() of the switch.
+                time.monotonic() just before the switch.
     cut-mid-packet  send the first 4 of the 7 bytes of a Command Complete event,
                 then close the connection in an orderly way (TCP FIN; pty: closed
                 and reopened as for disconnect).
@@ -1335,11 +1335,12 @@ async def switch_beacon(beacon_devices: list[tuple[Device, 'BeaconSpec']], argum
         device, spec = beacon_devices[int(argument)]
     except (ValueError, IndexError):
         return {'ok': False, 'error': f'no beacon {argument!r} (0..{len(beacon_devices) - 1})'}
+    t = time.monotonic()  # before: the first advertisement may go out inside start_advertising
     if on and not device.is_advertising:
         await start_beacon(device, spec)
     elif not on and device.is_advertising:
         await device.stop_advertising()
-    return {'t': time.monotonic(), 'beacon': int(argument), 'on': on}
+    return {'t': t, 'beacon': int(argument), 'on': on}
 
 
 async def run(args: argparse.Namespace) -> int:

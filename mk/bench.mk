@@ -15,6 +15,7 @@ bench-decode: deps venv
 	@echo "Bumble (Python):"; $(PYTHON) scripts/bench/bumble_decode.py out/bench-scan.btsnoop 1 | tee out/bench-decode-bumble.json
 	@echo "ibeacon scan, replayed capture:"; $(PYTHON) scripts/bench/scan_cpu.py .build/release/ibeacon out/bench-scan.btsnoop | tee out/bench-scan-cpu.json
 	@echo "ibeacon scan, live at 3,000 reports/s:"; $(PYTHON) scripts/bench/scan_live.py .build/release/ibeacon 3000 20 | tee out/bench-scan-live.json
+	@echo "ibeacon monitor, 200 beacons live at 3,000 reports/s:"; $(PYTHON) scripts/bench/monitor_live.py .build/release/ibeacon 3000 20 200 52 | tee out/bench-monitor-live.json
 
 bench-advertise: deps venv
 	$(SWIFT) build $(RELEASE_FLAGS) --product ibeacon

@@ -26,15 +26,16 @@ struct MonitorCommand: AsyncParsableCommand {
             6 dB), so a beacon at the edge does not flap. Reports without RSSI do not count then.
 
             Prints one line per event (--json: one object with event, region, uuid, major, \
-            minor, rssi, time, t). --exec runs a command per event with IBEACON_EVENT, \
-            IBEACON_REGION, IBEACON_UUID, IBEACON_MAJOR, IBEACON_MINOR, IBEACON_RSSI and \
-            IBEACON_TIME in its environment; it is split into words like a shell would, but not \
-            run by one unless --exec-shell is given. Hooks run one at a time in event order and \
+            minor, rssi, time, t; t counts seconds from the start of the scan, or of a \
+            capture, where time, the UTC wall clock, is null). --exec runs a command per \
+            event with IBEACON_EVENT, IBEACON_REGION, IBEACON_UUID, IBEACON_MAJOR, \
+            IBEACON_MINOR, IBEACON_RSSI and IBEACON_TIME in its environment; it is split into \
+            words like a shell would, but not run by one unless --exec-shell is given. Hooks run one at a time in event order and \
             never hold up scanning: at most 64 wait, later ones are dropped and logged; one that \
             runs longer than --exec-timeout is stopped. Its output goes to stderr.
 
-            Keeps scanning through controller resets like scan; with btsnoop:FILE, the capture \
-            is replayed in its own time. SIGINT or SIGTERM end it (exit 0).
+            Keeps scanning through controller resets like scan; a btsnoop:FILE capture is read \
+            in its own time. SIGINT or SIGTERM end it (exit 0).
             """)
 
     @Option(
@@ -202,6 +203,7 @@ struct MonitorCommand: AsyncParsableCommand {
     /// Scans and feeds the session until the duration, a signal or the end of the source.
     func monitor(_ session: MonitorSession, logger: Logger) async throws {
         let source = try await device.openSightingSource(mode: mode, logger: logger)
+        if source.name.hasPrefix("btsnoop:") { session.live.store(false, ordering: .relaxed) }
         let deadline = duration
         let deviceText = device.deviceText
         var failure: (any Error)?
@@ -241,6 +243,8 @@ final class MonitorSession: Sendable {
     let hooks: HookRunner?
     /// Wall-clock seconds (Unix time) at source time 0, and whether the source has started.
     let origin = Mutex<(wallClock: Double, started: Bool)>((0, false))
+    /// False for a capture read from a file: its time is not the wall clock's.
+    let live = Atomic<Bool>(true)
     let counts = Mutex<[RegionMonitor.Event.Kind: Int]>([:])
     let regionCount: Int
 
@@ -283,7 +287,8 @@ final class MonitorSession: Sendable {
 
     func emit(_ e: RegionMonitor.Event) {
         counts.withLock { $0[e.kind, default: 0] += 1 }
-        let wall = origin.withLock { $0.wallClock } + e.time
+        // A capture's time is not today's: no wall-clock time for its events.
+        let wall = live.load(ordering: .relaxed) ? origin.withLock { $0.wallClock } + e.time : nil
         printOut(json ? e.json(wallClock: wall) : e.text(wallClock: wall))
         hooks?.submit(label: "\(e.kind.rawValue) of \(e.region.name)", variables: e.hookVariables(wallClock: wall))
     }
@@ -308,19 +313,20 @@ extension RegionMonitor.Event {
         return (region.proximityUUID.canonicalString, region.major, region.minor)
     }
 
-    func json(wallClock: Double) -> String {
+    func json(wallClock: Double?) -> String {
         let id = identity
         var pairs: [(String, Any?)] = [
             ("event", kind.rawValue), ("region", region.name), ("uuid", id.uuid), ("major", id.major.map { Int($0) }),
-            ("minor", id.minor.map { Int($0) }), ("rssi", rssi.map { Int($0) }), ("time", isoTime(wallClock)),
+            ("minor", id.minor.map { Int($0) }), ("rssi", rssi.map { Int($0) }), ("time", wallClock.map(isoTime)),
             ("t", RawJSON(text: fixed(time, 3))),
         ]
         if let lastHeard { pairs.append(("lastHeard", RawJSON(text: fixed(lastHeard, 3)))) }
         return jsonLine(pairs)
     }
 
-    func text(wallClock: Double) -> String {
-        let head = isoTime(wallClock) + " " + kind.rawValue.padded(7) + " " + region.name
+    func text(wallClock: Double?) -> String {
+        let head =
+            (wallClock.map(isoTime) ?? "t+\(fixed(time, 3)) s") + " " + kind.rawValue.padded(7) + " " + region.name
         let id = identity
         let who = "\(id.uuid) \(id.major.map(String.init) ?? "*") \(id.minor.map(String.init) ?? "*")"
         let level = rssi.map { "\($0) dBm" } ?? "RSSI n/a"
@@ -335,12 +341,12 @@ extension RegionMonitor.Event {
         }
     }
 
-    func hookVariables(wallClock: Double) -> [(String, String)] {
+    func hookVariables(wallClock: Double?) -> [(String, String)] {
         let id = identity
         return [
             ("IBEACON_EVENT", kind.rawValue), ("IBEACON_REGION", region.name), ("IBEACON_UUID", id.uuid),
             ("IBEACON_MAJOR", id.major.map(String.init) ?? ""), ("IBEACON_MINOR", id.minor.map(String.init) ?? ""),
-            ("IBEACON_RSSI", rssi.map(String.init) ?? ""), ("IBEACON_TIME", isoTime(wallClock)),
+            ("IBEACON_RSSI", rssi.map(String.init) ?? ""), ("IBEACON_TIME", wallClock.map(isoTime) ?? ""),
         ]
     }
 }

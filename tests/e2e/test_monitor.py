@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -204,14 +205,23 @@ def test_a_controller_reset_does_not_exit_the_region(ibeacon_bin: Path, harness_
     assert [e['event'] for e in m.events] == ['enter'], m.events
 
 
-def test_duration_ends_the_monitor(ibeacon_bin: Path, harness_factory) -> None:
+def test_duration_ends_the_monitor(ibeacon_bin: Path, harness_factory, tmp_path: Path) -> None:
     h = harness_factory('--beacon', BEACON)
+    fds = tmp_path / 'fds.txt'
     started = time.monotonic()
+    # The hook lists its open descriptors (stat only: listing them must not open one): stdin,
+    # stdout, stderr and nothing of ibeacon's (the controller's socket, the --btsnoop file).
+    code = ('import os, sys; fds = [f for f in range(1024) if os.path.exists("/proc/self/fd/%d" % f)]; '
+            'open(sys.argv[1], "w").write(" ".join(map(str, fds)))')
     proc = subprocess.run([str(ibeacon_bin), 'monitor', '--device', h.device_spec, '--region', BAKERY,
-                           '--duration', '1.5'], capture_output=True, text=True, timeout=20)
+                           '--duration', '1.5', '--btsnoop', str(tmp_path / 'c.btsnoop'),
+                           '--exec', f"{sys.executable} -c '{code}' {fds}"], capture_output=True, text=True,
+                          timeout=20)
     assert proc.returncode == 0, proc.stderr
     assert time.monotonic() - started < 6
     lines = proc.stdout.splitlines()
     assert len(lines) == 1, lines
     # A readable line: time, event, region, who, RSSI.
     assert lines[0].endswith(f' enter   bakery: {BEACON_UUID} {MAJOR} {MINOR} at -59 dBm'), lines
+    assert fds.read_text().split() == ['0', '1', '2']
+

@@ -151,7 +151,9 @@ struct MonitorCommand: AsyncParsableCommand {
             let p = try Profile.load(bytes: ProfileStore.read(path), file: path)
             let stem = path.split(separator: "/").last.map { String($0.split(separator: ".").first ?? $0) } ?? path
             out.append(
-                try BeaconRegion(name: p.name ?? stem, proximityUUID: p.proximityUUID, major: p.major, minor: p.minor))
+                try BeaconRegion(
+                    name: p.name.flatMap { $0.isEmpty ? nil : $0 } ?? stem, proximityUUID: p.proximityUUID,
+                    major: p.major, minor: p.minor))
         }
         var seen: Set<String> = []
         for r in out where !seen.insert(r.name).inserted {

@@ -315,15 +315,18 @@ extension RegionMonitor.Event {
         return (region.proximityUUID.canonicalString, region.major, region.minor)
     }
 
+    /// One compact JSON object, keys in a fixed order; times with exactly 3 decimals.
     func json(wallClock: Double?) -> String {
+        func string(_ s: String?) -> String { s.map(jsonString) ?? "null" }
+        func integer(_ v: (some BinaryInteger)?) -> String { v.map { String($0) } ?? "null" }
         let id = identity
-        var pairs: [(String, Any?)] = [
-            ("event", kind.rawValue), ("region", region.name), ("uuid", id.uuid), ("major", id.major.map { Int($0) }),
-            ("minor", id.minor.map { Int($0) }), ("rssi", rssi.map { Int($0) }), ("time", wallClock.map(isoTime)),
-            ("t", RawJSON(text: fixed(time, 3))),
+        var members = [
+            ("event", string(kind.rawValue)), ("region", string(region.name)), ("uuid", string(id.uuid)),
+            ("major", integer(id.major)), ("minor", integer(id.minor)), ("rssi", integer(rssi)),
+            ("time", string(wallClock.map(isoTime))), ("t", fixed(time, 3)),
         ]
-        if let lastHeard { pairs.append(("lastHeard", RawJSON(text: fixed(lastHeard, 3)))) }
-        return jsonLine(pairs)
+        if let lastHeard { members.append(("lastHeard", fixed(lastHeard, 3))) }
+        return "{" + members.map { jsonString($0.0) + ":" + $0.1 }.joined(separator: ",") + "}"
     }
 
     func text(wallClock: Double?) -> String {

@@ -56,7 +56,7 @@ public struct BeaconRegion: Sendable, Hashable, CustomStringConvertible {
 
     /// `UUID`, `UUID:MAJOR` or `UUID:MAJOR:MINOR`, the UUID upper-case.
     public var identity: String {
-        var s = proximityUUID.canonicalString
+        var s = proximityUUID.uuidString
         if let major { s += ":\(major)" }
         if let minor { s += ":\(minor)" }
         return s

@@ -1,9 +1,14 @@
 import ArgumentParser
-import Foundation
 import IBeaconCore
 import IBeaconHost
 import IBeaconTransports
 import Logging
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 struct CalibrateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -136,11 +141,10 @@ struct CalibrateCommand: AsyncParsableCommand {
             result = try await calibrator.run(on: source) { collector, elapsed in
                 guard live else { return }
                 let e = collector.estimate()
-                let estimate = e.map { String(format: "%.1f ± %.1f dBm", $0.value + offset, $0.halfWidth95) } ?? "…"
-                FileHandle.standardOutput.write(
-                    Data(
-                        "\r\u{1B}[K  \(collector.samples.count) samples, \(String(format: "%.1f", elapsed.seconds)) s: \(estimate)"
-                            .utf8))
+                let estimate = e.map { "\(($0.value + offset).fixed(1)) ± \($0.halfWidth95.fixed(1)) dBm" } ?? "…"
+                printOut(
+                    "\r\u{1B}[K  \(collector.samples.count) samples, \(elapsed.seconds.fixed(1)) s: \(estimate)",
+                    terminator: "")
             }
         } catch {
             if live { printOut("") }
@@ -174,10 +178,9 @@ struct CalibrateCommand: AsyncParsableCommand {
         } else {
             printOut(histogram.rendered(width: 40, mark: result.estimate - result.offset))
             printOut(
-                String(
-                    format: "estimate %.2f dBm, 95%% interval ±%.2f dB, spread (σ) %.1f dB, %d samples in %.1f s",
-                    result.estimate, result.halfWidth95, result.spread, result.samples.count, result.elapsed.seconds)
-                    + " (\(result.method))")
+                "estimate \(result.estimate.fixed(2)) dBm, 95% interval ±\(result.halfWidth95.fixed(2)) dB, "
+                    + "spread (σ) \(result.spread.fixed(1)) dB, \(result.samples.count) samples in "
+                    + "\(result.elapsed.seconds.fixed(1)) s (\(result.method))")
             printOut(
                 result.precisionReached
                     ? "precision ±\(precision) dB reached"
@@ -185,7 +188,7 @@ struct CalibrateCommand: AsyncParsableCommand {
         }
         if spreadWarning {
             logger.warning(
-                "the RSSI spread is \(String(format: "%.1f", result.spread)) dB (over 8 dB): reflections or obstacles; move to a clearer spot and calibrate again"
+                "the RSSI spread is \(result.spread.fixed(1)) dB (over 8 dB): reflections or obstacles; move to a clearer spot and calibrate again"
             )
         }
         guard !dryRun, let path else {

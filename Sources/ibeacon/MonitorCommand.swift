@@ -312,7 +312,7 @@ extension RegionMonitor.Event {
     /// For `outside` the identity is the region's (no beacon caused it).
     var identity: (uuid: String, major: UInt16?, minor: UInt16?) {
         if let beacon { return (beacon.uuidString, beacon.major, beacon.minor) }
-        return (region.proximityUUID.canonicalString, region.major, region.minor)
+        return (region.proximityUUID.uuidString, region.major, region.minor)
     }
 
     /// One compact JSON object, keys in a fixed order; times with exactly 3 decimals.

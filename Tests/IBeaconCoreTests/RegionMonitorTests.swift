@@ -48,9 +48,9 @@ private func region(_ text: String) throws -> BeaconRegion { try BeaconRegion(pa
     }
 
     @Test func membership() throws {
-        let byUUID = try region("\(u1.canonicalString)")
-        let byMajor = try region("\(u1.canonicalString):258")
-        let byMinor = try region("\(u1.canonicalString):258:772")
+        let byUUID = try region("\(u1.uuidString)")
+        let byMajor = try region("\(u1.uuidString):258")
+        let byMinor = try region("\(u1.uuidString):258:772")
         #expect(byUUID.contains(beacon()) && byMajor.contains(beacon()) && byMinor.contains(beacon()))
         #expect(byUUID.contains(beacon(u1, 1, 1)) && !byMajor.contains(beacon(u1, 1, 772)))
         #expect(byMajor.contains(beacon(u1, 258, 1)) && !byMinor.contains(beacon(u1, 258, 773)))
@@ -70,17 +70,17 @@ private func region(_ text: String) throws -> BeaconRegion { try BeaconRegion(pa
     }
 
     @Test func entersOnTheFirstSightingOnly() throws {
-        var m = try monitor([u1.canonicalString])
+        var m = try monitor([u1.uuidString])
         let first = m.observe(beacon(), rssi: -61, at: 1.25)
         #expect(first.count == 1)
         #expect(first[0].kind == .enter && first[0].time == 1.25 && first[0].rssi == -61)
-        #expect(first[0].beacon == beacon() && first[0].region.name == u1.canonicalString)
+        #expect(first[0].beacon == beacon() && first[0].region.name == u1.uuidString)
         for i in 1...50 { #expect(m.observe(beacon(), rssi: -60, at: 1.25 + Double(i) * 0.1).isEmpty) }
         #expect(m.states == [.inside])
     }
 
     @Test func exitsAfterTheSilenceWithTheLastBeaconHeard() throws {
-        var m = try monitor([u1.canonicalString], exitAfter: 30)
+        var m = try monitor([u1.uuidString], exitAfter: 30)
         _ = m.observe(beacon(u1, 1, 1), rssi: -61, at: 2)
         _ = m.observe(beacon(u1, 1, 2), rssi: -70, at: 10)
         #expect(m.advance(to: 39.999).isEmpty)
@@ -95,7 +95,7 @@ private func region(_ text: String) throws -> BeaconRegion { try BeaconRegion(pa
     }
 
     @Test func staysInsideWhileAnyOfItsBeaconsIsHeard() throws {
-        var m = try monitor([u1.canonicalString], exitAfter: 5)
+        var m = try monitor([u1.uuidString], exitAfter: 5)
         var events: [RegionMonitor.Event] = []
         events += m.observe(beacon(u1, 1, 1), rssi: -60, at: 0)
         // Beacon 1 falls silent at 0; beacon 2 of the same region is heard every second until 20.
@@ -108,7 +108,7 @@ private func region(_ text: String) throws -> BeaconRegion { try BeaconRegion(pa
     }
 
     @Test func initialOutsideOnceTheFirstWindowPassedWithoutASighting() throws {
-        var m = try monitor(["a=\(u1.canonicalString):1", "b=\(u1.canonicalString):2"], exitAfter: 30)
+        var m = try monitor(["a=\(u1.uuidString):1", "b=\(u1.uuidString):2"], exitAfter: 30)
         _ = m.observe(beacon(u1, 2, 0), rssi: -60, at: 29)  // b entered within the window
         #expect(m.advance(to: 29.9).isEmpty)
         let events = m.advance(to: 30)
@@ -122,14 +122,14 @@ private func region(_ text: String) throws -> BeaconRegion { try BeaconRegion(pa
 
     @Test func theStartNeedNotBeZero() {
         var m = RegionMonitor(
-            regions: [try! region(u1.canonicalString)], configuration: .init(exitAfter: 10), start: 1000)
+            regions: [try! region(u1.uuidString)], configuration: .init(exitAfter: 10), start: 1000)
         #expect(m.advance(to: 1009).isEmpty)
         #expect(m.advance(to: 1010).map(\.time) == [1010])
     }
 
     @Test func overlappingRegionsEachSeeTheirOwnBeacons() throws {
         var m = try monitor(
-            ["store=\(u1.canonicalString)", "bakery=\(u1.canonicalString):258:772", "other=\(u2.canonicalString)"])
+            ["store=\(u1.uuidString)", "bakery=\(u1.uuidString):258:772", "other=\(u2.uuidString)"])
         let a = m.observe(beacon(u1, 258, 773), rssi: -60, at: 1)
         #expect(a.map(\.region.name) == ["store"])
         let b = m.observe(beacon(u1, 258, 772), rssi: -60, at: 2)
@@ -145,14 +145,14 @@ private func region(_ text: String) throws -> BeaconRegion { try BeaconRegion(pa
     }
 
     @Test func beaconsOfNoRegionAreIgnoredAndNotKept() throws {
-        var m = try monitor([u1.canonicalString])
+        var m = try monitor([u1.uuidString])
         for i in 0..<1000 { #expect(m.observe(beacon(u2, UInt16(i), 0), rssi: -40, at: Double(i) * 0.01).isEmpty) }
         #expect(m.trackedBeacons == 0)
         #expect(m.states == [.unknown])
     }
 
     @Test func eventsComeOutInTimeOrderWhenTimeJumps() throws {
-        var m = try monitor(["a=\(u1.canonicalString):1", "b=\(u1.canonicalString):2", "c=\(u2.canonicalString)"])
+        var m = try monitor(["a=\(u1.uuidString):1", "b=\(u1.uuidString):2", "c=\(u2.uuidString)"])
         _ = m.observe(beacon(u1, 2, 0), rssi: -60, at: 5)
         _ = m.observe(beacon(u1, 1, 0), rssi: -60, at: 20)
         // One step from 20 to 100: b exits at 35, c is outside at 30, a exits at 50.
@@ -162,7 +162,7 @@ private func region(_ text: String) throws -> BeaconRegion { try BeaconRegion(pa
     }
 
     @Test func aSightingAfterALongGapExitsThenEnters() throws {
-        var m = try monitor([u1.canonicalString], exitAfter: 10)
+        var m = try monitor([u1.uuidString], exitAfter: 10)
         _ = m.observe(beacon(), rssi: -60, at: 0)
         // No ticks in between (a replayed capture with a gap): the exit comes first.
         let events = m.observe(beacon(), rssi: -62, at: 50)
@@ -171,7 +171,7 @@ private func region(_ text: String) throws -> BeaconRegion { try BeaconRegion(pa
     }
 
     @Test func timeThatStepsBackIsTakenAsTheLatest() throws {
-        var m = try monitor([u1.canonicalString], exitAfter: 10)
+        var m = try monitor([u1.uuidString], exitAfter: 10)
         _ = m.observe(beacon(), rssi: -60, at: 100)
         #expect(m.observe(beacon(), rssi: -60, at: 3).isEmpty)
         #expect(m.now == 100)
@@ -181,19 +181,19 @@ private func region(_ text: String) throws -> BeaconRegion { try BeaconRegion(pa
     }
 
     @Test func withoutAThresholdReportsWithoutRSSICount() throws {
-        var m = try monitor([u1.canonicalString])
+        var m = try monitor([u1.uuidString])
         let events = m.observe(beacon(), rssi: nil, at: 1)
         #expect(events.map(\.kind) == [.enter] && events[0].rssi == nil)
     }
 
     @Test func withAThresholdReportsWithoutRSSINeverCount() throws {
-        var m = try monitor([u1.canonicalString], minRSSI: -90)
+        var m = try monitor([u1.uuidString], minRSSI: -90)
         for i in 0..<100 { #expect(m.observe(beacon(), rssi: nil, at: Double(i)).allSatisfy { $0.kind == .outside }) }
         #expect(m.states == [.outside])
     }
 
     @Test func weakBeaconsDoNotEnter() throws {
-        var m = try monitor([u1.canonicalString], minRSSI: -70)
+        var m = try monitor([u1.uuidString], minRSSI: -70)
         for i in 0..<100 { #expect(m.observe(beacon(), rssi: -75, at: Double(i) * 0.1).isEmpty) }
         // Closer: enters once the smoothed level has climbed to the threshold.
         var events: [RegionMonitor.Event] = []
@@ -203,7 +203,7 @@ private func region(_ text: String) throws -> BeaconRegion { try BeaconRegion(pa
 
     @Test func oneStrongPacketFromAFarBeaconDoesNotEnter() throws {
         // A beacon at -85 dBm whose single packet reads -60: the smoothed level barely moves.
-        var m = try monitor([u1.canonicalString], minRSSI: -70)
+        var m = try monitor([u1.uuidString], minRSSI: -70)
         for i in 0..<50 { _ = m.observe(beacon(), rssi: -85, at: Double(i) * 0.1) }
         #expect(m.observe(beacon(), rssi: -60, at: 5).isEmpty)
         #expect(m.smoothedRSSI(of: beacon())! < -80)
@@ -211,7 +211,7 @@ private func region(_ text: String) throws -> BeaconRegion { try BeaconRegion(pa
     }
 
     @Test func hysteresisKeepsARegionInsideBetweenTheTwoThresholds() throws {
-        var m = try monitor([u1.canonicalString], exitAfter: 3, minRSSI: -70, hysteresis: 6)
+        var m = try monitor([u1.uuidString], exitAfter: 3, minRSSI: -70, hysteresis: 6)
         var events: [RegionMonitor.Event] = []
         var t = 0.0
         func feed(_ rssi: Int8, seconds: Double) {
@@ -237,7 +237,7 @@ private func region(_ text: String) throws -> BeaconRegion { try BeaconRegion(pa
     /// enters once and stays; without hysteresis the same reports make it flap.
     @Test func noisyRSSIAtTheThresholdDoesNotFlap() throws {
         func run(hysteresis: Double) throws -> [RegionMonitor.Event] {
-            var m = try monitor([u1.canonicalString], exitAfter: 2, minRSSI: -70, hysteresis: hysteresis)
+            var m = try monitor([u1.uuidString], exitAfter: 2, minRSSI: -70, hysteresis: hysteresis)
             var rng = SplitMix64(seed: 7)
             var events: [RegionMonitor.Event] = []
             for i in 0..<6000 {
@@ -252,7 +252,7 @@ private func region(_ text: String) throws -> BeaconRegion { try BeaconRegion(pa
     }
 
     @Test func aBeaconBackAfterALongSilenceStartsItsLevelAfresh() throws {
-        var m = try monitor([u1.canonicalString], exitAfter: 5, minRSSI: -70)
+        var m = try monitor([u1.uuidString], exitAfter: 5, minRSSI: -70)
         for i in 0..<100 { _ = m.observe(beacon(), rssi: -90, at: Double(i) * 0.1) }
         #expect(m.states == [.outside])
         // An hour later it is close: the first report counts on its own.
@@ -261,7 +261,7 @@ private func region(_ text: String) throws -> BeaconRegion { try BeaconRegion(pa
 
     @Test func aCrowdOfMatchingBeaconsStaysWithinCapacity() throws {
         var m = RegionMonitor(
-            regions: [try region(u1.canonicalString)],
+            regions: [try region(u1.uuidString)],
             configuration: .init(exitAfter: 30, minRSSI: -100, beaconCapacity: 256))
         for i in 0..<20_000 {
             _ = m.observe(beacon(u1, UInt16(i >> 8), UInt16(i & 0xFF)), rssi: -60, at: Double(i) * 0.0001)

@@ -164,6 +164,18 @@ public struct RegionMonitor: Sendable {
         var regions: [Int]
         var smoothedRSSI: Double?
         var lastHeard: Double
+
+        /// One report at `t`; returns the updated state.
+        mutating func record(_ rssi: Int8?, at t: Double, exitAfter: Double, weight: Double) -> BeaconState {
+            // Back after a silence longer than a region waits: its old level says nothing now.
+            if t - lastHeard > exitAfter { smoothedRSSI = nil }
+            lastHeard = t
+            if let rssi {
+                let x = Double(rssi)
+                smoothedRSSI = smoothedRSSI.map { $0 + weight * (x - $0) } ?? x
+            }
+            return self
+        }
     }
 
     struct Identity: Hashable, Sendable {
@@ -207,24 +219,20 @@ public struct RegionMonitor: Sendable {
         var events = advance(to: time)
         let t = now
         let id = Identity(uuid: beacon.proximityUUID, major: beacon.major, minor: beacon.minor)
+        let exitAfter = configuration.exitAfter
+        let weight = configuration.smoothingWeight
+        // A known beacon is updated in place: one hash lookup, no copy of its state.
         var entry: BeaconState
-        if var known = beacons[id] {
-            // Back after a silence longer than a region waits: its old level says nothing now.
-            if t - known.lastHeard > configuration.exitAfter { known.smoothedRSSI = nil }
-            entry = known
+        if let updated = beacons[id]?.record(rssi, at: t, exitAfter: exitAfter, weight: weight) {
+            entry = updated
         } else {
             let matching = regions.indices.filter { regions[$0].contains(beacon) }
             if matching.isEmpty { return events }
             if beacons.count >= configuration.beaconCapacity { forgetSilentBeacons() }
             entry = BeaconState(regions: matching, smoothedRSSI: nil, lastHeard: t)
+            _ = entry.record(rssi, at: t, exitAfter: exitAfter, weight: weight)
+            beacons[id] = entry
         }
-        entry.lastHeard = t
-        if let rssi {
-            let x = Double(rssi)
-            let w = configuration.smoothingWeight
-            entry.smoothedRSSI = entry.smoothedRSSI.map { $0 + w * (x - $0) } ?? x
-        }
-        beacons[id] = entry
         for index in entry.regions {
             var region = regionStates[index]
             let inside = region.state == .inside

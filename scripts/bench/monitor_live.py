@@ -49,7 +49,10 @@ def main():
                 + struct.pack('>HHb', 12, i, -59) for i in range(beacons)]
     addresses = [struct.pack('<IH', rng.getrandbits(32), 0xC000 | i) for i in range(beacons)]
     events = [event(payloads[i % beacons], addresses[i % beacons], -60 - rng.randrange(25)) for i in range(beacons * 10)]
-    args = ['--region', f'store={store}', '--region', f'nobody={uuid.UUID(int=rng.getrandbits(128))}']
+    nobody = ['--region', f'nobody={uuid.UUID(int=rng.getrandbits(128))}']
+    # REGIONS 0: only the region nobody advertises (every report decoded, none matches): the
+    # same path minus the region bookkeeping, for an A/B in the same minute.
+    args = ['--region', f'store={store}', *nobody] if regions else nobody
     for i in range(max(0, regions - 2)):
         args += ['--region', f'dept{i}={store}:12:{i}']
 

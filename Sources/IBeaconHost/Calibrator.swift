@@ -247,6 +247,8 @@ public struct Calibrator: Sendable {
                     return .stop
                 }
             })
+        // Cancelled (the user interrupted): the samples so far are no result.
+        try Task.checkCancellation()
         let (collector, failure, time) = state.withLock { ($0.collector, $0.failure, $0.time) }
         if let failure { throw failure }
         return try collector.result(elapsed: .seconds(time))

@@ -453,8 +453,9 @@ public enum ProcessTermination: Sendable, Equatable, CustomStringConvertible {
 extension Sys {
     /// `posix_spawnp(3)` of `arguments` (PATH searched for the program) with exactly
     /// `environment` (`NAME=value` strings). The child gets its own process group (so a timeout
-    /// can end it and whatever it started), default dispositions for the signals this process
-    /// ignores (SIGINT, SIGTERM, SIGPIPE: ignored dispositions survive exec), an empty signal mask,
+    /// can end it and whatever it started), the default disposition of every standard signal
+    /// (this process ignores SIGINT, SIGTERM, SIGPIPE and others while it handles them, and
+    /// ignored dispositions survive exec), an empty signal mask,
     /// stdin from /dev/null, and stdout joined to stderr (the hook must not write into the JSON
     /// on stdout). Every descriptor this module opens is close-on-exec, so the child gets no other.
     static func spawn(_ arguments: [String], environment: [String]) throws(Errno) -> pid_t {
@@ -471,7 +472,7 @@ extension Sys {
         posix_spawn_file_actions_adddup2(&actions, STDERR_FILENO, STDOUT_FILENO)
         var defaults = sigset_t()
         sigemptyset(&defaults)
-        for signal in [SIGINT, SIGTERM, SIGPIPE, SIGHUP, SIGQUIT, SIGCHLD] { sigaddset(&defaults, signal) }
+        for signal: Int32 in 1...31 where signal != SIGKILL && signal != SIGSTOP { sigaddset(&defaults, signal) }
         posix_spawnattr_setsigdefault(&attributes, &defaults)
         var mask = sigset_t()
         sigemptyset(&mask)

@@ -88,18 +88,11 @@ struct MonitorCommand: AsyncParsableCommand {
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
-        func check(_ name: String, _ value: Double, _ range: ClosedRange<Double>, _ unit: String) throws {
-            guard value.isFinite, range.contains(value), value > 0 || range.lowerBound == 0 else {
-                throw ValidationError(
-                    "\(name) must be a number of \(unit) in \(range.lowerBound.clean)…\(range.upperBound.clean), got \(value)"
-                )
-            }
-        }
-        try check("--exit-after", exitAfter, 0.1...86400, "seconds")
-        try check("--hysteresis", hysteresis, 0...40, "dB")
-        try check("--exec-timeout", execTimeout, 0.1...3600, "seconds")
-        if let duration, !(duration.isFinite && duration > 0) {
-            throw ValidationError("--duration must be a positive number of seconds, got \(duration)")
+        try validateSeconds("--exit-after", exitAfter, 0.1...86400)
+        try validateSeconds("--exec-timeout", execTimeout, 0.1...3600)
+        if let duration { try validateSeconds("--duration", duration, 0.001...maximumRunSeconds) }
+        guard hysteresis.isFinite, (0...40).contains(hysteresis) else {
+            throw ValidationError("--hysteresis must be a number of dB within 0…40, got \(hysteresis)")
         }
         if let minRSSI, !(-127...20).contains(minRSSI) {
             throw ValidationError("--min-rssi must be in -127…20 dBm, got \(minRSSI)")

@@ -124,6 +124,20 @@ final class RecordingLog: Sendable {
         await runner.finish(grace: .seconds(1))
     }
 
+    /// Every signal this process ignores (the CLI ignores SIGHUP, SIGUSR1, SIGALRM… while it
+    /// handles them) is back to its default in the hook.
+    @Test func aHookGetsDefaultSignalDispositions() async throws {
+        let log = RecordingLog()
+        let previous = signal(SIGUSR1, SIG_IGN)
+        defer { signal(SIGUSR1, previous) }
+        let runner = HookRunner(
+            hook: try Hook(command: "sh -c 'kill -USR1 $$; exit 0'", shell: false, timeout: .seconds(5)),
+            logger: log.logger)
+        runner.submit(label: "enter of bakery", variables: variables)
+        await runner.finish(grace: .seconds(5))
+        #expect(log.contains(.warning, "was killed by signal \(SIGUSR1)"), "\(log.all)")
+    }
+
     @Test func aSlowCommandNeverMakesTheCallerWaitAndTheOverflowIsDropped() async throws {
         let log = RecordingLog()
         let runner = HookRunner(

@@ -10,7 +10,7 @@ import Testing
 
     static let usageErrors: [([String], String)] = [
         ([], "give at least one region"),
-        (["--region", uuid, "--exit-after", "nan"], "--exit-after must be a number of seconds in 0.1…86400"),
+        (["--region", uuid, "--exit-after", "nan"], "--exit-after must be a number of seconds within 0.1…86400"),
         (["--region", uuid, "--exit-after", "inf"], "--exit-after"),
         (["--region", uuid, "--exit-after", "0"], "--exit-after"),
         (["--region", uuid, "--exit-after", "-5"], "--exit-after"),
@@ -18,11 +18,12 @@ import Testing
         (["--region", uuid, "--min-rssi", "-128"], "--min-rssi must be in -127…20 dBm, got -128"),
         (["--region", uuid, "--min-rssi", "21"], "--min-rssi"),
         (["--region", uuid, "--min-rssi", "loud"], "--min-rssi"),
-        (["--region", uuid, "--hysteresis", "nan"], "--hysteresis must be a number of dB in 0…40"),
+        (["--region", uuid, "--hysteresis", "nan"], "--hysteresis must be a number of dB within 0…40"),
         (["--region", uuid, "--hysteresis", "41"], "--hysteresis"),
         (["--region", uuid, "--exec-timeout", "0"], "--exec-timeout"),
         (["--region", uuid, "--exec-timeout", "inf"], "--exec-timeout"),
-        (["--region", uuid, "--duration", "nan"], "--duration must be a positive number of seconds"),
+        (["--region", uuid, "--duration", "nan"], "--duration must be a number of seconds within 0.001…31622400"),
+        (["--region", uuid, "--duration", "1e16"], "--duration"),
         (["--region", uuid, "--duration", "inf"], "--duration"),
         (["--region", uuid, "--duration", "0"], "--duration"),
         (["--region", "not-a-uuid"], "region not-a-uuid: not-a-uuid is not a UUID"),

@@ -7,7 +7,9 @@ enter and exit are measured from the first and last advertisement actually sent.
 from __future__ import annotations
 
 import json
+import os
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -15,7 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from support import BEACON_UUID, MAJOR, MINOR, wait_until
+import pytest
+
+from support import BEACON_UUID, MAJOR, MINOR, run, wait_until
 
 OTHER_UUID = 'F7826DA6-4FA2-4E98-8024-BC5B71E0893E'
 BEACON = f'{BEACON_UUID},{MAJOR},{MINOR},-59,100,D0:00:00:00:00:01'
@@ -225,3 +229,111 @@ def test_duration_ends_the_monitor(ibeacon_bin: Path, harness_factory, tmp_path:
     assert lines[0].endswith(f' enter   bakery: {BEACON_UUID} {MAJOR} {MINOR} at -59 dBm'), lines
     assert fds.read_text().split() == ['0', '1', '2']
 
+
+
+def test_a_recorded_capture_gives_the_same_events_in_capture_time(
+    ibeacon_bin: Path, harness_factory, tmp_path: Path
+) -> None:
+    """Monitored live with --btsnoop while the beacon goes off and on again; the capture read back
+    (`--device btsnoop:FILE`) gives the same enter, exit, enter at the same times relative to the
+    first report, at once rather than in real time, with no wall-clock time."""
+    h = harness_factory('--beacon', BEACON)
+    capture = tmp_path / 'monitor.btsnoop'
+    region = ('--region', BAKERY, '--exit-after', '1.5')
+    m = Monitor(ibeacon_bin, '--device', h.device_spec, *region, '--btsnoop', str(capture))
+    try:
+        m.wait_for('enter', 'bakery', timeout=5)
+        time.sleep(1)
+        h.send('beacon-off 0')
+        m.wait_for('exit', 'bakery', timeout=5)
+        time.sleep(0.5)
+        h.send('beacon-on 0')
+        m.wait_for('enter', 'bakery', timeout=5, count=2)
+    finally:
+        assert m.stop() == 0, m.stderr
+    h.close()
+    live = [e for e in m.events if e['event'] != 'outside']
+    assert [e['event'] for e in live] == ['enter', 'exit', 'enter'], m.events
+
+    started = time.monotonic()
+    proc = subprocess.run([str(ibeacon_bin), 'monitor', '--json', '--device', f'btsnoop:{capture}', *region],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert time.monotonic() - started < 2.0
+    replay = [json.loads(line) for line in proc.stdout.splitlines()]
+    replay = [e for e in replay if e['event'] != 'outside']
+    assert [e['event'] for e in replay] == ['enter', 'exit', 'enter'], proc.stdout
+    for a, b in zip(live, replay):
+        assert abs((a['t'] - live[0]['t']) - (b['t'] - replay[0]['t'])) < 0.1, (live, replay)
+        assert (b['uuid'], b['major'], b['minor'], b['rssi']) == (a['uuid'], a['major'], a['minor'], a['rssi'])
+        assert b['time'] is None
+
+
+# Where test_captures.py finds the shared third-party captures (CI puts them beside the repository).
+CAPTURES = next((p for p in ([Path(os.environ['IBEACON_CAPTURES'])] if os.environ.get('IBEACON_CAPTURES') else [])
+                 + [Path(__file__).resolve().parents[3] / 'shared' / 'captures', Path('/work/shared/captures')]
+                 if p.is_dir()), Path('/work/shared/captures'))
+
+
+def capture_seconds(path: Path) -> float:
+    """Seconds from the first advertising report (an H4 LE Meta event with subevent 0x02 or 0x0D)
+    to the last record of a datalink-1002 btsnoop file, read here from the format (FIELD.md):
+    the span of capture time the monitor sees."""
+    data = path.read_bytes()
+    assert data[:8] == b'btsnoop\0' and struct.unpack_from('>II', data, 8) == (1, 1002)
+    offset, first, last = 16, None, None
+    while offset + 24 <= len(data):
+        _, included, _, _, timestamp = struct.unpack_from('>IIIIq', data, offset)
+        packet = data[offset + 24:offset + 24 + included]
+        offset += 24 + included
+        if len(packet) < included:
+            break
+        if first is None and packet[:2] == b'\x04\x3e' and len(packet) > 3 and packet[3] in (0x02, 0x0D):
+            first = timestamp
+        last = timestamp
+    assert first is not None and last is not None
+    return (last - first) / 1e6
+
+
+@pytest.mark.parametrize(('capture', 'region', 'exit_after'), [
+    # A phone's log: one beacon heard every 1.3 s for 15 s, silent for 2.5 minutes, heard again.
+    ('mtoslalibu+ec521__docs_bt-logs_btsnoop_hci.log', '56DB0365-A001-4062-9E4D-499D3B8ECCF3:4096:14388', '30'),
+    # Extended reports; a UUID region holding four beacons, heard twice about a minute apart.
+    ('wangdalian+btsnooper__data_btsnoop_hci.log', 'FDA50693-A4E2-4FB1-AFCF-C6EB07647825', '10'),
+])
+def test_third_party_captures_in_capture_time(ibeacon_bin: Path, capture: str, region: str, exit_after: str) -> None:
+    """Real captures recorded by other people (/work/shared/captures, SOURCES.md): the events
+    match a reference state machine written here over the reports `ibeacon scan --json` reads
+    from the same file (capture time, from the first report), and a region nobody advertises is
+    reported outside once the first window has passed."""
+    path = CAPTURES / capture
+    reports = [json.loads(line) for line in run(ibeacon_bin, 'scan', '--json', '--device', f'btsnoop:{path}').stdout
+               .splitlines()]
+    uuid, *rest = region.split(':')
+    wanted = [r for r in reports if r['uuid'] == uuid and [str(r['major']), str(r['minor'])][:len(rest)] == rest]
+    assert wanted, f'no report of {region} in {capture}'
+    expected: list[tuple[str, str, float]] = []
+    gap = float(exit_after)
+    last = None
+    for r in wanted:
+        if last is not None and r['t'] - last >= gap:
+            expected.append(('exit', 'here', round(last + gap, 3)))
+        if last is None or r['t'] - last >= gap:
+            expected.append(('enter', 'here', r['t']))
+        last = r['t']
+    end = capture_seconds(path)
+    assert end >= reports[-1]['t']
+    if end - last >= gap:
+        expected.append(('exit', 'here', round(last + gap, 3)))
+    if end >= gap:
+        expected.append(('outside', 'nobody', gap))
+    expected.sort(key=lambda e: (e[2], e[1] == 'nobody'))
+
+    proc = run(ibeacon_bin, 'monitor', '--json', '--device', f'btsnoop:{path}', '--region', f'here={region}',
+               '--region', f'nobody={OTHER_UUID}', '--exit-after', exit_after)
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [(e['event'], e['region'], e['t']) for e in events] == expected, (events, expected)
+    assert len([e for e in expected if e[0] == 'exit']) >= 1  # the capture does show a silence
+    for e in events:
+        assert e['time'] is None

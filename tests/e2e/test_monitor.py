@@ -209,8 +209,10 @@ def test_a_controller_reset_does_not_exit_the_region(ibeacon_bin: Path, harness_
     assert [e['event'] for e in m.events] == ['enter'], m.events
 
 
-def test_duration_ends_the_monitor(ibeacon_bin: Path, harness_factory, tmp_path: Path) -> None:
-    h = harness_factory('--beacon', BEACON)
+@pytest.mark.parametrize('transport', [(), ('--pty',)], ids=['tcp', 'serial'])
+def test_duration_ends_the_monitor(ibeacon_bin: Path, harness_factory, tmp_path: Path,
+                                   transport: tuple[str, ...]) -> None:
+    h = harness_factory('--beacon', BEACON, *transport)
     fds = tmp_path / 'fds.txt'
     started = time.monotonic()
     # The hook lists its open descriptors (stat only: listing them must not open one): stdin,

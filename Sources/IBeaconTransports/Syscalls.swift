@@ -365,6 +365,22 @@ enum Sys {
         _ = try retryingOnInterrupt { ioctl(fd.rawValue, ibeacon_HCIDEVUP, Int32(index)) }
     }
 
+    /// `bind(2)` to `{HCI_DEV_NONE, HCI_CHANNEL_CONTROL}`: the kernel's management interface
+    /// (BlueZ doc/mgmt-api.txt). Needs CAP_NET_ADMIN for commands that change state.
+    static func bindHCIControl(_ fd: FileDescriptor) throws(Errno) {
+        var address = sockaddr_hci()
+        address.hci_family = sa_family_t(AF_BLUETOOTH)
+        address.hci_dev = UInt16(HCI_DEV_NONE)
+        address.hci_channel = UInt16(HCI_CHANNEL_CONTROL)
+        _ = try retryingOnInterrupt {
+            withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd.rawValue, $0, socklen_t(MemoryLayout<sockaddr_hci>.size))
+                }
+            }
+        }
+    }
+
     /// `bind(2)` to adapter `index` on `HCI_CHANNEL_RAW`: shares the controller with the kernel.
     static func bindHCIRaw(_ fd: FileDescriptor, index: UInt16) throws(Errno) {
         var address = sockaddr_hci()

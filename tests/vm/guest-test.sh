@@ -1200,7 +1200,6 @@ scenario_ibeacon_btmon_capture() {
 }
 
 SCENARIOS=(
-  ibeacon_btmon_capture
   controllers
   encoder_selfcheck
   raw_advertising
@@ -1208,6 +1207,7 @@ SCENARIOS=(
   ibeacon_info
   ibeacon_unknown_device
   ibeacon_advertise_scan
+  ibeacon_btmon_capture
   ibeacon_adapter_reset
   ibeacon_foreign_disable
   ibeacon_scan_adapter_reset

@@ -93,9 +93,16 @@ install: build ## install to $(PREFIX)/bin, grant capabilities ($(CAPS)), instal
 	  install -D -m 0644 ibeacon@.service.tmp $(DESTDIR)/etc/systemd/system/ibeacon@.service && rm -f ibeacon@.service.tmp && \
 	  echo "installed /etc/systemd/system/ibeacon@.service (profiles go in /etc/ibeacon/NAME.json)"; \
 	fi
+	@if [ -f contrib/ibeacon-monitor@.service ]; then \
+	  sed 's|@BINDIR@|$(PREFIX)/bin|g' contrib/ibeacon-monitor@.service > ibeacon-monitor@.service.tmp && \
+	  install -D -m 0644 ibeacon-monitor@.service.tmp $(DESTDIR)/etc/systemd/system/ibeacon-monitor@.service && \
+	  rm -f ibeacon-monitor@.service.tmp && \
+	  echo "installed /etc/systemd/system/ibeacon-monitor@.service (regions and hook go in /etc/ibeacon/NAME.monitor)"; \
+	fi
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/ibeacon $(DESTDIR)/etc/systemd/system/ibeacon@.service
+	rm -f $(DESTDIR)$(PREFIX)/bin/ibeacon $(DESTDIR)/etc/systemd/system/ibeacon@.service \
+	  $(DESTDIR)/etc/systemd/system/ibeacon-monitor@.service
 
 run: build ## advertise $(PROFILE) on $(DEVICE); falls back to the emulated demo without an adapter
 	@scripts/run.sh "$(PROFILE)" "$(DEVICE)"

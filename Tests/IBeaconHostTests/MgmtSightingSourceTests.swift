@@ -105,4 +105,17 @@ import Testing
             #expect("\(error!)".contains("hci0 was removed"))
         }
     }
+
+    @Test func keepsScanningAcrossAPowerCycle() async throws {
+        let kernel = FakeMgmtKernel()
+        try await Self.withScan(kernel) { received, task in
+            #expect(await eventually { kernel.monitors.count == 1 })
+            kernel.powerOff()
+            #expect(!kernel.advertisementHeard(Self.report()))
+            kernel.powerOn()
+            #expect(kernel.advertisementHeard(Self.report(rssi: -70)))
+            #expect(await eventually { received().map(\.rssi) == [-70] })
+            #expect(kernel.monitors.count == 1)
+        }
+    }
 }

@@ -129,7 +129,9 @@ public struct PhoneCalibrationEstimate: Sendable, Equatable {
     public var interval95: ClosedRange<Double> { (value - halfWidth95)...(value + halfWidth95) }
 
     /// Relative standard error of the half-width itself (≈ 1/√(2·df)).
-    public var halfWidthRelativeError: Double { degreesOfFreedom > 0 ? (0.5 / degreesOfFreedom).squareRoot() : .infinity }
+    public var halfWidthRelativeError: Double {
+        degreesOfFreedom > 0 ? (0.5 / degreesOfFreedom).squareRoot() : .infinity
+    }
 }
 
 /// Estimates the long-run mean of the 1 Hz mean RSSI and its 95 % interval from a short run.
@@ -159,6 +161,8 @@ public struct PhoneCalibrationEstimator: Sendable {
     public var transientSpread = 4.0
     /// …and at least this many dB.
     public var transientFloor = 3.0
+    /// Standard-normal quantile of the slow-variation test at each block length (1.96: 2.5 %).
+    public var detectionZ = 1.959_964
     /// |z| of the first-half/second-half difference above which the level moved.
     public static let driftZ = 3.0
 
@@ -181,7 +185,8 @@ public struct PhoneCalibrationEstimator: Sendable {
         let n = y.count
         let value = y.reduce(0, +) / Double(n)
         let within = Self.withinSecondVariance(kept)
-        let lr = Self.longRunVariance(y, counts: kept.map(\.count), within: within, assumeSlow: assumeSlow)
+        let lr = Self.longRunVariance(
+            y, counts: kept.map(\.count), within: within, assumeSlow: assumeSlow, detectionZ: detectionZ)
         let half =
             n > 1
             ? studentT975(fractionalDegreesOfFreedom: lr.degreesOfFreedom) * (lr.variance / Double(n)).squareRoot()
@@ -192,8 +197,10 @@ public struct PhoneCalibrationEstimator: Sendable {
             let first = y[..<n1].reduce(0, +) / Double(n1)
             let second = y[n1...].reduce(0, +) / Double(n - n1)
             let residuals = y[..<n1].map { $0 - first } + y[n1...].map { $0 - second }
-            let v = Self.longRunVariance(residuals, counts: kept.map(\.count), within: within, assumeSlow: assumeSlow)
-                .variance
+            let v = Self.longRunVariance(
+                residuals, counts: kept.map(\.count), within: within, assumeSlow: assumeSlow, detectionZ: detectionZ
+            )
+            .variance
             let se = (v * (1 / Double(n1) + 1 / Double(n - n1))).squareRoot()
             let d = second - first
             let z = se > 0 ? d / se : (d == 0 ? 0 : d < 0 ? -.infinity : .infinity)
@@ -238,9 +245,9 @@ public struct PhoneCalibrationEstimator: Sendable {
 
     /// Long-run variance (per second) of a series of 1 Hz means: see the type's documentation.
     static func longRunVariance(
-        _ y: [Double], counts: [Int], within: (variance: Double, degreesOfFreedom: Int), assumeSlow: Bool = false
-    ) -> LongRunVariance
-    {
+        _ y: [Double], counts: [Int], within: (variance: Double, degreesOfFreedom: Int), assumeSlow: Bool = false,
+        detectionZ: Double = 1.959_964
+    ) -> LongRunVariance {
         let n = y.count
         guard n > 1 else { return LongRunVariance(variance: .infinity, degreesOfFreedom: 0, batch: 1, slow: false) }
         // One report per second (or fewer): nothing to compare with inside the seconds.
@@ -281,7 +288,7 @@ public struct PhoneCalibrationEstimator: Sendable {
             let m = means.reduce(0, +) / Double(blocks)
             let spread = means.map { ($0 - m) * ($0 - m) }.reduce(0, +) / Double(blocks - 1)
             let expected = within.variance * inverse / Double(blocks)
-            if spread > expected * chiSquareQuantile975(degreesOfFreedom: blocks - 1) / Double(blocks - 1) {
+            if spread > expected * chiSquareQuantile(degreesOfFreedom: blocks - 1, z: detectionZ) / Double(blocks - 1) {
                 detected = true
             }
             slowSeen = max(slowSeen, spread - expected)
@@ -394,10 +401,10 @@ public struct PhoneCalibrationEstimator: Sendable {
 
 /// The 97.5 % quantile of χ² with `df` degrees of freedom (Wilson–Hilferty; within 2 % for
 /// df ≥ 3, a little high below, which only makes the test stricter).
-func chiSquareQuantile975(degreesOfFreedom df: Int) -> Double {
+func chiSquareQuantile(degreesOfFreedom df: Int, z: Double) -> Double {
     let v = Double(df)
     let c = 2 / (9 * v)
-    let x = 1 - c + 1.959_964 * c.squareRoot()
+    let x = 1 - c + z * c.squareRoot()
     return v * x * x * x
 }
 

@@ -1,6 +1,7 @@
 import Foundation
 import IBeaconCore
 import Logging
+import Synchronization
 
 /// Which beacon to calibrate.
 public struct CalibrationTarget: Sendable, Equatable {
@@ -36,6 +37,8 @@ public struct CalibrationSettings: Sendable {
     /// How many of its own relative standard errors the half-width must clear the precision by
     /// (`.apple`); see docs/CALIBRATION.md for the simulation that set it.
     public var assurance: Double = 0
+    /// `.apple`: the estimator (its test for slow variation and transients).
+    public var estimator = PhoneCalibrationEstimator()
     /// `.apple`: consecutive completed seconds the precision must hold for (a chance quiet
     /// moment, when the spread of the 1 Hz means looks small, is not enough).
     public var confirmations: Int = 3
@@ -78,7 +81,7 @@ public enum CalibrationError: Error, Sendable, Equatable, CustomStringConvertibl
     }
 }
 
-func formatSeconds(_ s: Double) -> String {
+public func formatSeconds(_ s: Double) -> String {
     s == s.rounded() ? "\(Int(s)) s" : String(format: "%.1f s", s)
 }
 
@@ -206,9 +209,10 @@ public struct CalibrationCollector: Sendable {
         let completed = time.isFinite ? max(0, Int(time.rounded(.down))) : 0
         if completed > evaluatedSeconds {
             evaluatedSeconds = completed
-            lastApple = PhoneCalibrationEstimator().estimate(
+            lastApple = settings.estimator.estimate(
                 seconds.means(completedBy: Double(completed)), precision: settings.precision)
-            if let e = lastApple, e.halfWidth95 * (1 + settings.assurance * e.halfWidthRelativeError) <= settings.precision,
+            if let e = lastApple,
+                e.halfWidth95 * (1 + settings.assurance * e.halfWidthRelativeError) <= settings.precision,
                 e.drift?.isLarge != true
             {
                 streak += 1
@@ -239,7 +243,7 @@ public struct CalibrationCollector: Sendable {
             throw .notHeard(target: target.identity, seconds: time)
         }
         let completed = Double(max(0, Int(time.rounded(.down))))
-        let apple = PhoneCalibrationEstimator().estimate(
+        let apple = settings.estimator.estimate(
             seconds.means(completedBy: completed), precision: settings.precision)
         let robust = MeasuredPowerEstimator().estimate(samples)
         let chosen: (value: Double, halfWidth95: Double, method: String)?
@@ -271,80 +275,69 @@ extension Duration {
     }
 }
 
-/// Runs a calibration on a scanning controller.
+/// Runs a calibration on a source of sightings (a scanning controller, the kernel, a capture).
 public struct Calibrator: Sendable {
-    public var scanner: Scanner
     public var target: CalibrationTarget
     public var settings: CalibrationSettings
-    public var clock: any Clock<Duration>
     public var logger: Logger
-    /// How often `progress` is called.
+    /// How often `progress` is called, in the source's time.
     public var progressInterval: Duration
 
     public init(
-        scanner: Scanner, target: CalibrationTarget, settings: CalibrationSettings,
-        clock: any Clock<Duration> = ContinuousClock(), progressInterval: Duration = .milliseconds(500), logger: Logger
+        target: CalibrationTarget, settings: CalibrationSettings, progressInterval: Duration = .milliseconds(500),
+        logger: Logger
     ) {
-        self.scanner = scanner
         self.target = target
         self.settings = settings
-        self.clock = clock
         self.progressInterval = progressInterval
         self.logger = logger
     }
 
-    /// Scans until the estimate is precise enough, the time is up, or calibration cannot
-    /// succeed; scanning is stopped in every case.
+    /// What the scan has gathered so far; shared between the report callback and the ticks.
+    private struct Progress: Sendable {
+        var collector: CalibrationCollector
+        var failure: CalibrationError?
+        var time: Double = 0
+    }
+
+    /// Scans until the estimate is precise enough, the time is up, the source ends, or
+    /// calibration cannot succeed; the source stops scanning in every case.
     public func run(
-        on client: ControllerClient, progress: @Sendable (CalibrationCollector, Duration) -> Void = { _, _ in }
+        on source: any SightingSource,
+        progress: @escaping @Sendable (CalibrationCollector, Duration) -> Void = { _, _ in }
     ) async throws -> CalibrationResult {
-        var mode = try await scanner.start(on: client)
-        let started = ContinuousClock.now
-        func elapsed() -> Duration { started.duration(to: ContinuousClock.now) }
-
-        // One stream: controller events, and a wake-up per progress interval for the display
-        // and the deadline.
-        let clock = self.clock
-        let interval = progressInterval
-        let ticker = Task {
-            while !Task.isCancelled {
-                do { try await clock.sleep(for: interval) } catch { return }
-                client.wake()
-            }
-        }
-        defer { ticker.cancel() }
-
-        var collector = CalibrationCollector(target: target, settings: settings)
-        do {
-            loop: for await input in client.events {
-                switch input {
-                case .wake:
-                    progress(collector, elapsed())
-                    if try collector.check(at: elapsed().seconds) == .done { break loop }
-                case .linkClosed(nil):
-                    break loop  // the end of a replayed capture
-                case .linkClosed(let error?):
-                    throw error
-                case .event(let event):
-                    let sightings = Sighting.all(in: event)
-                    // Not a report: maybe a reset or another program stopped the scan; if so,
-                    // start it again and keep the samples.
-                    if sightings.isEmpty, let restarted = try await scanner.recover(after: event, on: client) {
-                        mode = restarted
-                        continue
+        let state = Mutex(Progress(collector: CalibrationCollector(target: target, settings: settings)))
+        try await source.scan(
+            tickInterval: progressInterval,
+            receive: { sightings, time in
+                state.withLock { state in
+                    state.time = max(state.time, time)
+                    do throws(CalibrationError) {
+                        for s in sightings where try state.collector.add(s, at: time) == .done { return .stop }
+                    } catch {
+                        state.failure = error
+                        return .stop
                     }
-                    let now = elapsed().seconds
-                    for s in sightings where try collector.add(s, at: now) == .done {
-                        break loop
+                    return .proceed
+                }
+            },
+            tick: { time in
+                let (collector, elapsed, decision) = state.withLock {
+                    state -> (CalibrationCollector, Duration, ScanControl) in
+                    state.time = max(state.time, time)
+                    do throws(CalibrationError) {
+                        let done = try state.collector.check(at: state.time) == .done
+                        return (state.collector, .seconds(state.time), done ? .stop : .proceed)
+                    } catch {
+                        state.failure = error
+                        return (state.collector, .seconds(state.time), .stop)
                     }
                 }
-            }
-            let result = try collector.result(at: elapsed().seconds)
-            await scanner.stop(on: client, mode: mode)
-            return result
-        } catch {
-            await scanner.stop(on: client, mode: mode)
-            throw error
-        }
+                progress(collector, elapsed)
+                return decision
+            })
+        let (collector, failure, time) = state.withLock { ($0.collector, $0.failure, $0.time) }
+        if let failure { throw failure }
+        return try collector.result(at: time)
     }
 }

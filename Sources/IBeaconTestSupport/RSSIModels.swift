@@ -1,3 +1,5 @@
+import IBeaconCore
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -5,8 +7,6 @@
 #elseif canImport(Darwin)
     import Darwin
 #endif
-
-import IBeaconCore
 
 /// What a receiver 1 m from a beacon reports, as a model for the calibration simulations
 /// (`ibeacon-calsim`, the unit tests, and the end-to-end runs through the emulated radio, which
@@ -84,7 +84,8 @@ public struct RSSIModel: Sendable, CustomStringConvertible {
                 x += sigma * rng.gaussian()
             case .shadowingRayleigh(let sigma, let correlation):
                 let rho = exp(-(t - lastTime) / correlation)
-                let s = shadow.map { rho * $0 + sigma * (1 - rho * rho).squareRoot() * rng.gaussian() }
+                let s =
+                    shadow.map { rho * $0 + sigma * (1 - rho * rho).squareRoot() * rng.gaussian() }
                     ?? sigma * rng.gaussian()
                 shadow = s
                 // |h|² of a unit-power Rayleigh channel is exponential with mean 1.
@@ -127,4 +128,3 @@ public struct RSSIModel: Sendable, CustomStringConvertible {
         return (m, (v / Double(values.count)).squareRoot())
     }
 }
-

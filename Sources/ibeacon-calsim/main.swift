@@ -61,7 +61,8 @@ if let name = options["trace"] {
                     String(
                         format: "%3d s  %.2f ± %.2f dB  df %.1f  slow %@  1 Hz sd %.2f  transients %d  drift %@", next,
                         e.value, e.halfWidth95, e.degreesOfFreedom, e.slowVariation ? "yes" : "no", e.secondSpread,
-                        e.transients.count, e.drift.map { String(format: "%+.2f dB z %+.1f", $0.difference, $0.z) } ?? "–"))
+                        e.transients.count,
+                        e.drift.map { String(format: "%+.2f dB z %+.1f", $0.difference, $0.z) } ?? "–"))
             }
             next += 1
         }
@@ -84,6 +85,7 @@ if let method = options["method"] {
 }
 if let a = options["assurance"], let v = Double(a) { settings.assurance = v }
 if let c = options["confirmations"], let v = Int(c) { settings.confirmations = v }
+if let z = options["detect-z"], let v = Double(z) { settings.estimator.detectionZ = v }
 let seeds = UInt64(number("seeds", 200))
 let models = options["models"].map { $0.split(separator: ",").map { model(String($0)) } } ?? RSSIModel.all
 
@@ -109,4 +111,5 @@ for m in models {
 print("")
 print(
     "pooled coverage \(percent(Double(covered) / Double(max(1, total)))) over \(total) runs; method \(settings.method.rawValue), "
-        + "precision \(settings.precision) dB, duration \(settings.maximumDuration.seconds) s, \(seeds) seeds per model")
+        + "precision \(settings.precision) dB, duration \(settings.maximumDuration.seconds) s, \(seeds) seeds per model"
+)

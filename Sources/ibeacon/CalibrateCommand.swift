@@ -10,15 +10,23 @@ struct CalibrateCommand: AsyncParsableCommand {
         commandName: "calibrate",
         abstract: "Measure a beacon's RSSI at 1 m and write its measured power into the profile.",
         discussion: """
-            Hold this receiver 1 m from the beacon, in the open, facing it. The tool collects the \
-            RSSI of every advertisement from the beacon the profile names, estimates the RSSI at \
-            1 m robustly (deep fades and per-channel offsets do not drag it), and stops once the \
-            95 % confidence interval is within ±--precision dB (after at least 30 samples) or at \
-            --duration. It then writes measuredPower (rounded dBm) and a calibration record into \
-            the profile, atomically, keeping every other key.
+            Hold this receiver 1 m from the beacon, in the open, facing it, as still as you can. \
+            The tool collects the RSSI of every advertisement from the beacon the profile names \
+            and estimates what phones expect measured power to be: the long-run average of the \
+            1 Hz mean RSSI at 1 m, fades included (Apple's calibration procedure, --method \
+            apple). It never stops before 10 s, then stops once the 95 % confidence interval \
+            is within ±--precision dB and the level has not drifted (docs/CALIBRATION.md). It \
+            then writes measuredPower (rounded dBm) and a calibration record into the profile, \
+            atomically, keeping every other key.
 
-            --offset corrects for a receiver that reads a known number of dB weaker (positive) \
-            or stronger (negative) than a reference phone.
+            When the precision is not reached by --duration (exit 79) or the level moved during \
+            the run, a person or a door (exit 80), nothing is written: hold still, move away \
+            from people, or give a longer --duration; --force writes the estimate anyway.
+
+            --method robust writes the centre of the un-faded distribution instead (Tukey \
+            biweight; deep fades do not drag it, but phones do not see it). --offset corrects \
+            for a receiver that reads a known number of dB weaker (positive) or stronger \
+            (negative) than a reference phone.
             """)
 
     @Option(help: ArgumentHelp("Profile of the beacon to calibrate; measuredPower is written back.", valueName: "file"))
@@ -47,6 +55,10 @@ struct CalibrateCommand: AsyncParsableCommand {
     var offset: Double = 0
     @Option(help: ArgumentHelp("Only this transmitter, when several carry the same identity.", valueName: "address"))
     var address: String?
+    @Option(help: ArgumentHelp("Value to write: apple (1 Hz mean, what phones expect) or robust.", valueName: "method"))
+    var method: CalibrationMethod = .apple
+    @Flag(help: "Write even when the precision was not reached or the level drifted.")
+    var force = false
     @Flag(help: "Measure and show the result, but write nothing.")
     var dryRun = false
     @Flag(help: "Print the result as one JSON object.")
@@ -114,20 +126,18 @@ struct CalibrateCommand: AsyncParsableCommand {
         settings.maximumDuration = .milliseconds(Int64(duration * 1000))
         settings.precision = precision
         settings.offset = offset
+        settings.method = method
         settings.notHeardTimeout = .milliseconds(Int64(min(duration, 10) * 1000))
 
-        let spec = try device.spec()
-        let client = try await device.connect(logger: logger)
+        let source = try await device.openSightingSource(logger: logger)
         let receiverAddress: BDAddress?
         do {
-            receiverAddress = try await client.execute(ReadBDAddr())
+            receiverAddress = try await source.receiverAddress()
         } catch {
-            await client.close()
+            await source.close()
             throw error
         }
-        let calibrator = Calibrator(
-            scanner: Scanner(ownsController: spec.isExclusive, logger: logger), target: target, settings: settings,
-            logger: logger)
+        let calibrator = Calibrator(target: target, settings: settings, logger: logger)
         let live = stdoutIsTerminal && !json
         let offset = self.offset
         if !json {
@@ -136,9 +146,9 @@ struct CalibrateCommand: AsyncParsableCommand {
         }
         let result: CalibrationResult
         do {
-            result = try await calibrator.run(on: client) { collector, elapsed in
+            result = try await calibrator.run(on: source) { collector, elapsed in
                 guard live else { return }
-                let e = collector.estimate()
+                let e = collector.current()
                 let estimate = e.map { String(format: "%.1f ± %.1f dBm", $0.value + offset, $0.halfWidth95) } ?? "…"
                 FileHandle.standardOutput.write(
                     Data(
@@ -147,10 +157,10 @@ struct CalibrateCommand: AsyncParsableCommand {
             }
         } catch {
             if live { printOut("") }
-            await client.close()
+            await source.close()
             throw error
         }
-        await client.close()
+        await source.close()
         if live { printOut("") }
 
         let record = CalibrationRecord(
@@ -161,15 +171,34 @@ struct CalibrateCommand: AsyncParsableCommand {
             txPower: existing?.txPower.map { Int($0) })
         let spreadWarning = result.spread > 8
         let histogram = Histogram(result.samples)
+        let refusal = force ? nil : Self.refusal(result, precision: precision, duration: duration)
+        let willWrite = !dryRun && path != nil && refusal == nil
         if json {
             printOut(
                 jsonLine([
                     "uuid": target.proximityUUID.uuidString, "major": Int(target.major), "minor": Int(target.minor),
                     "address": result.address.description, "measuredPower": result.measuredPower,
                     "estimate": result.estimate, "interval95": result.halfWidth95, "spread": result.spread,
-                    "samples": result.samples.count, "seconds": result.elapsed.seconds,
+                    "samples": result.samples.count, "seconds": result.seconds,
                     "precisionReached": result.precisionReached, "method": result.method,
-                    "previousMeasuredPower": existing.map { Int($0.measuredPower) }, "written": !dryRun && path != nil,
+                    "apple": result.apple.map { a -> [(String, Any?)] in
+                        [
+                            ("estimate", a.value + offset), ("interval95", a.halfWidth95), ("seconds", a.seconds),
+                            ("secondSpread", a.secondSpread), ("degreesOfFreedom", a.degreesOfFreedom),
+                            ("slowVariation", a.slowVariation),
+                        ]
+                    },
+                    "robust": result.robust.map { r -> [(String, Any?)] in
+                        [("estimate", r.value + offset), ("interval95", r.halfWidth95), ("spread", r.spread)]
+                    },
+                    "drift": result.apple?.drift.map { d -> [(String, Any?)] in
+                        [("difference", d.difference), ("z", d.z), ("large", d.isLarge)]
+                    },
+                    "transients": (result.apple?.transients ?? []).map {
+                        [("start", $0.start), ("seconds", $0.seconds), ("shift", $0.shift)] as [(String, Any?)]
+                    } as [Any?],
+                    "refused": refusal?.reason, "forced": force,
+                    "previousMeasuredPower": existing.map { Int($0.measuredPower) }, "written": willWrite,
                     "file": path,
                     "histogram": histogram.bins.map { [("dBm", $0.dBm), ("count", $0.count)] as [(String, Any?)] }
                         as [Any?],
@@ -179,17 +208,46 @@ struct CalibrateCommand: AsyncParsableCommand {
             printOut(
                 String(
                     format: "estimate %.2f dBm, 95%% interval ±%.2f dB, spread (σ) %.1f dB, %d samples in %.1f s",
-                    result.estimate, result.halfWidth95, result.spread, result.samples.count, result.elapsed.seconds)
+                    result.estimate, result.halfWidth95, result.spread, result.samples.count, result.seconds)
                     + " (\(result.method))")
+            if let a = result.apple, let r = result.robust {
+                printOut(
+                    String(
+                        format:
+                            "  apple (1 Hz mean, what phones expect) %.2f dBm ±%.2f dB over %d s; robust centre %.2f dBm ±%.2f dB",
+                        a.value + offset, a.halfWidth95, a.seconds, r.value + offset, r.halfWidth95))
+                if a.slowVariation {
+                    printOut("  the level wandered over seconds (shadowing, movement): the interval allows for it")
+                }
+                for t in a.transients {
+                    printOut(
+                        String(
+                            format: "  left out %d s at %d s, %+.1f dB from the rest (a person passing?)", t.seconds,
+                            t.start, t.shift))
+                }
+                if let d = a.drift, abs(d.z) > PhoneCalibrationEstimator.driftZ {
+                    printOut(
+                        String(
+                            format: "  the level moved %+.1f dB between the first and second half of the run",
+                            d.difference))
+                }
+            }
             printOut(
                 result.precisionReached
                     ? "precision ±\(precision) dB reached"
-                    : "precision ±\(precision) dB NOT reached within \(Int(duration)) s; the estimate is less certain")
+                    : "precision ±\(precision) dB NOT reached within \(formatSeconds(duration))")
         }
         if spreadWarning {
             logger.warning(
                 "the RSSI spread is \(String(format: "%.1f", result.spread)) dB (over 8 dB): reflections or obstacles; move to a clearer spot and calibrate again"
             )
+        }
+        if let refusal {
+            throw CLIError(
+                refusal.message + (path == nil || dryRun ? "" : "; \(path!) is unchanged"), code: refusal.code)
+        }
+        if force && !json, let reason = Self.refusal(result, precision: precision, duration: duration) {
+            logger.warning("--force: writing although \(reason.message)")
         }
         guard !dryRun, let path else {
             if !json { printOut("measured power \(result.measuredPower) dBm (dry run: nothing written)") }
@@ -215,4 +273,48 @@ struct CalibrateCommand: AsyncParsableCommand {
             printOut("wrote measuredPower \(result.measuredPower) dBm to \(path)\(was)")
         }
     }
+
+    /// Why a result is not written without --force, with what to do about it.
+    static func refusal(_ result: CalibrationResult, precision: Double, duration: Double)
+        -> (reason: String, message: String, code: Int32)?
+    {
+        if result.driftIsLarge, let d = result.apple?.drift {
+            return (
+                "drift",
+                String(
+                    format: "the level moved %+.1f dB between the first and second half of the run (z = %.1f): "
+                        + "something changed during the measurement (a person, a door, the receiver moved); "
+                        + "hold still, move away from people and calibrate again, or --force to write %d dBm anyway",
+                    d.difference, d.z, result.measuredPower),
+                Exit.calibrationDrift
+            )
+        }
+        if !result.precisionReached {
+            var advice = "hold the receiver still, move away from people"
+            // The half-width shrinks as 1/√time: how long the same spread would need.
+            if result.halfWidth95.isFinite, result.halfWidth95 > 0, result.seconds >= 1 {
+                let needed = result.seconds * (result.halfWidth95 / precision) * (result.halfWidth95 / precision) * 1.2
+                advice += ", or run longer (about --duration \(Int(max(10, needed).rounded(.up))))"
+            } else {
+                advice += ", or run longer (--duration 10 at least)"
+            }
+            let reached =
+                result.seconds < 10
+                ? "the run ended after \(formatSeconds(result.seconds)), before the 10 s minimum"
+                : String(
+                    format: "the 95 %% interval is ±%.2f dB after %@, wider than --precision %@ dB",
+                    result.halfWidth95, formatSeconds(result.seconds), formatNumber(precision))
+            return (
+                "precision",
+                "precision not reached: \(reached); nothing written — \(advice); or --force to write "
+                    + "\(result.measuredPower) dBm anyway",
+                Exit.calibrationImprecise
+            )
+        }
+        return nil
+    }
 }
+
+extension CalibrationMethod: ExpressibleByArgument {}
+
+private func formatNumber(_ x: Double) -> String { x == x.rounded() ? String(Int(x)) : String(x) }

@@ -28,6 +28,10 @@ enum Exit {
     static let controllerError: Int32 = 76
     /// Permission denied: missing capabilities (EX_NOPERM).
     static let permission: Int32 = 77
+    /// calibrate: the precision was not reached by --duration; nothing written (not a sysexits code).
+    static let calibrationImprecise: Int32 = 79
+    /// calibrate: the level drifted during the run; nothing written (not a sysexits code).
+    static let calibrationDrift: Int32 = 80
 
     static let helpText = """
         EXIT CODES
@@ -47,6 +51,10 @@ enum Exit {
               ibeacon
           76  controller rejected a command (the message names command and status)
           77  permission denied (capabilities CAP_NET_RAW/CAP_NET_ADMIN)
+          79  calibrate: precision not reached by --duration; nothing written
+              (hold still, run longer, or --force)
+          80  calibrate: the level moved during the run (a person, a door);
+              nothing written (calibrate again, or --force)
         """
 }
 

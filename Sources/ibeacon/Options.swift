@@ -80,6 +80,14 @@ struct DeviceOptions: ParsableArguments {
         await client.start()
         return client
     }
+
+    /// The receiver `scan`, `calibrate` and `monitor` take their advertising reports from.
+    func openSightingSource(mode: AdvertisingMode = .auto, logger: Logger) async throws -> any SightingSource {
+        let spec = try spec()
+        let client = try await connect(logger: logger)
+        return ControllerSightingSource(
+            client: client, scanner: Scanner(mode: mode, ownsController: spec.isExclusive, logger: logger))
+    }
 }
 
 /// Runs `body` until it returns or SIGINT/SIGTERM arrives; on a signal the body's task is

@@ -69,85 +69,52 @@ struct ScanCommand: AsyncParsableCommand {
     struct State: Sendable {
         var table = SightingTable()
         var reports = 0
+        /// The source's time of the latest report or tick.
+        var time: Double = 0
     }
 
     func scan(logger: Logger) async throws {
-        let spec = try device.spec()
-        let client = try await device.connect(logger: logger)
-        let started = ContinuousClock.now
-        @Sendable func now() -> Double { started.duration(to: ContinuousClock.now).seconds }
+        let source = try await device.openSightingSource(mode: mode, logger: logger)
         let live = stdoutIsTerminal && !json
         let deadline = duration
         let state = Mutex(State())
         let command = self
         let json = self.json
-        // Reports are handled as they are decoded: no hand-over between tasks per report.
-        await client.setEventHandler { event in
-            let sightings = Sighting.all(in: event)
-            guard !sightings.isEmpty else { return false }
-            let t = now()
-            state.withLock { state in
-                for s in sightings where command.matches(s) {
-                    state.reports += 1
-                    state.table.record(s, now: t)
-                    if json { printOut(command.jsonReport(s, t: t)) }
-                }
-            }
-            return true
-        }
-        let scanner = Scanner(mode: mode, ownsController: spec.isExclusive, logger: logger)
-        var scanMode: AdvertisingMode
-        do {
-            scanMode = try await scanner.start(on: client)
-        } catch {
-            await client.close()
-            throw error
-        }
-
-        // The events left are wake-ups (every second, for the display and the deadline) and
-        // the end of the link.
-        let ticker = Task {
-            while !Task.isCancelled {
-                do { try await Task.sleep(for: .seconds(1)) } catch { return }
-                client.wake()
-            }
-        }
         var failure: (any Error)?
-        loop: for await input in client.events {
-            switch input {
-            case .wake:
-                let t = now()
-                let table = state.withLock { state in
-                    state.table.prune(now: t)
-                    return state.table
-                }
-                if !json { render(table, now: t, live: live) }
-                if let deadline, t >= deadline { break loop }
-            case .linkClosed(nil):
-                break loop  // end of a replayed capture
-            case .linkClosed(let error?):
-                failure = error
-                break loop
-            case .event(let event):
-                // A reset or another program stopped the scan: start it again.
-                do {
-                    if let restarted = try await scanner.recover(after: event, on: client) { scanMode = restarted }
-                } catch {
-                    failure = error
-                    break loop
-                }
-            }
+        do {
+            try await source.scan(
+                tickInterval: .seconds(1),
+                receive: { sightings, t in
+                    state.withLock { state in
+                        for s in sightings where command.matches(s) {
+                            state.reports += 1
+                            state.table.record(s, now: t)
+                            if json { printOut(command.jsonReport(s, t: t)) }
+                        }
+                        state.time = max(state.time, t)
+                    }
+                    if let deadline, t >= deadline { return .stop }
+                    return .proceed
+                },
+                tick: { t in
+                    let table = state.withLock { state in
+                        state.time = max(state.time, t)
+                        state.table.prune(now: t)
+                        return state.table
+                    }
+                    if !json { command.render(table, now: t, live: live) }
+                    if let deadline, t >= deadline { return .stop }
+                    return .proceed
+                })
+        } catch {
+            failure = error
         }
-        ticker.cancel()
-        await client.setEventHandler(nil)
         if !json && !live {
-            let (table, reports) = state.withLock { ($0.table, $0.reports) }
-            render(table, now: now(), live: false)
-            printOut(
-                "\(reports) reports from \(table.entries.count) transmitter(s) in \(String(format: "%.1f", now())) s")
+            let (table, reports, t) = state.withLock { ($0.table, $0.reports, $0.time) }
+            render(table, now: t, live: false)
+            printOut("\(reports) reports from \(table.entries.count) transmitter(s) in \(String(format: "%.1f", t)) s")
         }
-        await scanner.stop(on: client, mode: scanMode)
-        await client.close()
+        await source.close()
         if let failure { throw failure }
     }
 

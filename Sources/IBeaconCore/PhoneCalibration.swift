@@ -20,12 +20,12 @@ public struct SecondMeans: Sendable, Equatable {
 
     public init() {}
 
-    /// Adds a sample received at `time` seconds (negative times count as second 0).
+    /// Adds a sample received at `time` seconds (negative times count as second 0). Samples at
+    /// a time that is not finite or more than a day in are dropped: a broken source must not
+    /// allocate a day of empty seconds.
     public mutating func add(_ rssi: Int, at time: Double) {
-        let k = time.isFinite ? max(0, Int(time.rounded(.down))) : 0
-        // Guard against absurd times from a broken source: a sample hours away is not allowed
-        // to allocate hours of empty seconds.
-        guard k < 86_400 else { return }
+        guard time.isFinite, time < 86_400 else { return }
+        let k = max(0, Int(time.rounded(.down)))
         if k >= sums.count {
             sums += [Double](repeating: 0, count: k + 1 - sums.count)
             counts += [Int](repeating: 0, count: k + 1 - counts.count)
@@ -43,7 +43,8 @@ public struct SecondMeans: Sendable, Equatable {
     /// oldest first, with their second numbers. Seconds without a report are skipped, as Core
     /// Location reports no RSSI (0) for them and the calibration ignores those callbacks.
     public func means(completedBy time: Double) -> [SecondMean] {
-        let complete = min(sums.count, time.isFinite ? max(0, Int(time.rounded(.down))) : 0)
+        guard time >= 0 else { return [] }  // also NaN
+        let complete = time >= Double(sums.count) ? sums.count : Int(time.rounded(.down))
         var out: [SecondMean] = []
         out.reserveCapacity(complete)
         for k in 0..<complete where counts[k] > 0 {
@@ -125,6 +126,9 @@ public struct PhoneCalibrationEstimate: Sendable, Equatable {
     /// The 1 Hz means varied more than the spread inside each second explains (shadowing, a
     /// moving receiver): the interval allows for correlation over seconds.
     public var slowVariation: Bool
+    /// A transient reaches into the last `PhoneCalibrationEstimator.settleSeconds` seconds: it may
+    /// be a level that moved for good, so the run does not stop yet.
+    public var transientOngoing: Bool
 
     public var interval95: ClosedRange<Double> { (value - halfWidth95)...(value + halfWidth95) }
 
@@ -163,6 +167,8 @@ public struct PhoneCalibrationEstimator: Sendable {
     public var transientFloor = 3.0
     /// Standard-normal quantile of the slow-variation test at each block length (1.96: 2.5 %).
     public var detectionZ = 1.959_964
+    /// Seconds back at the usual level after a transient before the run may stop.
+    public static let settleSeconds = 2
     /// |z| of the first-half/second-half difference above which the level moved.
     public static let driftZ = 3.0
 
@@ -211,9 +217,13 @@ public struct PhoneCalibrationEstimator: Sendable {
         let shifted = transients.map {
             CalibrationTransient(start: $0.start, seconds: $0.seconds, shift: $0.shift - value)
         }
+        // A transient still going on (or just over) may be a level that moved for good: wait.
+        let last = series[series.count - 1].second
+        let ongoing = transients.contains { $0.start + $0.seconds > last - Self.settleSeconds }
         return PhoneCalibrationEstimate(
             value: value, halfWidth95: half, degreesOfFreedom: lr.degreesOfFreedom, batchSeconds: lr.batch,
-            seconds: n, secondSpread: spread, transients: shifted, drift: drift, slowVariation: lr.slow)
+            seconds: n, secondSpread: spread, transients: shifted, drift: drift, slowVariation: lr.slow,
+            transientOngoing: ongoing)
     }
 
     /// Pooled variance of the samples around their own second's mean, and its degrees of freedom.

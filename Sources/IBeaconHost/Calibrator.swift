@@ -213,7 +213,7 @@ public struct CalibrationCollector: Sendable {
                 seconds.means(completedBy: Double(completed)), precision: settings.precision)
             if let e = lastApple,
                 e.halfWidth95 * (1 + settings.assurance * e.halfWidthRelativeError) <= settings.precision,
-                e.drift?.isLarge != true
+                e.drift?.isLarge != true, !e.transientOngoing
             {
                 streak += 1
             } else {
@@ -242,7 +242,7 @@ public struct CalibrationCollector: Sendable {
         guard let address else {
             throw .notHeard(target: target.identity, seconds: time)
         }
-        let completed = Double(max(0, Int(time.rounded(.down))))
+        let completed = time.rounded(.down)
         let apple = settings.estimator.estimate(
             seconds.means(completedBy: completed), precision: settings.precision)
         let robust = MeasuredPowerEstimator().estimate(samples)

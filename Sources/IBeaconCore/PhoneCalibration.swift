@@ -114,7 +114,7 @@ public struct PhoneCalibrationEstimate: Sendable, Equatable {
     public var halfWidth95: Double
     /// Degrees of freedom behind `halfWidth95` (after allowing for correlation).
     public var degreesOfFreedom: Double
-    /// Batch length in seconds used for the variance (1: the seconds looked independent).
+    /// Batch length in seconds of the batch-means fallback (at most one report per second); 1 otherwise.
     public var batchSeconds: Int
     /// Seconds averaged (heard, complete, not transient).
     public var seconds: Int
@@ -150,15 +150,14 @@ public struct PhoneCalibrationEstimate: Sendable, Equatable {
 /// half as much (a dip that starts mid-second).
 ///
 /// Interval: the 1 Hz means are not independent when the level wanders over seconds (body
-/// shadowing), so their plain standard error is too small. The variance of the mean is taken from
-/// non-overlapping batch means: the batch length B is the shortest of 1, 2, 3, 4, 6, 8, 12, …
-/// seconds whose batch means show no lag-1 autocorrelation (bias-corrected r₁ ≤ 1.645/√batches,
-/// with at least 10 batches for B > 1); if none does, the longest with 10 batches, with the
-/// residual correlation allowed for by the AR(1) factor (1+r)/(1−r). The 97.5 % Student-t
-/// quantile uses the batches' degrees of freedom (reduced by the same factor). Independent
-/// seconds (the usual case at a still receiver) thus keep all their degrees of freedom and the
-/// run can stop at 10 s; correlated ones widen the interval and lengthen the run instead of
-/// making it over-confident. docs/CALIBRATION.md argues the choice and shows the coverage.
+/// shadowing), so their plain standard error can be too small. The spread of the samples inside
+/// each second (pooled, many degrees of freedom) predicts how much independent 1 Hz means would
+/// vary; 1, 2, 3 and 5 s block means that vary more than predicted (F test, 2.5 % each) reveal
+/// slow variation. Without it the variance of a 1 Hz mean is the larger of the prediction and
+/// the observed spread; with it, white noise plus an AR(1) whose lag-1 correlation is at least
+/// e^(−1/3) (a 3 s correlation time, `minimumCorrelationTime`), with Satterthwaite degrees of
+/// freedom for the Student-t quantile. With at most one report per second, batch means of the
+/// 1 Hz series instead. docs/CALIBRATION.md argues the choice and BENCHMARKS.md shows the coverage.
 public struct PhoneCalibrationEstimator: Sendable {
     public static let methodName = "apple-1hz-mean"
     /// A transient is this many robust standard deviations of the 1 Hz means away…
@@ -197,29 +196,36 @@ public struct PhoneCalibrationEstimator: Sendable {
             n > 1
             ? studentT975(fractionalDegreesOfFreedom: lr.degreesOfFreedom) * (lr.variance / Double(n)).squareRoot()
             : .infinity
+        // A transient still going on (or just over) may be a level that moved for good: the run
+        // does not stop on it, and the drift test counts its seconds as part of the level.
+        let last = series[series.count - 1].second
+        let ongoingTransients = transients.filter { $0.start + $0.seconds > last - Self.settleSeconds }
+        var over = Set<Int>()
+        for t in transients where !ongoingTransients.contains(t) { over.formUnion(t.start..<(t.start + t.seconds)) }
+        let level = series.filter { !over.contains($0.second) }
         var drift: CalibrationDrift?
-        if n >= 10 {
-            let n1 = n / 2
-            let first = y[..<n1].reduce(0, +) / Double(n1)
-            let second = y[n1...].reduce(0, +) / Double(n - n1)
-            let residuals = y[..<n1].map { $0 - first } + y[n1...].map { $0 - second }
+        if level.count >= 10 {
+            let z = level.map(\.mean)
+            let n1 = z.count / 2
+            let first = z[..<n1].reduce(0, +) / Double(n1)
+            let second = z[n1...].reduce(0, +) / Double(z.count - n1)
+            let residuals = z[..<n1].map { $0 - first } + z[n1...].map { $0 - second }
             let v = Self.longRunVariance(
-                residuals, counts: kept.map(\.count), within: within, assumeSlow: assumeSlow, detectionZ: detectionZ
+                residuals, counts: level.map(\.count), within: within, assumeSlow: assumeSlow, detectionZ: detectionZ
             )
             .variance
-            let se = (v * (1 / Double(n1) + 1 / Double(n - n1))).squareRoot()
+            let se = (v * (1 / Double(n1) + 1 / Double(z.count - n1))).squareRoot()
             let d = second - first
-            let z = se > 0 ? d / se : (d == 0 ? 0 : d < 0 ? -.infinity : .infinity)
-            drift = CalibrationDrift(difference: d, z: z, isLarge: abs(z) > Self.driftZ && abs(d) >= precision)
+            let score = se > 0 ? d / se : (d == 0 ? 0 : d < 0 ? -.infinity : .infinity)
+            drift = CalibrationDrift(
+                difference: d, z: score, isLarge: abs(score) > Self.driftZ && abs(d) >= precision)
         }
         var spread = 0.0
         if n > 1 { spread = (y.map { ($0 - value) * ($0 - value) }.reduce(0, +) / Double(n - 1)).squareRoot() }
         let shifted = transients.map {
             CalibrationTransient(start: $0.start, seconds: $0.seconds, shift: $0.shift - value)
         }
-        // A transient still going on (or just over) may be a level that moved for good: wait.
-        let last = series[series.count - 1].second
-        let ongoing = transients.contains { $0.start + $0.seconds > last - Self.settleSeconds }
+        let ongoing = !ongoingTransients.isEmpty
         return PhoneCalibrationEstimate(
             value: value, halfWidth95: half, degreesOfFreedom: lr.degreesOfFreedom, batchSeconds: lr.batch,
             seconds: n, secondSpread: spread, transients: shifted, drift: drift, slowVariation: lr.slow,

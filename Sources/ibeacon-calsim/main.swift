@@ -10,6 +10,8 @@ let usage = """
     usage: ibeacon-calsim [--seeds N] [--models a,b] [--method apple|robust] [--duration S] [--precision DB]
            ibeacon-calsim --dump MODEL --seed N [--duration S]     (one "time rssi" line per report)
            ibeacon-calsim --truth MODEL                            (Apple's procedure, 10-minute lists)
+           ibeacon-calsim --trace MODEL --seed N [--duration S]    (the estimate second by second)
+           ibeacon-calsim --list                                   (the model names)
     models: \(RSSIModel.all.map(\.name).joined(separator: ", "))
 
     """
@@ -19,6 +21,10 @@ func fail(_ message: String, _ code: Int32 = 64) -> Never {
     exit(code)
 }
 
+if CommandLine.arguments.dropFirst().first == "--list" {
+    print(RSSIModel.all.map(\.name).joined(separator: "\n"))
+    exit(0)
+}
 func parse() -> [String: String] {
     var options: [String: String] = [:]
     var args = CommandLine.arguments.dropFirst()

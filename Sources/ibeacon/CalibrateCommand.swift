@@ -289,6 +289,17 @@ struct CalibrateCommand: AsyncParsableCommand {
                 Exit.calibrationDrift
             )
         }
+        if !result.precisionReached, let a = result.apple, a.transientOngoing, let t = a.transients.last {
+            return (
+                "drift",
+                String(
+                    format: "the level moved %+.1f dB %@ before the end of the run and had not come back "
+                        + "(a person in the way, a door, the receiver moved); hold still, move away from people and "
+                        + "calibrate again, or --force to write %d dBm anyway", t.shift,
+                    formatSeconds(result.seconds.rounded(.down) - Double(t.start)), result.measuredPower),
+                Exit.calibrationDrift
+            )
+        }
         if !result.precisionReached {
             var advice = "hold the receiver still, move away from people"
             // The half-width shrinks as 1/√time: how long the same spread would need.

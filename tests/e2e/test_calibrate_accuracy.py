@@ -48,7 +48,8 @@ def test_written_measured_power_is_within_1_dB(harness_factory, ibeacon_bin, tmp
     Apple's procedure takes at least 10 s)."""
     def one(case):
         (name, model, truth), seed = case
-        h = harness_factory('--rssi', model, '--seed', str(seed), '--beacon', f'{UUID},258,772,-59,100')
+        h = harness_factory('--rssi', model, '--seed', str(seed), '--beacon', f'{UUID},258,772,-59,100',
+                            ready_timeout=60)
         p = write_profile(tmp_path / f'{name}-{seed}.json')
         r = calibrate(ibeacon_bin, h, '--profile', str(p), '--json', '--duration', '60')
         return name, truth, h, p, r

@@ -21,7 +21,8 @@ BEACON = f'{BEACON_UUID},258,772,-59,100'
 
 
 def calibrate(harness_factory, ibeacon_bin, rssi: str, *args: str):
-    h = harness_factory('--rssi', rssi, '--seed', '1', '--beacon', BEACON)
+    # Many harnesses start at once: their Python imports compete for the CPU.
+    h = harness_factory('--rssi', rssi, '--seed', '1', '--beacon', BEACON, ready_timeout=60)
     r = subprocess.run([str(ibeacon_bin), 'calibrate', '--device', h.device_spec, *args], capture_output=True,
                        text=True, timeout=90)
     assert 0 <= r.returncode < 128 and 'Fatal error' not in r.stderr, (r.returncode, r.stderr)

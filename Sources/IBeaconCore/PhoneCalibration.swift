@@ -322,13 +322,18 @@ public struct PhoneCalibrationEstimator: Sendable {
         let slow = max(slowSeen, between - white)
         var lagged = 0.0
         for k in 1..<n { lagged += (y[k] - mean) * (y[k - 1] - mean) }
-        let measured = lagged / Double(n - 1) / slow
-        let floor = minimumLagOneCorrelation
-        let rho = min(0.95, max(floor, measured + (1 + 3 * measured) / Double(n)))
+        // The correlation of the excess is measured only from 30 seconds on (before, a lag-1
+        // estimate from a dozen values divided by a small excess is noise), and at most 0.9
+        // (a 10 s correlation time).
+        var rho = minimumLagOneCorrelation
+        if n >= 30 {
+            let measured = lagged / Double(n - 1) / slow
+            rho = min(0.9, max(rho, measured + (1 + 3 * measured) / Double(n)))
+        }
         let factor = (1 + rho) / (1 - rho)
         let slowPart = slow * factor
-        // Satterthwaite: the slow part has about n(1−ρ)/(1+ρ) independent values.
-        let slowDF = max(1, Double(n) / factor - 1)
+        // Satterthwaite: the slow part has about n(1−ρ)/(1+ρ) independent values (at least 2).
+        let slowDF = max(2, Double(n) / factor - 1)
         let whiteDF = Double(within.degreesOfFreedom)
         let variance = white + slowPart
         let df = variance * variance / (white * white / whiteDF + slowPart * slowPart / slowDF)

@@ -305,7 +305,10 @@ struct CalibrateCommand: AsyncParsableCommand {
             // The half-width shrinks as 1/√time: how long the same spread would need.
             if result.halfWidth95.isFinite, result.halfWidth95 > 0, result.seconds >= 1 {
                 let needed = result.seconds * (result.halfWidth95 / precision) * (result.halfWidth95 / precision) * 1.2
-                advice += ", or run longer (about --duration \(Int(max(10, needed).rounded(.up))))"
+                advice +=
+                    needed > 300
+                    ? ", or run much longer (--duration 300 or more)"
+                    : ", or run longer (about --duration \(Int(max(10, needed).rounded(.up))))"
             } else {
                 advice += ", or run longer (--duration 10 at least)"
             }

@@ -99,13 +99,13 @@ public struct IBeacon: Hashable, Sendable, CustomStringConvertible {
 
     /// `iBeacon F7826DA6-4FA2-4E98-8024-BC5B71E0893E major 258 minor 772 measured power -59 dBm`
     public var description: String {
-        "iBeacon \(proximityUUID.canonicalString) major \(major) minor \(minor) measured power \(measuredPower) dBm"
+        "iBeacon \(proximityUUID.uuidString) major \(major) minor \(minor) measured power \(measuredPower) dBm"
     }
 }
 
 extension IBeacon {
     /// The proximity UUID, upper-case 8-4-4-4-12.
-    public var uuidString: String { proximityUUID.canonicalString }
+    public var uuidString: String { proximityUUID.uuidString }
 }
 
 extension IBeacon {

@@ -381,8 +381,8 @@ public struct PhoneCalibrationEstimator: Sendable {
     func findTransients(_ series: [SecondMean]) -> [CalibrationTransient] {
         guard series.count >= 8 else { return [] }
         let y = series.map(\.mean)
-        let centre = median(y)
-        let scale = 1.4826 * median(y.map { abs($0 - centre) })
+        let centre = median(y.sorted())
+        let scale = 1.4826 * median(y.map { abs($0 - centre) }.sorted())
         let strong = max(transientSpread * scale, transientFloor)
         let weak = strong / 2
         var flagged = y.map { abs($0 - centre) >= strong }
@@ -427,13 +427,6 @@ func chiSquareQuantile(degreesOfFreedom df: Int, z: Double) -> Double {
     let c = 2 / (9 * v)
     let x = 1 - c + z * c.squareRoot()
     return v * x * x * x
-}
-
-func median(_ values: [Double]) -> Double {
-    let s = values.sorted()
-    let n = s.count
-    guard n > 0 else { return .nan }
-    return n % 2 == 1 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2
 }
 
 /// `studentT975(degreesOfFreedom:)` for fractional degrees of freedom (linear between whole ones;

@@ -86,7 +86,7 @@ public struct Profile: Sendable, Equatable {
         var doc = document
 
         let uuid = Self.checkUUID(doc["uuid"], &issues)
-        if let uuid { doc["uuid"] = .string(uuid.canonicalString) }
+        if let uuid { doc["uuid"] = .string(uuid.uuid.uuidString) }
         let major = Self.checkInteger("major", doc, Self.majorRange, required: true, &issues)
         let minor = Self.checkInteger("minor", doc, Self.minorRange, required: true, &issues)
         let power = Self.checkInteger(
@@ -158,7 +158,7 @@ public struct Profile: Sendable, Equatable {
     ) throws(ProfileError) -> Profile {
         var doc = JSONObject()
         if let name { doc["name"] = .string(name) }
-        doc["uuid"] = .string(uuid.canonicalString)
+        doc["uuid"] = .string(uuid.uuidString)
         doc["major"] = .integer(Int64(major))
         doc["minor"] = .integer(Int64(minor))
         doc["measuredPower"] = .integer(Int64(measuredPower))
@@ -278,7 +278,6 @@ struct ParsedUUID {
     }
 
     var uuid: UUID { UUID(bytes: bytes) }
-    var canonicalString: String { uuid.canonicalString }
 }
 
 private func hexValue(_ b: UInt8) -> UInt8? {
@@ -301,13 +300,6 @@ extension UUID {
         self.init(
             uuid: (x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], x[10], x[11], x[12], x[13], x[14], x[15])
         )
-    }
-
-    /// Upper-case 8-4-4-4-12, independent of the platform's `uuidString` spelling.
-    public var canonicalString: String {
-        let h = bytes.map { hex(UInt32($0), 2) }
-        return h[0..<4].joined() + "-" + h[4..<6].joined() + "-" + h[6..<8].joined() + "-" + h[8..<10].joined() + "-"
-            + h[10..<16].joined()
     }
 }
 
@@ -504,23 +496,9 @@ public struct CalibrationRecord: Sendable, Equatable {
         if !issues.isEmpty { throw .invalid(file: "calibration", issues: issues) }
     }
 
-    /// `YYYY-MM-DDTHH:MM:SSZ` for a count of seconds since 1970-01-01T00:00:00Z (proleptic
-    /// Gregorian calendar; days-from-civil inverse after H. Hinnant).
+    /// `YYYY-MM-DDTHH:MM:SSZ` for a count of seconds since 1970-01-01T00:00:00Z (UTC, whole
+    /// seconds: FoundationEssentials' `Date.ISO8601FormatStyle`).
     public static func iso8601(secondsSince1970 t: Int64) -> String {
-        let days = t >= 0 ? t / 86400 : (t - 86399) / 86400
-        let secs = t - days * 86400
-        let z = days + 719468
-        let era = (z >= 0 ? z : z - 146096) / 146097
-        let doe = z - era * 146097
-        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let day = doy - (153 * mp + 2) / 5 + 1
-        let month = mp < 10 ? mp + 3 : mp - 9
-        let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
-        func two(_ v: Int64) -> String { v < 10 ? "0\(v)" : "\(v)" }
-        let y = String(year)
-        return String(repeating: "0", count: max(0, 4 - y.count)) + y
-            + "-\(two(month))-\(two(day))T\(two(secs / 3600)):\(two(secs % 3600 / 60)):\(two(secs % 60))Z"
+        Date(timeIntervalSince1970: Double(t)).formatted(.iso8601)
     }
 }

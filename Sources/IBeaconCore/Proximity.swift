@@ -1,3 +1,11 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// Distance from RSSI by the log-distance path-loss model:
 /// RSSI(d) = measuredPower − 10·n·log10(d / 1 m), so d = 10^((measuredPower − RSSI) / (10·n)).
 ///
@@ -7,25 +15,7 @@
 /// `Proximity` zones are what apps should show.
 public func estimatedDistance(rssi: Double, measuredPower: Double, pathLossExponent n: Double = 2.0) -> Double? {
     guard rssi.isFinite, measuredPower.isFinite, n > 0 else { return nil }
-    return pow10((measuredPower - rssi) / (10 * n))
-}
-
-/// 10^x, kept here so the pure core needs no libm: 10^x = 2^(x·log2 10), split into an
-/// integer power of two (exact) and 2^frac from its Taylor series.
-private func pow10(_ x: Double) -> Double {
-    let y = x * 3.321928094887362  // log2(10)
-    let whole = y.rounded(.down)
-    let frac = y - whole  // [0, 1)
-    // 2^frac = e^(frac·ln 2) with t < 0.7: 20 terms are below 1e-16 relative.
-    let t = frac * 0.6931471805599453
-    var term = 1.0
-    var sum = 1.0
-    for k in 1...20 {
-        term *= t / Double(k)
-        sum += term
-    }
-    guard whole > -1074, whole < 1024 else { return whole < 0 ? 0 : .infinity }
-    return sum * Double(sign: .plus, exponent: Int(whole), significand: 1.0)
+    return pow(10, (measuredPower - rssi) / (10 * n))
 }
 
 /// Coarse distance zones, as Core Location's `CLProximity` reports them.
@@ -87,10 +77,7 @@ public struct RSSISmoother: Sendable {
     public var value: Double? {
         switch mode {
         case .median:
-            guard !recent.isEmpty else { return nil }
-            let s = recent.sorted()
-            let n = s.count
-            return n % 2 == 1 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2
+            return recent.isEmpty ? nil : median(recent.sorted())
         case .exponential:
             return average
         }
@@ -115,4 +102,10 @@ public struct RSSISmoother: Sendable {
         recent.removeAll()
         average = nil
     }
+}
+
+/// The median of sorted, non-empty values (the mean of the middle two for an even count).
+func median(_ sorted: [Double]) -> Double {
+    let n = sorted.count
+    return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2
 }

@@ -1,7 +1,12 @@
-import Foundation
 import IBeaconCore
 import Logging
 import Synchronization
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// Which beacon to calibrate.
 public struct CalibrationTarget: Sendable, Equatable {
@@ -82,7 +87,7 @@ public enum CalibrationError: Error, Sendable, Equatable, CustomStringConvertibl
 }
 
 public func formatSeconds(_ s: Double) -> String {
-    s == s.rounded() ? "\(Int(s)) s" : String(format: "%.1f s", s)
+    s == s.rounded() ? "\(Int(s)) s" : "\(s.fixed(1)) s"
 }
 
 /// Which value `ibeacon calibrate` writes.

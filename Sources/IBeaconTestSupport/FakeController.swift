@@ -1,4 +1,3 @@
-import Foundation
 import IBeaconCore
 import IBeaconHost
 
@@ -11,7 +10,7 @@ public final class FakeController: HCITransport, @unchecked Sendable {
     public let name: String
     public let incoming: AsyncThrowingStream<H4Packet, any Error>
     private let sink: AsyncThrowingStream<H4Packet, any Error>.Continuation
-    private let lock = NSLock()
+    private let lock = Lock()
 
     /// What a test asks the fake to do instead of answering normally.
     public enum Fault: Sendable, Equatable {

@@ -212,14 +212,14 @@ public final class BlueZHCITransport: HCITransport {
         }
     }
 
-    private static func noSuchAdapter(_ name: String) -> TransportError {
+    static func noSuchAdapter(_ name: String) -> TransportError {
         let available = ((try? listAdapters()) ?? []).map(\.name)
         let message =
             available.isEmpty
             ? "no adapter \(name); no Bluetooth adapters found"
             : "no adapter \(name); adapters: " + available.joined(separator: ", ")
         return TransportError(
-            .noSuchAdapter(available: available), message, hint: "list them with `ibeacon adapters`",
+            .noSuchAdapter(available: available), message, hint: "list them with `ibeacon devices`",
             errno: Errno.operationNotSupportedByDevice.rawValue)
     }
 

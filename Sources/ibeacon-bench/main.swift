@@ -2,19 +2,36 @@
 // the same path `ibeacon scan` and `ibeacon calibrate` use (HCIEvent.decode, then every report
 // of every event, its AD structures, and the iBeacon fields). Run by `make bench`; see
 // BENCHMARKS.md for the method.
-import Foundation
 import IBeaconCore
 import IBeaconHost
 
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Writes `message` to stderr and exits with `code` (sysexits).
+func fail(_ message: String, _ code: Int32) -> Never {
+    let bytes = Array((message + "\n").utf8)
+    _ = bytes.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+    exit(code)
+}
+
 let arguments = CommandLine.arguments
 guard arguments.count >= 2 else {
-    FileHandle.standardError.write(Data("usage: ibeacon-bench CAPTURE.btsnoop [REPEAT]\n".utf8))
-    exit(64)
+    fail("usage: ibeacon-bench CAPTURE.btsnoop [REPEAT]", 64)
 }
 let repeats = arguments.count >= 3 ? Int(arguments[2]) ?? 5 : 5
 guard let data = FileManager.default.contents(atPath: arguments[1]) else {
-    FileHandle.standardError.write(Data("cannot read \(arguments[1])\n".utf8))
-    exit(66)
+    fail("cannot read \(arguments[1])", 66)
 }
 
 // Load the event packets first, so the timed loop measures decoding, not file parsing.
@@ -25,8 +42,7 @@ do {
         if record.packet.type == .event, record.direction == .received { bodies.append(record.packet.body) }
     }
 } catch {
-    FileHandle.standardError.write(Data("bad capture: \(error)\n".utf8))
-    exit(65)
+    fail("bad capture: \(error)", 65)
 }
 
 var best = Double.infinity

@@ -1,10 +1,17 @@
 // Calibration simulation (`make calsim`): runs `ibeacon calibrate`'s collector on the RSSI models
 // of issue 14 with many seeds and prints the accuracy table of BENCHMARKS.md. `--dump` writes one
 // model's reports as a list the Bumble harness replays (`--rssi list:FILE`), for the end-to-end runs.
-import Foundation
 import IBeaconCore
 import IBeaconHost
 import IBeaconTestSupport
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 let usage = """
     usage: ibeacon-calsim [--seeds N] [--models a,b] [--method apple|robust] [--duration S] [--precision DB]
@@ -17,7 +24,8 @@ let usage = """
     """
 
 func fail(_ message: String, _ code: Int32 = 64) -> Never {
-    FileHandle.standardError.write(Data((message + "\n").utf8))
+    let bytes = Array((message + "\n").utf8)
+    _ = bytes.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
     exit(code)
 }
 
@@ -50,9 +58,9 @@ if let name = options["dump"] {
     let seed = UInt64(number("seed", 1))
     var out = ""
     for s in m.samples(duration: number("duration", 60), seed: seed) {
-        out += String(format: "%.4f %d\n", s.time, s.rssi)
+        out += "\(s.time.fixed(4)) \(s.rssi)\n"
     }
-    FileHandle.standardOutput.write(Data(out.utf8))
+    print(out, terminator: "")
     exit(0)
 }
 if let name = options["trace"] {
@@ -63,12 +71,12 @@ if let name = options["trace"] {
     for s in samples {
         while s.time >= Double(next) {
             if let e = PhoneCalibrationEstimator().estimate(means.means(completedBy: Double(next))) {
+                let drift = e.drift.map { "\(signed($0.difference, 2)) dB z \(signed($0.z, 1))" } ?? "–"
                 print(
-                    String(
-                        format: "%3d s  %.2f ± %.2f dB  df %.1f  slow %@  1 Hz sd %.2f  transients %d  drift %@", next,
-                        e.value, e.halfWidth95, e.degreesOfFreedom, e.slowVariation ? "yes" : "no", e.secondSpread,
-                        e.transients.count,
-                        e.drift.map { String(format: "%+.2f dB z %+.1f", $0.difference, $0.z) } ?? "–"))
+                    "\(String(next).count < 3 ? String(repeating: " ", count: 3 - String(next).count) : "")\(next) s  "
+                        + "\(e.value.fixed(2)) ± \(e.halfWidth95.fixed(2)) dB  df \(e.degreesOfFreedom.fixed(1))  "
+                        + "slow \(e.slowVariation ? "yes" : "no")  1 Hz sd \(e.secondSpread.fixed(2))  "
+                        + "transients \(e.transients.count)  drift \(drift)")
             }
             next += 1
         }
@@ -78,7 +86,7 @@ if let name = options["trace"] {
 }
 if let name = options["truth"] {
     let t = model(name).truth()
-    print(String(format: "%.3f %.3f", t.value, t.standardError))
+    print("\(t.value.fixed(3)) \(t.standardError.fixed(3))")
     exit(0)
 }
 
@@ -95,7 +103,8 @@ if let z = options["detect-z"], let v = Double(z) { settings.estimator.detection
 let seeds = UInt64(number("seeds", 200))
 let models = options["models"].map { $0.split(separator: ",").map { model(String($0)) } } ?? RSSIModel.all
 
-func percent(_ x: Double) -> String { x.isNaN ? "–" : String(format: "%.1f %%", 100 * x) }
+func percent(_ x: Double) -> String { x.isNaN ? "–" : "\((100 * x).fixed(1)) %" }
+func signed(_ x: Double, _ digits: Int) -> String { (x >= 0 ? "+" : "") + x.fixed(digits) }
 print(
     "| model | truth (dBm) | within 1 dB | coverage | precision reached | within 1 dB of written | drift refusals | median s | p90 s | min s | bias dB |"
 )
@@ -108,11 +117,11 @@ for m in models {
     covered += s.covered
     total += s.results
     print(
-        "| \(s.model) | \(String(format: "%.2f ± %.2f", s.truth, s.truthStandardError)) | \(percent(s.within1dB)) | "
+        "| \(s.model) | \(s.truth.fixed(2)) ± \(s.truthStandardError.fixed(2)) | \(percent(s.within1dB)) | "
             + "\(percent(s.coverage)) | \(percent(s.written)) | \(percent(s.writtenWithin1dB)) | "
-            + "\(percent(s.driftRefused)) | \(String(format: "%.1f", s.medianSeconds)) | "
-            + "\(String(format: "%.1f", s.p90Seconds)) | \(String(format: "%.1f", s.minimumSeconds)) | "
-            + "\(String(format: "%+.2f", s.bias)) |")
+            + "\(percent(s.driftRefused)) | \(s.medianSeconds.fixed(1)) | "
+            + "\(s.p90Seconds.fixed(1)) | \(s.minimumSeconds.fixed(1)) | "
+            + "\(signed(s.bias, 2)) |")
 }
 print("")
 print(

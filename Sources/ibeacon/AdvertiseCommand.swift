@@ -1,9 +1,14 @@
 import ArgumentParser
-import Foundation
 import IBeaconCore
 import IBeaconHost
 import IBeaconTransports
 import Logging
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 extension AdvertisingMode: ExpressibleByArgument {}
 
@@ -104,7 +109,7 @@ func beaconSpec(path: String, forceRandomAddress: Bool) throws -> BeaconSpec {
         beacon: beacon, intervalMilliseconds: profile.intervalMs, txPower: profile.txPower,
         randomAddress: random ? BDAddress.staticRandom(derivedFrom: beacon.advertisingData) : nil,
         calibratedTxPower: profile.calibrationRecord?.txPower.map { Int8($0) },
-        label: (path as NSString).lastPathComponent)
+        label: path.split(separator: "/").last.map(String.init) ?? path)
 }
 
 func statusLine(_ status: AdvertisingStatus, device: String, json: Bool) -> String {

@@ -1,9 +1,14 @@
 import ArgumentParser
-import Foundation
 import IBeaconCore
 import IBeaconHost
 import IBeaconTransports
 import Logging
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 struct CalibrateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -149,11 +154,10 @@ struct CalibrateCommand: AsyncParsableCommand {
             result = try await calibrator.run(on: source) { collector, elapsed in
                 guard live else { return }
                 let e = collector.current()
-                let estimate = e.map { String(format: "%.1f ± %.1f dBm", $0.value + offset, $0.halfWidth95) } ?? "…"
-                FileHandle.standardOutput.write(
-                    Data(
-                        "\r\u{1B}[K  \(collector.samples.count) samples, \(String(format: "%.1f", elapsed.seconds)) s: \(estimate)"
-                            .utf8))
+                let estimate = e.map { "\(($0.value + offset).fixed(1)) ± \($0.halfWidth95.fixed(1)) dBm" } ?? "…"
+                printOut(
+                    "\r\u{1B}[K  \(collector.samples.count) samples, \(elapsed.seconds.fixed(1)) s: \(estimate)",
+                    terminator: "")
             }
         } catch {
             if live { printOut("") }
@@ -206,30 +210,25 @@ struct CalibrateCommand: AsyncParsableCommand {
         } else {
             printOut(histogram.rendered(width: 40, mark: result.estimate - result.offset))
             printOut(
-                String(
-                    format: "estimate %.2f dBm, 95%% interval ±%.2f dB, spread (σ) %.1f dB, %d samples in %.1f s",
-                    result.estimate, result.halfWidth95, result.spread, result.samples.count, result.seconds)
-                    + " (\(result.method))")
+                "estimate \(result.estimate.fixed(2)) dBm, 95% interval ±\(result.halfWidth95.fixed(2)) dB, "
+                    + "spread (σ) \(result.spread.fixed(1)) dB, \(result.samples.count) samples in "
+                    + "\(result.seconds.fixed(1)) s (\(result.method))")
             if let a = result.apple, let r = result.robust {
                 printOut(
-                    String(
-                        format:
-                            "  apple (1 Hz mean, what phones expect) %.2f dBm ±%.2f dB over %d s; robust centre %.2f dBm ±%.2f dB",
-                        a.value + offset, a.halfWidth95, a.seconds, r.value + offset, r.halfWidth95))
+                    "  apple (1 Hz mean, what phones expect) \((a.value + offset).fixed(2)) dBm ±\(a.halfWidth95.fixed(2)) dB "
+                        + "over \(a.seconds) s; robust centre \((r.value + offset).fixed(2)) dBm ±\(r.halfWidth95.fixed(2)) dB"
+                )
                 if a.slowVariation {
                     printOut("  the level wandered over seconds (shadowing, movement): the interval allows for it")
                 }
                 for t in a.transients {
                     printOut(
-                        String(
-                            format: "  left out %d s at %d s, %+.1f dB from the rest (a person passing?)", t.seconds,
-                            t.start, t.shift))
+                        "  left out \(t.seconds) s at \(t.start) s, \(signed(t.shift)) dB from the rest (a person passing?)"
+                    )
                 }
                 if let d = a.drift, abs(d.z) > PhoneCalibrationEstimator.driftZ {
                     printOut(
-                        String(
-                            format: "  the level moved %+.1f dB between the first and second half of the run",
-                            d.difference))
+                        "  the level moved \(signed(d.difference)) dB between the first and second half of the run")
                 }
             }
             printOut(
@@ -239,7 +238,7 @@ struct CalibrateCommand: AsyncParsableCommand {
         }
         if spreadWarning {
             logger.warning(
-                "the RSSI spread is \(String(format: "%.1f", result.spread)) dB (over 8 dB): reflections or obstacles; move to a clearer spot and calibrate again"
+                "the RSSI spread is \(result.spread.fixed(1)) dB (over 8 dB): reflections or obstacles; move to a clearer spot and calibrate again"
             )
         }
         if let refusal {
@@ -281,22 +280,20 @@ struct CalibrateCommand: AsyncParsableCommand {
         if result.driftIsLarge, let d = result.apple?.drift {
             return (
                 "drift",
-                String(
-                    format: "the level moved %+.1f dB between the first and second half of the run (z = %.1f): "
-                        + "something changed during the measurement (a person, a door, the receiver moved); "
-                        + "hold still, move away from people and calibrate again, or --force to write %d dBm anyway",
-                    d.difference, d.z, result.measuredPower),
+                "the level moved \(signed(d.difference)) dB between the first and second half of the run "
+                    + "(z = \(d.z.fixed(1))): something changed during the measurement (a person, a door, the "
+                    + "receiver moved); hold still, move away from people and calibrate again, or --force to write "
+                    + "\(result.measuredPower) dBm anyway",
                 Exit.calibrationDrift
             )
         }
         if !result.precisionReached, let a = result.apple, a.transientOngoing, let t = a.transients.last {
             return (
                 "drift",
-                String(
-                    format: "the level moved %+.1f dB %@ before the end of the run and had not come back "
-                        + "(a person in the way, a door, the receiver moved); hold still, move away from people and "
-                        + "calibrate again, or --force to write %d dBm anyway", t.shift,
-                    formatSeconds(result.seconds.rounded(.down) - Double(t.start)), result.measuredPower),
+                "the level moved \(signed(t.shift)) dB "
+                    + "\(formatSeconds(result.seconds.rounded(.down) - Double(t.start))) before the end of the run and "
+                    + "had not come back (a person in the way, a door, the receiver moved); hold still, move away "
+                    + "from people and calibrate again, or --force to write \(result.measuredPower) dBm anyway",
                 Exit.calibrationDrift
             )
         }
@@ -315,9 +312,8 @@ struct CalibrateCommand: AsyncParsableCommand {
             let reached =
                 result.seconds < 10
                 ? "the run ended after \(formatSeconds(result.seconds)), before the 10 s minimum"
-                : String(
-                    format: "the 95 %% interval is ±%.2f dB after %@, wider than --precision %@ dB",
-                    result.halfWidth95, formatSeconds(result.seconds), formatNumber(precision))
+                : "the 95 % interval is ±\(result.halfWidth95.fixed(2)) dB after \(formatSeconds(result.seconds)), "
+                    + "wider than --precision \(formatNumber(precision)) dB"
             return (
                 "precision",
                 "precision not reached: \(reached); nothing written — \(advice); or --force to write "
@@ -332,3 +328,6 @@ struct CalibrateCommand: AsyncParsableCommand {
 extension CalibrationMethod: ExpressibleByArgument {}
 
 private func formatNumber(_ x: Double) -> String { x == x.rounded() ? String(Int(x)) : String(x) }
+
+/// `x` with one decimal and its sign, as `%+.1f`.
+private func signed(_ x: Double) -> String { (x >= 0 ? "+" : "") + x.fixed(1) }

@@ -1,7 +1,12 @@
 import ArgumentParser
-import Foundation
 import IBeaconCore
 import IBeaconHost
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// `--profile FILE`, or the beacon's fields on the command line.
 struct BeaconOptions: ParsableArguments {

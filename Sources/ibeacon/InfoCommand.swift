@@ -68,10 +68,7 @@ struct InfoCommand: AsyncParsableCommand {
     }
 }
 
-/// `Bluetooth 5.4` for HCI/LMP version numbers (Assigned Numbers §2.1).
+/// `Bluetooth 5.4` for HCI/LMP version numbers, from Core's table (Assigned Numbers §2.1).
 func coreVersionName(_ v: UInt8) -> String {
-    let names = [
-        "1.0b", "1.1", "1.2", "2.0", "2.1", "3.0", "4.0", "4.1", "4.2", "5.0", "5.1", "5.2", "5.3", "5.4", "6.0",
-    ]
-    return Int(v) < names.count ? "Bluetooth \(names[Int(v)])" : "unknown version"
+    ReadLocalVersionInformation.ReturnParameters.coreVersionName(v).map { "Bluetooth \($0)" } ?? "unknown version"
 }

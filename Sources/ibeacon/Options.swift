@@ -1,9 +1,22 @@
 import ArgumentParser
-import Foundation
+import Dispatch
 import IBeaconCore
 import IBeaconHost
 import IBeaconTransports
 import Logging
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// `--verbose` / `--quiet`, shared by every command; configures swift-log for the process.
 struct LoggingOptions: ParsableArguments {
@@ -23,7 +36,7 @@ struct LoggingOptions: ParsableArguments {
     }
 
     func makeLogger(_ label: String = "ibeacon") -> Logger {
-        bootstrapLogging(level: level)
+        bootstrapLogging()
         var logger = Logger(label: label)
         logger.logLevel = level
         return logger
@@ -33,12 +46,13 @@ struct LoggingOptions: ParsableArguments {
 private let loggingBootstrap: Void = {
     LoggingSystem.bootstrap { label in
         var handler = StreamLogHandler.standardError(label: label)
-        handler.logLevel = .trace
+        handler.logLevel = .trace  // each Logger's own level filters (`makeLogger` sets it)
         return handler
     }
 }()
 
-func bootstrapLogging(level: Logger.Level) { _ = loggingBootstrap }
+/// Sends swift-log to stderr, once per process; the level is each logger's (`makeLogger`).
+func bootstrapLogging() { _ = loggingBootstrap }
 
 /// `--device`, `--timeout`, `--btsnoop`: how to reach the controller.
 struct DeviceOptions: ParsableArguments {

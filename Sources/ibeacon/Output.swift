@@ -1,13 +1,33 @@
-import Foundation
 import IBeaconCore
 
-/// Writes to stdout without buffering surprises (status lines must appear under systemd).
-func printOut(_ s: String) {
-    FileHandle.standardOutput.write(Data((s + "\n").utf8))
-}
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
-func printError(_ s: String) {
-    FileHandle.standardError.write(Data((s + "\n").utf8))
+/// Writes to stdout without buffering surprises (status lines must appear under systemd).
+func printOut(_ s: String, terminator: String = "\n") { writeAll(STDOUT_FILENO, s + terminator) }
+
+func printError(_ s: String) { writeAll(STDERR_FILENO, s + "\n") }
+
+/// `write(2)` until all of `s` is out, retrying EINTR; on another error (a closed pipe) the
+/// rest is dropped, as there is nowhere left to report it.
+func writeAll(_ fd: Int32, _ s: String) {
+    let bytes = Array(s.utf8)
+    var done = 0
+    while done < bytes.count {
+        let n = bytes[done...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        if n > 0 {
+            done += n
+        } else if n < 0 && errno == EINTR {
+            continue
+        } else {
+            return
+        }
+    }
 }
 
 /// True when stdout is a terminal (live tables, progress) rather than a pipe or file.
@@ -34,7 +54,7 @@ func jsonValue(_ v: Any?) -> String {
     case let i as Int32: return String(i)
     case let i as UInt32: return String(i)
     case let i as UInt64: return String(i)
-    case let d as Double: return d.isFinite ? String(format: "%.2f", d) : "null"
+    case let d as Double: return d.isFinite ? d.fixed(2) : "null"
     // Objects before arrays: an array of pairs would also match `[Any?]`.
     case let o as [(String, Any?)]: return jsonLine(o)
     case let o as KeyValuePairs<String, Any?>: return jsonLine(o)

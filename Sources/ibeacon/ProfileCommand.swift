@@ -1,7 +1,12 @@
 import ArgumentParser
-import Foundation
 import IBeaconCore
 import IBeaconHost
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 struct ProfileCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -50,7 +55,7 @@ struct ProfileCommand: AsyncParsableCommand {
                     measuredPower: measuredPower, name: name, file: file)
                 try ProfileStore.create(file, profile.encoded(), overwrite: force)
                 printOut(
-                    "wrote \(file): \(profile.proximityUUID.canonicalString) major \(major) minor \(minor), measured power \(measuredPower) dBm"
+                    "wrote \(file): \(profile.proximityUUID.uuidString) major \(major) minor \(minor), measured power \(measuredPower) dBm"
                 )
             }
         }
@@ -90,7 +95,7 @@ struct ProfileCommand: AsyncParsableCommand {
                         if let tx = p.txPower { printOut("  TX power \(tx) dBm (extended advertising)") }
                         if let c = p.calibrationRecord {
                             printOut(
-                                "  calibrated \(c.timestamp): \(c.samples) samples, ±\(String(format: "%.2f", c.interval95)) dB"
+                                "  calibrated \(c.timestamp): \(c.samples) samples, ±\(c.interval95.fixed(2)) dB"
                             )
                         } else {
                             printOut(

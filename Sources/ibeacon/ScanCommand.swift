@@ -1,10 +1,15 @@
 import ArgumentParser
-import Foundation
 import IBeaconCore
 import IBeaconHost
 import IBeaconTransports
 import Logging
 import Synchronization
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 struct ScanCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -112,7 +117,7 @@ struct ScanCommand: AsyncParsableCommand {
         if !json && !live {
             let (table, reports, t) = state.withLock { ($0.table, $0.reports, $0.time) }
             render(table, now: t, live: false)
-            printOut("\(reports) reports from \(table.entries.count) transmitter(s) in \(String(format: "%.1f", t)) s")
+            printOut("\(reports) reports from \(table.entries.count) transmitter(s) in \(t.fixed(1)) s")
         }
         await source.close()
         if let failure { throw failure }
@@ -147,7 +152,7 @@ struct ScanCommand: AsyncParsableCommand {
         }
         for e in rows {
             let b = e.beacon
-            let rssi = e.smoothedRSSI.map { String(format: "%6.1f", $0) } ?? "   n/a"
+            let rssi = e.smoothedRSSI.map { $0.fixed(1, width: 6) } ?? "   n/a"
             let distance = b.flatMap { beacon in
                 e.smoothedRSSI.flatMap { estimatedDistance(rssi: $0, measuredPower: Double(beacon.measuredPower)) }
             }
@@ -157,9 +162,9 @@ struct ScanCommand: AsyncParsableCommand {
                 e.address.description.padded(17), uuid.padded(36),
                 (b.map { "\($0.major)" } ?? "-").padded(5, left: true),
                 (b.map { "\($0.minor)" } ?? "-").padded(5, left: true),
-                String(format: "%6.1f", e.rate(now: now, window: table.rateWindow)), rssi,
+                e.rate(now: now, window: table.rateWindow).fixed(1, width: 6), rssi,
                 (b.map { "\($0.measuredPower)" } ?? "-").padded(6, left: true),
-                (distance.map { String(format: "%.2f", $0) } ?? "-").padded(8, left: true), prox,
+                (distance.map { $0.fixed(2) } ?? "-").padded(8, left: true), prox,
             ].joined(separator: " ")
             lines.append(line)
         }
@@ -167,9 +172,9 @@ struct ScanCommand: AsyncParsableCommand {
             // Redraw in place: home the cursor, clear the screen.
             printOut(
                 "\u{1B}[H\u{1B}[2J" + lines.joined(separator: "\n")
-                    + "\n\(rows.count) transmitter(s), \(String(format: "%.0f", now)) s")
+                    + "\n\(rows.count) transmitter(s), \(now.fixed(0)) s")
         } else {
-            for l in lines { printOut(String(format: "%.1f ", now) + l) }
+            for l in lines { printOut("\(now.fixed(1)) " + l) }
         }
     }
 }

@@ -57,7 +57,7 @@ func percentile(_ values: [Double], _ p: Double) -> Double {
     return s[min(s.count - 1, Int((p * Double(s.count)).rounded(.up)) - 1)]
 }
 
-@Suite struct CalibrationTests {
+@Suite(.ownThread) struct CalibrationTests {
     // Observed with these seeds, 200 sequential runs each (n = samples when the rule stopped,
     // StoppingRule(precision: 1.0, minimumSamples: 30) with its defaults: 10 confirmations,
     // assurance 2):

@@ -74,3 +74,31 @@ extension HCIStatus {
         (UInt8(0)...UInt8(255)).allSatisfy { HCIStatus(rawValue: $0).isSuccess == ($0 == 0) }
     }
 }
+
+@Suite("One row per HCI command and status")
+struct HCITableTests {
+    @Test func statusRowsAreIndexedByCode() {
+        #expect(HCIStatus.table.count == 0x46)
+        for (index, row) in HCIStatus.table.enumerated() {
+            #expect(Int(row.code) == index, "row \(row.name) at index \(index)")
+        }
+    }
+
+    @Test func commandRowsAreUnique() {
+        let specs = HCICommandSpec.commands.map { $0.spec }
+        #expect(Set(specs.map(\.opcode)).count == specs.count, "two command types share an opcode")
+        #expect(Set(specs.map(\.name)).count == specs.count, "two command types share a name")
+        let bits = specs.compactMap(\.supportedCommandsBit).map { $0.octet * 8 + $0.bit }
+        #expect(Set(bits).count == bits.count, "two command types share a Supported_Commands bit")
+        #expect(bits.allSatisfy { (0..<512).contains($0) })
+        #expect(HCIOpcode.allKnown.count == specs.count + 1)  // + NOP
+        #expect(specs.map(\.opcode.rawValue) == specs.map(\.opcode.rawValue).sorted(), "keep the list in opcode order")
+    }
+
+    @Test func everyCommandButReadLocalSupportedCommandsHasABit() {
+        for type in HCICommandSpec.commands where type != ReadLocalSupportedCommands.self {
+            #expect(type.spec.supportedCommandsBit != nil, "\(type.spec.name)")
+        }
+        #expect(ReadLocalSupportedCommands.spec.supportedCommandsBit == nil)
+    }
+}

@@ -44,7 +44,7 @@ import Testing
         #expect(structures.map(\.type) == [.flags, .manufacturerSpecificData])
         let b = try #require(IBeacon.find(in: structures))
         #expect(b == Self.beacon)
-        #expect(b.proximityUUID.canonicalString == "F7826DA6-4FA2-4E98-8024-BC5B71E0893E")
+        #expect(b.proximityUUID.uuidString == "F7826DA6-4FA2-4E98-8024-BC5B71E0893E")
         #expect(b.major == 258 && b.minor == 772 && b.measuredPower == -59)
         // Also with the zero padding LE Set Advertising Data carries.
         let padded = Self.golden + [0x00]

@@ -47,7 +47,7 @@ import Testing
 
     @Test func loadsValidProfile() throws {
         let p = try load(Self.valid)
-        #expect(p.proximityUUID.canonicalString == "F7826DA6-4FA2-4E98-8024-BC5B71E0893E")
+        #expect(p.proximityUUID.uuidString == "F7826DA6-4FA2-4E98-8024-BC5B71E0893E")
         #expect(p.major == 0x0102 && p.minor == 0x0304 && p.measuredPower == -59)
         #expect(p.name == "Store 12 entrance")
         #expect(p.intervalMs == 100 && p.txPower == nil && p.address == .public && p.calibration == nil)

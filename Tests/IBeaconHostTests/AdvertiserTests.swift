@@ -17,8 +17,12 @@ let quietLogger: Logger = {
     return l
 }()
 
-func startedClient(_ fake: FakeController, timeout: Duration = .seconds(2)) async -> ControllerClient {
-    let client = ControllerClient(transport: fake, logger: quietLogger, defaultTimeout: timeout)
+/// A started client whose command timeouts run on `clock`: a manual clock nobody advances unless a
+/// test means a command to time out, so a loaded machine cannot make a reply late.
+func startedClient(
+    _ fake: FakeController, timeout: Duration = .seconds(2), clock: ManualClock = ManualClock()
+) async -> ControllerClient {
+    let client = ControllerClient(transport: fake, logger: quietLogger, clock: clock, defaultTimeout: timeout)
     await client.start()
     return client
 }
@@ -130,15 +134,27 @@ func startedClient(_ fake: FakeController, timeout: Duration = .seconds(2)) asyn
     @Test func aSilentControllerTimesOutNamingTheCommand() async throws {
         let fake = FakeController(supportsExtended: false)
         fake.faults[.leSetAdvertisingData] = .noAnswer
-        let client = await startedClient(fake, timeout: .milliseconds(200))
+        let clock = ManualClock()
+        let client = await startedClient(fake, timeout: .milliseconds(200), clock: clock)
         let advertiser = Advertiser(
             beacons: [BeaconSpec(beacon: testBeacon, label: "t.json")], mode: .auto, ownsController: true,
             logger: quietLogger)
+        let start = Task { try await advertiser.start(on: client) }
+        // The unanswered command's timer is the only sleeper once the fake has it.
+        guard await eventually({ fake.opcodes.last == .leSetAdvertisingData && clock.sleeperCount == 1 }) else {
+            Issue.record("no command waiting on the clock; sent: \(fake.opcodes)")
+            await client.close()
+            return
+        }
+        clock.advance(by: .milliseconds(199))
+        #expect(clock.sleeperCount == 1)  // not yet
+        clock.advance(by: .milliseconds(1))
         do {
-            _ = try await advertiser.start(on: client)
+            _ = try await start.value
             Issue.record("expected a timeout")
-        } catch ControllerError.timeout(let opcode, _) {
+        } catch ControllerError.timeout(let opcode, let after) {
             #expect(opcode == .leSetAdvertisingData)
+            #expect(after == .milliseconds(200))
         }
         #expect(!fake.isAdvertising)
         await client.close()

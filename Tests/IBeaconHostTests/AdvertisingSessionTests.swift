@@ -48,9 +48,7 @@ final class Fakes: @unchecked Sendable {
                 beacons: [BeaconSpec(beacon: testBeacon, label: "t.json")], mode: .auto, ownsController: true,
                 logger: quietLogger),
             connect: {
-                let client = ControllerClient(transport: try fakes.make(), logger: quietLogger)
-                await client.start()
-                return client
+                await startedClient(try fakes.make())
             },
             healthCheckInterval: nil, settleTime: .milliseconds(20), maximumBackoff: .milliseconds(50),
             logger: quietLogger)

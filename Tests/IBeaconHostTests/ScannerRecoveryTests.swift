@@ -29,8 +29,7 @@ import Testing
 
     func scanning(extended: Bool) async throws -> (FakeController, ControllerClient, Scanner) {
         let fake = FakeController(supportsExtended: extended)
-        let client = ControllerClient(transport: fake, logger: quietLogger)
-        await client.start()
+        let client = await startedClient(fake)
         var scanner = Scanner(ownsController: true, logger: quietLogger)
         scanner.settleTime = .milliseconds(10)
         _ = try await scanner.start(on: client)

@@ -48,3 +48,11 @@ import Testing
         #expect(BlueZHCITransport.deviceGone(Vectors.resetComplete, index: 0) == nil)
     }
 }
+
+@Suite struct BlueZMessageTests {
+    @Test func noSuchAdapterPointsAtTheDevicesCommand() {
+        let error = BlueZHCITransport.noSuchAdapter("hci7")
+        #expect(error.message.hasPrefix("no adapter hci7"))
+        #expect(error.hint == "list them with `ibeacon devices`")
+    }
+}

@@ -15,7 +15,8 @@ func validateAdvertisingHandle(_ handle: UInt8) throws(ParameterError) {
 
 /// HCI_LE_Set_Advertising_Parameters. Core 5.4 Vol 4 Part E §7.8.5. 15 parameter octets.
 public struct LESetAdvertisingParameters: HCICommand, Hashable {
-    public static let opcode = HCIOpcode.leSetAdvertisingParameters
+    public static let spec = HCICommandSpec(
+        ogf: 0x08, ocf: 0x0006, "LE Set Advertising Parameters", supportedCommandsBit: (25, 5))
 
     /// Advertising_Type, 1 octet. An open set.
     public struct AdvertisingType: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
@@ -120,7 +121,8 @@ public struct LESetAdvertisingParameters: HCICommand, Hashable {
 /// in dBm (−127…+20). Core 5.4 Vol 4 Part E §7.8.6. Legacy controllers cannot be asked for a
 /// power, only report theirs.
 public struct LEReadAdvertisingPhysicalChannelTxPower: HCICommand, Hashable {
-    public static let opcode = HCIOpcode.leReadAdvertisingPhysicalChannelTxPower
+    public static let spec = HCICommandSpec(
+        ogf: 0x08, ocf: 0x0007, "LE Read Advertising Physical Channel Tx Power", supportedCommandsBit: (25, 6))
     /// TX_Power_Level, 1 octet, signed.
     public typealias ReturnParameters = Int8
     public init() {}
@@ -150,7 +152,8 @@ public struct LegacyAdvertisingPayload: Hashable, Sendable {
 /// HCI_LE_Set_Advertising_Data. Core 5.4 Vol 4 Part E §7.8.7: Advertising_Data_Length
 /// (1 octet, 0…31) and Advertising_Data (31 octets).
 public struct LESetAdvertisingData: HCICommand, Hashable {
-    public static let opcode = HCIOpcode.leSetAdvertisingData
+    public static let spec = HCICommandSpec(
+        ogf: 0x08, ocf: 0x0008, "LE Set Advertising Data", supportedCommandsBit: (25, 7))
     public let payload: LegacyAdvertisingPayload
     public var data: [UInt8] { payload.bytes }
 
@@ -166,7 +169,8 @@ public struct LESetAdvertisingData: HCICommand, Hashable {
 /// HCI_LE_Set_Scan_Response_Data. Core 5.4 Vol 4 Part E §7.8.8: Scan_Response_Data_Length
 /// (1 octet, 0…31) and Scan_Response_Data (31 octets).
 public struct LESetScanResponseData: HCICommand, Hashable {
-    public static let opcode = HCIOpcode.leSetScanResponseData
+    public static let spec = HCICommandSpec(
+        ogf: 0x08, ocf: 0x0009, "LE Set Scan Response Data", supportedCommandsBit: (26, 0))
     public let payload: LegacyAdvertisingPayload
     public var data: [UInt8] { payload.bytes }
 
@@ -181,7 +185,8 @@ public struct LESetScanResponseData: HCICommand, Hashable {
 
 /// HCI_LE_Set_Advertising_Enable. Core 5.4 Vol 4 Part E §7.8.9. Advertising_Enable, 1 octet.
 public struct LESetAdvertisingEnable: HCICommand, Hashable {
-    public static let opcode = HCIOpcode.leSetAdvertisingEnable
+    public static let spec = HCICommandSpec(
+        ogf: 0x08, ocf: 0x000A, "LE Set Advertising Enable", supportedCommandsBit: (26, 1))
     public var enabled: Bool
     public init(enabled: Bool) { self.enabled = enabled }
     public func encodeParameters(into writer: inout ByteWriter) { writer.uint8(enabled ? 0x01 : 0x00) }
@@ -221,7 +226,8 @@ public struct AdvertisingEventProperties: OptionSet, Hashable, Sendable {
 
 /// HCI_LE_Set_Advertising_Set_Random_Address. Core 5.4 Vol 4 Part E §7.8.52.
 public struct LESetAdvertisingSetRandomAddress: HCICommand, Hashable {
-    public static let opcode = HCIOpcode.leSetAdvertisingSetRandomAddress
+    public static let spec = HCICommandSpec(
+        ogf: 0x08, ocf: 0x0035, "LE Set Advertising Set Random Address", supportedCommandsBit: (36, 1))
     /// Advertising_Handle, 1 octet (0x00…0xEF).
     public let advertisingHandle: UInt8
     /// Random_Address, 6 octets.
@@ -242,7 +248,8 @@ public struct LESetAdvertisingSetRandomAddress: HCICommand, Hashable {
 /// HCI_LE_Set_Extended_Advertising_Parameters (v1, opcode 0x2036).
 /// Core 5.4 Vol 4 Part E §7.8.53. 25 parameter octets. The only way to ask for a TX power.
 public struct LESetExtendedAdvertisingParameters: HCICommand, Hashable {
-    public static let opcode = HCIOpcode.leSetExtendedAdvertisingParameters
+    public static let spec = HCICommandSpec(
+        ogf: 0x08, ocf: 0x0036, "LE Set Extended Advertising Parameters", supportedCommandsBit: (36, 2))
 
     /// Advertising_Handle, 1 octet (0x00…0xEF).
     public let advertisingHandle: UInt8
@@ -460,7 +467,8 @@ public struct ExtendedAdvertisingDataFragment: Hashable, Sendable {
 
 /// HCI_LE_Set_Extended_Advertising_Data. Core 5.4 Vol 4 Part E §7.8.54.
 public struct LESetExtendedAdvertisingData: HCICommand, Hashable {
-    public static let opcode = HCIOpcode.leSetExtendedAdvertisingData
+    public static let spec = HCICommandSpec(
+        ogf: 0x08, ocf: 0x0037, "LE Set Extended Advertising Data", supportedCommandsBit: (36, 3))
     public let fragment: ExtendedAdvertisingDataFragment
 
     /// Throws if `data` exceeds 251 octets (one command's worth) or the handle exceeds 0xEF.
@@ -478,7 +486,8 @@ public struct LESetExtendedAdvertisingData: HCICommand, Hashable {
 
 /// HCI_LE_Set_Extended_Scan_Response_Data. Core 5.4 Vol 4 Part E §7.8.55.
 public struct LESetExtendedScanResponseData: HCICommand, Hashable {
-    public static let opcode = HCIOpcode.leSetExtendedScanResponseData
+    public static let spec = HCICommandSpec(
+        ogf: 0x08, ocf: 0x0038, "LE Set Extended Scan Response Data", supportedCommandsBit: (36, 4))
     public let fragment: ExtendedAdvertisingDataFragment
 
     public init(
@@ -496,7 +505,8 @@ public struct LESetExtendedScanResponseData: HCICommand, Hashable {
 /// HCI_LE_Set_Extended_Advertising_Enable. Core 5.4 Vol 4 Part E §7.8.56: Enable, Num_Sets,
 /// then for each set Advertising_Handle (1), Duration (2), Max_Extended_Advertising_Events (1).
 public struct LESetExtendedAdvertisingEnable: HCICommand, Hashable {
-    public static let opcode = HCIOpcode.leSetExtendedAdvertisingEnable
+    public static let spec = HCICommandSpec(
+        ogf: 0x08, ocf: 0x0039, "LE Set Extended Advertising Enable", supportedCommandsBit: (36, 5))
 
     public struct AdvertisingSet: Hashable, Sendable {
         /// Advertising_Handle[i], 0x00…0xEF.
@@ -547,7 +557,8 @@ public struct LESetExtendedAdvertisingEnable: HCICommand, Hashable {
 /// HCI_LE_Read_Maximum_Advertising_Data_Length. Core 5.4 Vol 4 Part E §7.8.57.
 /// Returns Max_Advertising_Data_Length, 2 octets (0x001F…0x0672).
 public struct LEReadMaximumAdvertisingDataLength: HCICommand, Hashable {
-    public static let opcode = HCIOpcode.leReadMaximumAdvertisingDataLength
+    public static let spec = HCICommandSpec(
+        ogf: 0x08, ocf: 0x003A, "LE Read Maximum Advertising Data Length", supportedCommandsBit: (36, 6))
     public typealias ReturnParameters = UInt16
     public init() {}
     public func encodeParameters(into writer: inout ByteWriter) {}
@@ -556,7 +567,8 @@ public struct LEReadMaximumAdvertisingDataLength: HCICommand, Hashable {
 /// HCI_LE_Read_Number_of_Supported_Advertising_Sets. Core 5.4 Vol 4 Part E §7.8.58.
 /// Returns Num_Supported_Advertising_Sets, 1 octet.
 public struct LEReadNumberOfSupportedAdvertisingSets: HCICommand, Hashable {
-    public static let opcode = HCIOpcode.leReadNumberOfSupportedAdvertisingSets
+    public static let spec = HCICommandSpec(
+        ogf: 0x08, ocf: 0x003B, "LE Read Number of Supported Advertising Sets", supportedCommandsBit: (36, 7))
     public typealias ReturnParameters = UInt8
     public init() {}
     public func encodeParameters(into writer: inout ByteWriter) {}
@@ -564,7 +576,8 @@ public struct LEReadNumberOfSupportedAdvertisingSets: HCICommand, Hashable {
 
 /// HCI_LE_Remove_Advertising_Set. Core 5.4 Vol 4 Part E §7.8.59.
 public struct LERemoveAdvertisingSet: HCICommand, Hashable {
-    public static let opcode = HCIOpcode.leRemoveAdvertisingSet
+    public static let spec = HCICommandSpec(
+        ogf: 0x08, ocf: 0x003C, "LE Remove Advertising Set", supportedCommandsBit: (37, 0))
     /// Advertising_Handle, 1 octet.
     public let advertisingHandle: UInt8
 
@@ -578,7 +591,8 @@ public struct LERemoveAdvertisingSet: HCICommand, Hashable {
 
 /// HCI_LE_Clear_Advertising_Sets. Core 5.4 Vol 4 Part E §7.8.60.
 public struct LEClearAdvertisingSets: HCICommand, Hashable {
-    public static let opcode = HCIOpcode.leClearAdvertisingSets
+    public static let spec = HCICommandSpec(
+        ogf: 0x08, ocf: 0x003D, "LE Clear Advertising Sets", supportedCommandsBit: (37, 1))
     public init() {}
     public func encodeParameters(into writer: inout ByteWriter) {}
 }

@@ -32,7 +32,8 @@ extension BDAddress: HCIReturnParameters {
 /// HCI_Set_Event_Mask: which events the controller may send. Core 5.4 Vol 4 Part E §7.3.1.
 /// LE Meta events need bit 61 (`EventMask.leMeta`), which the default mask does not have.
 public struct SetEventMask: HCICommand, Hashable {
-    public static let opcode = HCIOpcode.setEventMask
+    public static let spec = HCICommandSpec(
+        ogf: 0x03, ocf: 0x0001, "Set Event Mask", supportedCommandsBit: (5, 6))
     /// Event_Mask, 8 octets.
     public var eventMask: EventMask
 
@@ -45,14 +46,16 @@ public struct SetEventMask: HCICommand, Hashable {
 
 /// HCI_Reset: resets the controller and the link manager. Core 5.4 Vol 4 Part E §7.3.2.
 public struct Reset: HCICommand, Hashable {
-    public static let opcode = HCIOpcode.reset
+    public static let spec = HCICommandSpec(
+        ogf: 0x03, ocf: 0x0003, "Reset", supportedCommandsBit: (5, 7))
     public init() {}
     public func encodeParameters(into writer: inout ByteWriter) {}
 }
 
 /// HCI_Read_Local_Version_Information. Core 5.4 Vol 4 Part E §7.4.1.
 public struct ReadLocalVersionInformation: HCICommand, Hashable {
-    public static let opcode = HCIOpcode.readLocalVersionInformation
+    public static let spec = HCICommandSpec(
+        ogf: 0x04, ocf: 0x0001, "Read Local Version Information", supportedCommandsBit: (14, 3))
     public init() {}
     public func encodeParameters(into writer: inout ByteWriter) {}
 
@@ -101,7 +104,8 @@ public struct ReadLocalVersionInformation: HCICommand, Hashable {
 
 /// HCI_Read_Local_Supported_Commands. Core 5.4 Vol 4 Part E §7.4.2.
 public struct ReadLocalSupportedCommands: HCICommand, Hashable {
-    public static let opcode = HCIOpcode.readLocalSupportedCommands
+    public static let spec = HCICommandSpec(
+        ogf: 0x04, ocf: 0x0002, "Read Local Supported Commands", supportedCommandsBit: nil)
     public init() {}
     public func encodeParameters(into writer: inout ByteWriter) {}
 
@@ -129,42 +133,11 @@ public struct ReadLocalSupportedCommands: HCICommand, Hashable {
         }
 
         /// Whether the controller lists `opcode`; nil when this package does not know the
-        /// opcode's position in the table.
+        /// opcode's position in the table (`HCICommandSpec.supportedCommandsBit`).
         public func supports(_ opcode: HCIOpcode) -> Bool? {
-            guard let position = Self.positions[opcode] else { return nil }
+            guard let position = opcode.spec?.supportedCommandsBit else { return nil }
             return supports(octet: position.octet, bit: position.bit)
         }
-
-        /// Octet and bit of each command this package sends, per §6.27 (cross-checked against
-        /// Bumble's HCI_SUPPORTED_COMMANDS_MASKS). Read Local Supported Commands has no bit.
-        static let positions: [HCIOpcode: (octet: Int, bit: Int)] = [
-            .setEventMask: (5, 6),
-            .reset: (5, 7),
-            .readLocalVersionInformation: (14, 3),
-            .readBDAddr: (15, 1),
-            .leSetEventMask: (25, 0),
-            .leReadLocalSupportedFeatures: (25, 2),
-            .leSetRandomAddress: (25, 4),
-            .leSetAdvertisingParameters: (25, 5),
-            .leReadAdvertisingPhysicalChannelTxPower: (25, 6),
-            .leSetAdvertisingData: (25, 7),
-            .leSetScanResponseData: (26, 0),
-            .leSetAdvertisingEnable: (26, 1),
-            .leSetScanParameters: (26, 2),
-            .leSetScanEnable: (26, 3),
-            .leSetAdvertisingSetRandomAddress: (36, 1),
-            .leSetExtendedAdvertisingParameters: (36, 2),
-            .leSetExtendedAdvertisingData: (36, 3),
-            .leSetExtendedScanResponseData: (36, 4),
-            .leSetExtendedAdvertisingEnable: (36, 5),
-            .leReadMaximumAdvertisingDataLength: (36, 6),
-            .leReadNumberOfSupportedAdvertisingSets: (36, 7),
-            .leRemoveAdvertisingSet: (37, 0),
-            .leClearAdvertisingSets: (37, 1),
-            .leSetExtendedScanParameters: (37, 5),
-            .leSetExtendedScanEnable: (37, 6),
-            .leReadTransmitPower: (38, 7),
-        ]
 
         public static func == (a: Self, b: Self) -> Bool { a.octets == b.octets }
         public func hash(into h: inout Hasher) { h.combine(octets) }
@@ -174,7 +147,8 @@ public struct ReadLocalSupportedCommands: HCICommand, Hashable {
 /// HCI_Read_BD_ADDR: the controller's public address. Core 5.4 Vol 4 Part E §7.4.6.
 /// An LE-only controller without a public address returns 00:00:00:00:00:00.
 public struct ReadBDAddr: HCICommand, Hashable {
-    public static let opcode = HCIOpcode.readBDAddr
+    public static let spec = HCICommandSpec(
+        ogf: 0x04, ocf: 0x0009, "Read BD_ADDR", supportedCommandsBit: (15, 1))
     public typealias ReturnParameters = BDAddress
     public init() {}
     public func encodeParameters(into writer: inout ByteWriter) {}
@@ -183,7 +157,8 @@ public struct ReadBDAddr: HCICommand, Hashable {
 /// HCI_LE_Set_Event_Mask: which LE Meta subevents the controller may send.
 /// Core 5.4 Vol 4 Part E §7.8.1. Extended Advertising Reports need bit 12, not in the default.
 public struct LESetEventMask: HCICommand, Hashable {
-    public static let opcode = HCIOpcode.leSetEventMask
+    public static let spec = HCICommandSpec(
+        ogf: 0x08, ocf: 0x0001, "LE Set Event Mask", supportedCommandsBit: (25, 0))
     /// LE_Event_Mask, 8 octets.
     public var leEventMask: LEEventMask
 
@@ -197,7 +172,8 @@ public struct LESetEventMask: HCICommand, Hashable {
 /// HCI_LE_Read_Local_Supported_Features. Core 5.4 Vol 4 Part E §7.8.3.
 /// Returns LE_Features, 8 octets.
 public struct LEReadLocalSupportedFeatures: HCICommand, Hashable {
-    public static let opcode = HCIOpcode.leReadLocalSupportedFeatures
+    public static let spec = HCICommandSpec(
+        ogf: 0x08, ocf: 0x0003, "LE Read Local Supported Features", supportedCommandsBit: (25, 2))
     public typealias ReturnParameters = LEFeatures
     public init() {}
     public func encodeParameters(into writer: inout ByteWriter) {}
@@ -212,7 +188,8 @@ extension LEFeatures: HCIReturnParameters {
 /// HCI_LE_Set_Random_Address: the random address used with `OwnAddressType.random` by
 /// legacy advertising and scanning. Core 5.4 Vol 4 Part E §7.8.4.
 public struct LESetRandomAddress: HCICommand, Hashable {
-    public static let opcode = HCIOpcode.leSetRandomAddress
+    public static let spec = HCICommandSpec(
+        ogf: 0x08, ocf: 0x0005, "LE Set Random Address", supportedCommandsBit: (25, 4))
     /// Random_Address, 6 octets.
     public var randomAddress: BDAddress
 
@@ -226,7 +203,8 @@ public struct LESetRandomAddress: HCICommand, Hashable {
 /// HCI_LE_Read_Transmit_Power: the minimum and maximum TX power the controller supports.
 /// Core 5.4 Vol 4 Part E §7.8.74.
 public struct LEReadTransmitPower: HCICommand, Hashable {
-    public static let opcode = HCIOpcode.leReadTransmitPower
+    public static let spec = HCICommandSpec(
+        ogf: 0x08, ocf: 0x004B, "LE Read Transmit Power", supportedCommandsBit: (38, 7))
     public init() {}
     public func encodeParameters(into writer: inout ByteWriter) {}
 

@@ -30,16 +30,21 @@ public struct HCINoReturnParameters: HCIReturnParameters, Equatable {
     public init(decoding reader: inout ByteReader) throws(DecodingError) {}
 }
 
-/// One HCI command: its opcode, parameter encoding and return type together, so a single
-/// generic `execute` returns the right type.
+/// One HCI command: its row (opcode, name, Supported_Commands bit), parameter encoding and
+/// return type together, so a single generic `execute` returns the right type. A new command
+/// is also listed in `HCICommandSpec.commands` (docs/ARCHITECTURE.md, "How to add an HCI command").
 public protocol HCICommand: Sendable {
     associatedtype ReturnParameters: HCIReturnParameters = HCINoReturnParameters
-    static var opcode: HCIOpcode { get }
+    /// The command's row: opcode, name, Supported_Commands bit.
+    static var spec: HCICommandSpec { get }
     /// Appends the command parameters (not the header) in spec order.
     func encodeParameters(into writer: inout ByteWriter)
 }
 
 extension HCICommand {
+    /// `spec.opcode`.
+    public static var opcode: HCIOpcode { spec.opcode }
+
     /// The parameters alone.
     public var parameters: [UInt8] {
         var w = ByteWriter()

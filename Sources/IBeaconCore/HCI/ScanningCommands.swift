@@ -46,7 +46,8 @@ private func validateScanTiming(
 
 /// HCI_LE_Set_Scan_Parameters. Core 5.4 Vol 4 Part E §7.8.10. 7 parameter octets.
 public struct LESetScanParameters: HCICommand, Hashable {
-    public static let opcode = HCIOpcode.leSetScanParameters
+    public static let spec = HCICommandSpec(
+        ogf: 0x08, ocf: 0x000B, "LE Set Scan Parameters", supportedCommandsBit: (26, 2))
 
     /// LE_Scan_Type, 1 octet.
     public let scanType: LEScanType
@@ -85,7 +86,8 @@ public struct LESetScanParameters: HCICommand, Hashable {
 /// Filter_Duplicates (1 octet). Calibration needs duplicates *not* filtered, or a scanner
 /// reports each advertiser once.
 public struct LESetScanEnable: HCICommand, Hashable {
-    public static let opcode = HCIOpcode.leSetScanEnable
+    public static let spec = HCICommandSpec(
+        ogf: 0x08, ocf: 0x000C, "LE Set Scan Enable", supportedCommandsBit: (26, 3))
     public var enabled: Bool
     public var filterDuplicates: Bool
 
@@ -104,7 +106,8 @@ public struct LESetScanEnable: HCICommand, Hashable {
 /// Scanning_Filter_Policy, Scanning_PHYs (bit 0 LE 1M, bit 2 LE Coded), then for each PHY
 /// set, in bit order, Scan_Type (1), Scan_Interval (2), Scan_Window (2).
 public struct LESetExtendedScanParameters: HCICommand, Hashable {
-    public static let opcode = HCIOpcode.leSetExtendedScanParameters
+    public static let spec = HCICommandSpec(
+        ogf: 0x08, ocf: 0x0041, "LE Set Extended Scan Parameters", supportedCommandsBit: (37, 5))
 
     /// The parameters for one PHY.
     public struct PHYParameters: Hashable, Sendable {
@@ -176,7 +179,8 @@ public struct ExtendedScanDuplicateFilter: RawRepresentable, Hashable, Sendable 
 /// HCI_LE_Set_Extended_Scan_Enable. Core 5.4 Vol 4 Part E §7.8.65: Enable (1), Filter_Duplicates
 /// (1), Duration (2, units of 10 ms, 0 = until disabled), Period (2, units of 1.28 s, 0 = once).
 public struct LESetExtendedScanEnable: HCICommand, Hashable {
-    public static let opcode = HCIOpcode.leSetExtendedScanEnable
+    public static let spec = HCICommandSpec(
+        ogf: 0x08, ocf: 0x0042, "LE Set Extended Scan Enable", supportedCommandsBit: (37, 6))
     public var enabled: Bool
     public var filterDuplicates: ExtendedScanDuplicateFilter
     public var duration: UInt16

@@ -40,15 +40,19 @@ import Testing
                 // Known miss (BENCHMARKS.md): 30 s hold only about 5 independent looks at a
                 // 3 s shadowing process; the runs the tool would write are still mostly right.
                 #expect(s.within1dB >= 0.55, "\(s.model): \(s.within1dB)")
+                // Its interval allows for the correlation over seconds (70 % without: the plain
+                // interval of the 1 Hz means).
+                #expect(s.coverage >= 0.8, "\(s.model): coverage \(s.coverage)")
                 continue
             }
             // Written value within 1 dB of the truth in ≥ 95 % of the runs (≥ 90 % at 40 seeds).
             #expect(s.within1dB >= 0.90, "\(s.model): within 1 dB in \(s.within1dB)")
             #expect(abs(s.bias) <= 0.3, "\(s.model): bias \(s.bias) dB")
         }
-        // The 95 % interval covers the truth in 93–97 % of all runs (wider at 440 runs).
+        // The 95 % interval covers the truth in 93–97 % of all runs (the seeds are fixed, so this
+        // moves only when the code does).
         let coverage = Double(covered) / Double(runs)
-        #expect((0.91...0.98).contains(coverage), "pooled coverage \(coverage)")
+        #expect((0.93...0.97).contains(coverage), "pooled coverage \(coverage)")
         // Median time ≤ 15 s at 100 ms advertising for σ ≤ 4 dB.
         for name in ["gauss-2", "gauss-4"] {
             let s = try #require(all.first { $0.model == name })

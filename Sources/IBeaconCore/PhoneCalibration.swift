@@ -282,24 +282,20 @@ public struct PhoneCalibrationEstimator: Sendable {
         for b in [1, 2, 3, 5] {
             let blocks = n / b
             guard blocks >= 4 else { break }
-            // Blocks from the start of the run, so the partition does not shift every second.
-            let start = 0
+            // Blocks from the start of the run, so the partition does not shift every second; each
+            // second counts once, whatever its report count, as in Apple's average.
             var means: [Double] = []
             var inverse = 0.0
             for k in 0..<blocks {
                 var sum = 0.0
-                var samples = 0
-                for i in 0..<b {
-                    // Weighted like Apple's: each second counts once, whatever its report count.
-                    sum += y[start + k * b + i]
-                    samples += counts[start + k * b + i]
+                // Variance of a mean of b second-means of n_k samples each: σ²·Σ(1/n_k)/b².
+                var v = 0.0
+                for i in (k * b)..<(k * b + b) {
+                    sum += y[i]
+                    v += 1 / Double(counts[i])
                 }
                 means.append(sum / Double(b))
-                // Variance of a mean of b second-means, each of n_k samples: Σ(1/n_k)/b².
-                var v = 0.0
-                for i in 0..<b { v += 1 / Double(counts[start + k * b + i]) }
                 inverse += v / Double(b * b)
-                _ = samples
             }
             let m = means.reduce(0, +) / Double(blocks)
             let spread = means.map { ($0 - m) * ($0 - m) }.reduce(0, +) / Double(blocks - 1)

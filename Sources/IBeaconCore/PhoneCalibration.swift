@@ -378,10 +378,15 @@ public struct PhoneCalibrationEstimator: Sendable {
         guard series.count >= 8 else { return [] }
         let y = series.map(\.mean)
         let centre = median(y.sorted())
-        let scale = 1.4826 * median(y.map { abs($0 - centre) }.sorted())
-        let strong = max(transientSpread * scale, transientFloor)
-        let weak = strong / 2
-        var flagged = y.map { abs($0 - centre) >= strong }
+        // A second with few reports (a busy or starved receiver) has a noisier mean: deviations
+        // are compared in units of a typical second's, √(n_k / median n).
+        let typical = median(series.map { Double($0.count) }.sorted())
+        let weight = series.map { (Double($0.count) / typical).squareRoot() }
+        let scale = 1.4826 * median(y.indices.map { abs(y[$0] - centre) * weight[$0] }.sorted())
+        func beyond(_ i: Int, _ spread: Double, _ floor: Double) -> Bool {
+            abs(y[i] - centre) >= floor && abs(y[i] - centre) * weight[i] >= spread * scale
+        }
+        var flagged = y.indices.map { beyond($0, transientSpread, transientFloor) }
         guard flagged.contains(true) else { return [] }
         // A dip that starts or ends mid-second: grow each run into neighbours on the same side.
         var changed = true
@@ -390,7 +395,9 @@ public struct PhoneCalibrationEstimator: Sendable {
             for i in y.indices where !flagged[i] {
                 for j in [i - 1, i + 1] where y.indices.contains(j) && flagged[j] {
                     let sameSide = (y[i] - centre).sign == (y[j] - centre).sign
-                    if sameSide && abs(y[i] - centre) >= weak && series[j].second - series[i].second == j - i {
+                    if sameSide && beyond(i, transientSpread / 2, transientFloor / 2)
+                        && series[j].second - series[i].second == j - i
+                    {
                         flagged[i] = true
                         changed = true
                     }

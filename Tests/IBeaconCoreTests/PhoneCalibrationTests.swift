@@ -96,4 +96,14 @@ import Testing
         #expect(!later.transientOngoing)
         #expect(abs(later.value - -59) < 0.1)
     }
+
+    /// A second that heard a single report (a starved receiver) is as noisy as one sample: a
+    /// 5 dB deviation there is not a person walking by.
+    @Test func aSparseSecondIsNotATransient() throws {
+        var series = (0..<12).map { SecondMean(second: $0, mean: -59 + ($0 % 2 == 0 ? 0.4 : -0.4), count: 10) }
+        series[6] = SecondMean(second: 6, mean: -64, count: 1)
+        #expect(try #require(PhoneCalibrationEstimator().estimate(series)).transients.isEmpty)
+        series[6] = SecondMean(second: 6, mean: -64, count: 10)
+        #expect(try #require(PhoneCalibrationEstimator().estimate(series)).transients.count == 1)
+    }
 }

@@ -53,19 +53,44 @@ public final class BTSnoopReplayTransport: HCITransport {
             throw TransportError(.io, "cannot read \(path): \(error)", errno: error.rawValue)
         }
         let records = try BTSnoopFormat.decode(bytes, file: path)
-        self.init(name: "btsnoop:\(path)", records: records.map { ($0.packet, $0.direction) }, logger: logger)
+        self.init(
+            name: "btsnoop:\(path)", records: records.map { ($0.packet, $0.direction) },
+            timestamps: records.map(\.timestamp), logger: logger)
         logger.debug(
             "replaying capture",
             metadata: ["file": "\(path)", "records": "\(records.count)", "reports": "\(reports.count)"])
     }
 
-    /// Replays `records` (packet and the direction it crossed) in this order.
-    public init(name: String, records: [(H4Packet, PacketDirection)], logger: Logger) {
+    /// Capture time of each replayed LE Meta event, in order: seconds since the capture's first
+    /// scan-parameters command (where a live scan's clock starts), else since the first event;
+    /// empty without timestamps. `ControllerSightingSource` gives these to consumers instead of
+    /// its clock, so a replay stops where the live run did, however fast it is read.
+    public let reportTimes: [Double]
+    /// Capture time of the last record (the live scan was turned off then), same origin.
+    public let endTime: Double?
+
+    /// Replays `records` (packet and the direction it crossed) in this order; `timestamps`
+    /// (microseconds, one per record, or none) give `reportTimes`.
+    public init(
+        name: String, records: [(H4Packet, PacketDirection)], timestamps: [Int64] = [], logger: Logger
+    ) {
         self.name = name
         self.logger = logger
         var replies: [Reply] = []
         var reports: [H4Packet] = []
-        for (packet, direction) in records where direction == .received && packet.type == .event {
+        var reportStamps: [Int64] = []
+        var origin: Int64?
+        for (index, (packet, direction)) in records.enumerated() {
+            let stamp = index < timestamps.count ? timestamps[index] : nil
+            // LE Set Scan Parameters (0x200B) / LE Set Extended Scan Parameters (0x2041), before
+            // the first report: opcode little endian in the first two bytes of a command.
+            if direction == .sent, packet.type == .command, reports.isEmpty, packet.body.count >= 2,
+                let stamp, [0x200B, 0x2041].contains(UInt16(packet.body[0]) | UInt16(packet.body[1]) << 8)
+            {
+                origin = stamp
+            }
+            guard direction == .received && packet.type == .event else { continue }
+            if packet.body.first == Self.leMeta, let stamp { reportStamps.append(stamp) }
             // Event body: code, parameter length, parameters (Core 5.4 Vol 4 Part E §5.4.4).
             let body = packet.body
             guard let code = body.first else { continue }
@@ -84,6 +109,14 @@ public final class BTSnoopReplayTransport: HCITransport {
         }
         self.replies = replies
         self.reports = reports
+        if reportStamps.count == reports.count, let first = origin ?? reportStamps.first {
+            reportTimes = reportStamps.map { Double($0 - first) / 1e6 }
+            // The recording ended when the live scan was turned off: the capture's last record.
+            endTime = timestamps.last.map { Double(max($0, reportStamps.last ?? $0) - first) / 1e6 }
+        } else {
+            reportTimes = []
+            endTime = nil
+        }
         self.state = Mutex(State(used: Array(repeating: false, count: replies.count)))
         (incoming, continuation) = AsyncThrowingStream.makeStream(of: H4Packet.self, throwing: (any Error).self)
     }

@@ -100,7 +100,9 @@ struct DeviceOptions: ParsableArguments {
         let spec = try spec()
         let client = try await connect(logger: logger)
         return ControllerSightingSource(
-            client: client, scanner: Scanner(mode: mode, ownsController: spec.isExclusive, logger: logger))
+            client: client, scanner: Scanner(mode: mode, ownsController: spec.isExclusive, logger: logger),
+            timeline: (client.transport as? BTSnoopReplayTransport)?.reportTimes,
+            endTime: (client.transport as? BTSnoopReplayTransport)?.endTime)
     }
 }
 

@@ -222,3 +222,25 @@ import Testing
         #expect(try await packets.next() == nil)
     }
 }
+
+@Suite struct ReplayTimeTests {
+    /// A replay gives each report its capture time, counted from the scan-parameters command
+    /// (where a live scan's clock starts), and the time the recording ended.
+    @Test func reportTimesAreCaptureTimesSinceTheScanParameters() {
+        // LE Set Scan Parameters (opcode 0x200B, little endian), passive, 10 ms interval/window.
+        let parameters = H4Packet(type: .command, body: [0x0B, 0x20, 0x07, 0x00, 0x10, 0x00, 0x10, 0x00, 0x00, 0x00])
+        let replay = BTSnoopReplayTransport(
+            name: "test",
+            records: [
+                (Vectors.resetCommand, .sent), (parameters, .sent), (Vectors.scanEnableCommand, .sent),
+                (Vectors.report1, .received), (Vectors.report2, .received), (Vectors.scanDisableCommand, .sent),
+            ],
+            timestamps: [1_000_000, 3_000_000, 3_001_000, 3_250_000, 4_500_000, 13_000_000], logger: testLogger)
+        #expect(replay.reportTimes == [0.25, 1.5])
+        #expect(replay.endTime == 10)
+        // Without timestamps there is no capture time: the live clock is used.
+        let untimed = BTSnoopReplayTransport(
+            name: "test", records: [(Vectors.report1, .received)], logger: testLogger)
+        #expect(untimed.reportTimes.isEmpty && untimed.endTime == nil)
+    }
+}

@@ -1,16 +1,32 @@
-// libFuzzer target: the btsnoop reader. Property: reading never traps and always ends
-// (every record consumes bytes), and every record read is framed as its packet type says.
+// libFuzzer target: the btsnoop decoder. Properties: reading never traps and always ends
+// (every record consumes bytes); fed in chunks (sizes from the first byte) it returns the same
+// records and the same final error as fed whole.
 import IBeaconCoreFuzz
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
-    guard var reader = try? BTSnoopReader(bytes: bytes) else { return 0 }
-    var records = 0
-    while let record = try? reader.next() {
-        records += 1
-        if records > size { fatalError("the reader does not advance") }
-        _ = record.packet.bytes.count
+    func read(chunk: Int) -> ([BTSnoopRecord], BTSnoopError?) {
+        var decoder = BTSnoopDecoder()
+        var records: [BTSnoopRecord] = []
+        var i = 0
+        do {
+            while i < bytes.count {
+                decoder.append(bytes[i..<min(bytes.count, i + chunk)])
+                i += chunk
+                while let record = try decoder.next() {
+                    records.append(record)
+                    if records.count > size { fatalError("the decoder does not advance") }
+                }
+            }
+            try decoder.finish()
+            return (records, nil)
+        } catch {
+            return (records, error)
+        }
     }
+    let whole = read(chunk: max(1, size))
+    let chunked = read(chunk: Int(bytes.first ?? 0) % 7 + 1)
+    if whole.0 != chunked.0 || whole.1 != chunked.1 { fatalError("chunked reading differs from whole") }
     return 0
 }

@@ -66,7 +66,7 @@ def calibrate(ibeacon: Path, rssi_list: Path, seed: int, extra: list[str] | None
         r = subprocess.run([str(ibeacon), 'calibrate', '--device', f'tcp:{port}', '--uuid', UUID, '--major', '258',
                             '--minor', '772', '--dry-run', '--json', *(extra or [])],
                            capture_output=True, text=True, timeout=120)
-        if r.returncode not in (0, 79, 80) or not r.stdout.strip():
+        if r.returncode not in (0, 80, 81) or not r.stdout.strip():
             raise RuntimeError(f'{rssi_list}: exit {r.returncode}: {r.stderr}')
         result = json.loads(r.stdout)
         result['exit'] = r.returncode

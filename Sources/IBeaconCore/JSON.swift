@@ -77,10 +77,14 @@ public enum JSONValue: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// A JSON object whose members keep the order they were read or added in.
+/// A JSON object whose members keep the order they were read or added in. Lookups and
+/// insertions go through a key → position index, so building an object of n members is
+/// O(n), not O(n²) (a 1 MiB profile can hold 100 000 keys).
 public struct JSONObject: Sendable, Equatable, Sequence {
     public typealias Member = (key: String, value: JSONValue)
     public private(set) var members: [Member] = []
+    /// Where each key is in `members`.
+    private var positions: [String: Int] = [:]
 
     public init() {}
     public init(_ members: [Member]) {
@@ -92,21 +96,40 @@ public struct JSONObject: Sendable, Equatable, Sequence {
     public var keys: [String] { members.map(\.key) }
 
     /// Lookup by key. Setting a present key replaces its value in place (position kept);
-    /// setting a new key appends it at the end; setting `nil` removes the member.
+    /// setting a new key appends it at the end; setting `nil` removes the member (O(n): the
+    /// members after it move up).
     public subscript(key: String) -> JSONValue? {
-        get { members.first(where: { $0.key == key })?.value }
+        get { positions[key].map { members[$0].value } }
         set {
-            let index = members.firstIndex(where: { $0.key == key })
-            switch (index, newValue) {
+            switch (positions[key], newValue) {
             case (let i?, let v?): members[i].value = v
-            case (let i?, nil): members.remove(at: i)
-            case (nil, let v?): members.append((key, v))
+            case (let i?, nil):
+                members.remove(at: i)
+                positions[key] = nil
+                for j in i..<members.count { positions[members[j].key] = j }
+            case (nil, let v?):
+                positions[key] = members.count
+                members.append((key, v))
             case (nil, nil): break
             }
         }
     }
 
-    public func index(of key: String) -> Int? { members.firstIndex(where: { $0.key == key }) }
+    public func index(of key: String) -> Int? { positions[key] }
+
+    /// Appends a member unless `key` is present (one hash lookup, for the parser); returns
+    /// the position of the member already there, nil when appended.
+    mutating func appendUnlessPresent(_ key: String, _ value: JSONValue) -> Int? {
+        if let present = positions.updateValue(members.count, forKey: key) {
+            positions[key] = present
+            return present
+        }
+        members.append((key, value))
+        return nil
+    }
+
+    /// Replaces the value of the member at `index`.
+    mutating func setValue(at index: Int, _ value: JSONValue) { members[index].value = value }
 
     public func makeIterator() -> IndexingIterator<[Member]> { members.makeIterator() }
 
@@ -138,6 +161,14 @@ extension JSONValue {
     public static func parse(_ bytes: [UInt8]) throws(JSONSyntaxError) -> JSONValue {
         var parser = JSONParser(bytes: bytes)
         return try parser.parseDocument()
+    }
+
+    /// Compact JSON on one line, no spaces (`{"a":1,"b":[]}`): what a command's `--json`
+    /// prints, one value per line.
+    public func compactText() -> String {
+        var w = JSONWriter()
+        w.writeCompact(self)
+        return String(decoding: w.out, as: UTF8.self)
     }
 
     /// Pretty JSON: two-space indent, `"key": value`, one member or element per line, and a
@@ -238,7 +269,7 @@ private struct JSONParser {
         let open = i
         i += 1
         var object = JSONObject()
-        var firstSeen: [String: Int] = [:]
+        var keyOffsets: [Int] = []  // where each member's name starts, for duplicate messages
         skipWhitespace()
         if i < bytes.count, bytes[i] == UInt8(ascii: "}") {
             i += 1
@@ -258,20 +289,19 @@ private struct JSONParser {
             }
             let keyOffset = i
             let key = try parseString()
-            if let first = firstSeen[key] {
+            if let first = object.appendUnlessPresent(key, .null) {
                 throw error(
                     at: keyOffset,
-                    "duplicate key \(JSONWriter.quoted(key)) (first at \(position(first))); keep only one")
+                    "duplicate key \(JSONWriter.quoted(key)) (first at \(position(keyOffsets[first]))); keep only one")
             }
-            firstSeen[key] = keyOffset
+            keyOffsets.append(keyOffset)
             skipWhitespace()
             guard i < bytes.count, bytes[i] == UInt8(ascii: ":") else {
                 throw error(at: i, "unexpected \(describe(i)): expected : after member name \(JSONWriter.quoted(key))")
             }
             i += 1
             skipWhitespace()
-            let value = try parseValue()
-            object[key] = value
+            object.setValue(at: keyOffsets.count - 1, try parseValue())
             skipWhitespace()
             guard i < bytes.count else {
                 throw error(at: i, "unexpected end of input: object opened at \(position(open)) is not closed with }")
@@ -621,6 +651,29 @@ public struct JSONWriter {
             }
             pad(indent)
             out.append(UInt8(ascii: "}"))
+        }
+    }
+
+    mutating func writeCompact(_ value: JSONValue) {
+        switch value {
+        case .array(let elements):
+            out.append(UInt8(ascii: "["))
+            for (k, e) in elements.enumerated() {
+                if k > 0 { out.append(UInt8(ascii: ",")) }
+                writeCompact(e)
+            }
+            out.append(UInt8(ascii: "]"))
+        case .object(let object):
+            out.append(UInt8(ascii: "{"))
+            for (k, m) in object.members.enumerated() {
+                if k > 0 { out.append(UInt8(ascii: ",")) }
+                out += Array(JSONWriter.quoted(m.key).utf8)
+                out.append(UInt8(ascii: ":"))
+                writeCompact(m.value)
+            }
+            out.append(UInt8(ascii: "}"))
+        default:
+            write(value, indent: 0)
         }
     }
 

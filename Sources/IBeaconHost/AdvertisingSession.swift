@@ -1,5 +1,6 @@
 import IBeaconCore
 import Logging
+import Synchronization
 
 /// Keeps beacons on the air: starts advertising, watches the controller, and re-applies the
 /// advertising whenever the controller loses it (another host's Reset, a power-up, a Hardware
@@ -66,16 +67,23 @@ public struct AdvertisingSession: Sendable {
         // client's generation so that late events of a replaced client are ignored.
         // A client's event stream is never iterated by a task we cancel (cancelling the
         // iteration would end the stream): each watcher ends when its client is closed.
-        let (triggers, sink) = AsyncStream.makeStream(of: (Trigger, Int).self)
+        // Only the latest trigger waits: a storm of resets or Hardware Errors while advertising is
+        // being re-applied leaves one more re-application to do, not one per event.
+        let (triggers, sink) = AsyncStream.makeStream(of: (Trigger, Int).self, bufferingPolicy: .bufferingNewest(1))
+        let current = CurrentGeneration()
         var generation = 0
         var watchers: [Task<Void, Never>] = []
         func watch(_ client: ControllerClient) {
             generation += 1
             let g = generation
+            current.value.store(g, ordering: .relaxed)
             watchers.append(
                 Task {
                     for await event in client.events {
-                        if let t = Self.classify(event) { sink.yield((t, g)) }
+                        // A replaced client's late events must not push out the current one's.
+                        if let t = Self.classify(event), current.value.load(ordering: .relaxed) == g {
+                            sink.yield((t, g))
+                        }
                     }
                 })
             if let interval = healthCheckInterval {
@@ -86,7 +94,7 @@ public struct AdvertisingSession: Sendable {
                             do { try await clock.sleep(for: interval) } catch { return }
                             do {
                                 _ = try await client.execute(ReadBDAddr())
-                            } catch ControllerError.timeout {
+                            } catch ControllerError.timeout, ControllerError.noCredits {
                                 sink.yield((.healthCheck, g))
                                 return
                             } catch ControllerError.transport, ControllerError.closed {
@@ -201,4 +209,9 @@ public struct AdvertisingSession: Sendable {
         }
         return nil
     }
+}
+
+/// The generation of the client advertising now, shared with the watchers of every client.
+private final class CurrentGeneration: Sendable {
+    let value = Atomic(0)
 }

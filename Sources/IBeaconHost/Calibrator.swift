@@ -341,6 +341,8 @@ public struct Calibrator: Sendable {
                 progress(collector, elapsed)
                 return decision
             })
+        // Cancelled (the user interrupted): the samples so far are no result.
+        try Task.checkCancellation()
         let (collector, failure, time) = state.withLock { ($0.collector, $0.failure, $0.time) }
         if let failure { throw failure }
         return try collector.result(at: time)

@@ -7,6 +7,9 @@ public enum ControllerError: Error, Sendable, CustomStringConvertible {
     case commandFailed(opcode: HCIOpcode, status: HCIStatus)
     /// No Command Complete/Status for the command arrived in time.
     case timeout(opcode: HCIOpcode, after: Duration)
+    /// The controller granted no command credit (Num_HCI_Command_Packets = 0) for as long as
+    /// the command's timeout, so the command could not be sent.
+    case noCredits(opcode: HCIOpcode, after: Duration)
     /// The reply could not be decoded.
     case badReply(opcode: HCIOpcode, DecodingError)
     /// The transport failed or closed.
@@ -16,7 +19,9 @@ public enum ControllerError: Error, Sendable, CustomStringConvertible {
 
     public var opcode: HCIOpcode? {
         switch self {
-        case .commandFailed(let op, _), .timeout(let op, _), .badReply(let op, _), .closed(let op): op
+        case .commandFailed(let op, _), .timeout(let op, _), .noCredits(let op, _), .badReply(let op, _),
+            .closed(let op):
+            op
         case .transport: nil
         }
     }
@@ -30,6 +35,9 @@ public enum ControllerError: Error, Sendable, CustomStringConvertible {
         case .timeout(let op, let after):
             return "\(op) got no answer within \(after.formattedSeconds) — the controller is not responding; "
                 + "check that it is attached and powered, or raise --timeout"
+        case .noCredits(let op, let after):
+            return "\(op) was not sent: the controller granted no command credits (Num_HCI_Command_Packets = 0) "
+                + "for \(after.formattedSeconds), so it accepts no commands; reset or re-plug it"
         case .badReply(let op, let error):
             return "\(op) got a malformed reply: \(error)"
         case .transport(let error):
@@ -66,11 +74,16 @@ public enum ControllerEvent: Sendable {
 /// granted a credit (Num_HCI_Command_Packets, Core 5.4 Vol 4 Part E §4.4). Command Complete and
 /// Command Status events are matched to the outstanding command by opcode; every other event,
 /// and any Command Complete we did not ask for (another host's Reset, a power-up NOP), goes to
-/// `events`. Every command has a timeout measured on an injected clock.
+/// `events`. Every command has a timeout measured on an injected clock, and so has the wait
+/// for a credit: a controller that grants none (Num_HCI_Command_Packets = 0) makes commands fail
+/// with `ControllerError.noCredits` instead of hanging.
+///
+/// `events` is bounded (see `EventQueue`): under a flood, reports beyond its capacity are
+/// dropped and counted, repeated events coalesced, and the warnings about them rate-limited.
 public actor ControllerClient {
     public nonisolated let transport: any HCITransport
-    public nonisolated let events: AsyncStream<ControllerEvent>
-    private let eventSink: AsyncStream<ControllerEvent>.Continuation
+    public nonisolated let events: ControllerEvents
+    private nonisolated let eventQueue: EventQueue
     private let logger: Logger
     private let clock: any Clock<Duration>
     public let defaultTimeout: Duration
@@ -86,23 +99,39 @@ public actor ControllerClient {
     private var nextID: UInt64 = 0
     private var credits = 1
     private var busy = false
-    private var waiters: [CheckedContinuation<Void, Never>] = []
+    /// Commands waiting for their turn (a credit, and no other command outstanding); resumed
+    /// with false when their wait timed out.
+    private var waiters: [(id: UInt64, continuation: CheckedContinuation<Bool, Never>)] = []
     private var reader: Task<Void, Never>?
     private var eventHandler: (@Sendable (HCIEvent) -> Bool)?
     private var linkError: TransportError?
     private var isClosed = false
+    /// A wait for a credit timed out and no credit has come since: later commands fail at once
+    /// rather than each waiting its whole timeout (so cleanup on the way out is quick too).
+    private var starved = false
+    /// Time origin for the rate limiters.
+    private let origin = ContinuousClock.now
+    private var malformedWarnings = RepeatLimiter()
+    /// One line per 10 s about dropped events is enough: the count says the rest.
+    private var droppedWarnings = RepeatLimiter(burst: 1)
+    /// Events dropped or coalesced because the consumer could not keep up (for tests and logs).
+    public private(set) var droppedEvents = 0
+    public private(set) var coalescedEvents = 0
+    public private(set) var malformedEvents = 0
 
     public init(
         transport: any HCITransport, logger: Logger, clock: any Clock<Duration> = ContinuousClock(),
-        defaultTimeout: Duration = .seconds(2)
+        defaultTimeout: Duration = .seconds(2), eventCapacity: Int? = EventQueue.defaultCapacity
     ) {
         self.transport = transport
         self.logger = logger
         self.clock = clock
         self.defaultTimeout = defaultTimeout
-        // Unbounded: a replayed capture delivers events faster than any consumer, and none may be
-        // lost; a live controller delivers at most a few thousand per second.
-        (events, eventSink) = AsyncStream.makeStream(of: ControllerEvent.self, bufferingPolicy: .unbounded)
+        // Bounded for a live controller, which can send faster than any consumer handles (or than
+        // `info`, which reads none); nil for a replayed capture, whose events are all wanted and
+        // whose size the file bounds.
+        eventQueue = EventQueue(capacity: eventCapacity)
+        events = ControllerEvents(queue: eventQueue)
     }
 
     /// Starts reading from the transport. Call once before `execute`.
@@ -114,8 +143,16 @@ public actor ControllerClient {
     /// Reads the transport on the actor itself, so a packet costs no hop between executors.
     private func readLoop() async {
         do {
+            var sinceYield = 0
             for try await packet in transport.incoming {
                 receive(packet)
+                // Under a flood `incoming` never runs dry, so this loop would keep the actor to
+                // itself: let the timers (command timeouts) and callers in now and then.
+                sinceYield += 1
+                if sinceYield >= 64 {
+                    sinceYield = 0
+                    await Task.yield()
+                }
             }
             linkEnded(nil)
         } catch let error as TransportError {
@@ -146,7 +183,7 @@ public actor ControllerClient {
     /// Puts `.wake` into `events`, so their consumer can do periodic work (redraw a table,
     /// check a deadline) without a second stream merged in.
     public nonisolated func wake() {
-        eventSink.yield(.wake)
+        eventQueue.push(.wake)
     }
 
     /// Sends `command` and returns its decoded return parameters.
@@ -166,11 +203,21 @@ public actor ControllerClient {
     private func exchange(_ packet: H4Packet, opcode: HCIOpcode, timeout: Duration) async throws -> [UInt8] {
         if let linkError { throw ControllerError.transport(linkError) }
         if isClosed { throw ControllerError.closed(opcode: opcode) }
-        await acquireTurn()
-        defer { releaseTurn() }
-        if let linkError { throw ControllerError.transport(linkError) }
         nextID += 1
         let id = nextID
+        guard await acquireTurn(id: id, timeout: timeout) else {
+            // Waiting for our turn timed out: with no credit granted, the controller refuses
+            // commands; otherwise another command held the turn all that time.
+            logger.debug("no turn to send", metadata: ["opcode": "\(opcode)", "credits": "\(credits)"])
+            if credits <= 0 {
+                starved = true
+                throw ControllerError.noCredits(opcode: opcode, after: timeout)
+            }
+            throw ControllerError.timeout(opcode: opcode, after: timeout)
+        }
+        defer { releaseTurn() }
+        if let linkError { throw ControllerError.transport(linkError) }
+        if isClosed { throw ControllerError.closed(opcode: opcode) }
         credits -= 1
         logger.trace("command", metadata: ["opcode": "\(opcode)", "bytes": "\(packet)"])
         return try await withCheckedThrowingContinuation { continuation in
@@ -196,12 +243,26 @@ public actor ControllerClient {
         }
     }
 
-    private func acquireTurn() async {
-        if !busy && credits > 0 {
+    /// Waits until this command may be sent (true, the turn is then held) or `timeout` passes
+    /// (false).
+    private func acquireTurn(id: UInt64, timeout: Duration) async -> Bool {
+        if !busy && (credits > 0 || linkError != nil || isClosed) {
             busy = true
-            return
+            return true
         }
-        await withCheckedContinuation { waiters.append($0) }
+        if starved && credits <= 0 { return false }
+        let clock = self.clock
+        let timer = Task { [weak self] in
+            do { try await clock.sleep(for: timeout) } catch { return }
+            await self?.turnWaitExpired(id: id)
+        }
+        defer { timer.cancel() }
+        return await withCheckedContinuation { waiters.append((id, $0)) }
+    }
+
+    private func turnWaitExpired(id: UInt64) {
+        guard let index = waiters.firstIndex(where: { $0.id == id }) else { return }
+        waiters.remove(at: index).continuation.resume(returning: false)
     }
 
     private func releaseTurn() {
@@ -212,7 +273,7 @@ public actor ControllerClient {
     private func wakeWaiter() {
         guard !busy, credits > 0 || linkError != nil || isClosed, !waiters.isEmpty else { return }
         busy = true
-        waiters.removeFirst().resume()
+        waiters.removeFirst().continuation.resume(returning: true)
     }
 
     private func expire(id: UInt64, opcode: HCIOpcode, after: Duration) {
@@ -245,13 +306,23 @@ public actor ControllerClient {
         do {
             event = try HCIEvent.decode(packet.body)
         } catch {
-            logger.warning(
-                "ignoring malformed event from controller", metadata: ["error": "\(error)", "bytes": "\(packet)"])
+            malformedEvents += 1
+            switch malformedWarnings.record(at: origin.duration(to: .now)) {
+            case .suppress: break
+            case .log:
+                logger.warning(
+                    "ignoring malformed event from controller", metadata: ["error": "\(error)", "bytes": "\(packet)"])
+            case .logWithSummary(let n):
+                logger.warning(
+                    "ignoring malformed event from controller (and \(n) more since the last such warning)",
+                    metadata: ["error": "\(error)", "bytes": "\(packet)"])
+            }
             return
         }
         switch event {
         case .commandComplete(let n, let opcode, let returnParameters):
             credits = Int(n)
+            if n > 0 { starved = false }
             if let p = pending, p.opcode == opcode {
                 let status = returnParameters.first.map(HCIStatus.init(rawValue:)) ?? .success
                 if status != .success {
@@ -260,23 +331,43 @@ public actor ControllerClient {
                     finish(id: p.id, with: .success(Array(returnParameters.dropFirst())))
                 }
             } else {
-                eventSink.yield(.event(event))
+                deliver(event)
             }
             wakeWaiter()
         case .commandStatus(let status, let n, let opcode):
             credits = Int(n)
+            if n > 0 { starved = false }
             if let p = pending, p.opcode == opcode {
                 finish(
                     id: p.id,
                     with: status == .success
                         ? .success([]) : .failure(ControllerError.commandFailed(opcode: opcode, status: status)))
             } else {
-                eventSink.yield(.event(event))
+                deliver(event)
             }
             wakeWaiter()
         default:
             if let eventHandler, eventHandler(event) { return }
-            eventSink.yield(.event(event))
+            deliver(event)
+        }
+    }
+
+    /// Queues an event for `events`; counts (and now and then logs) what the bounded queue
+    /// refuses.
+    private func deliver(_ event: HCIEvent) {
+        switch eventQueue.push(.event(event)) {
+        case .queued: return
+        case .coalesced:
+            coalescedEvents += 1
+            return
+        case .dropped: droppedEvents += 1
+        }
+        switch droppedWarnings.record(at: origin.duration(to: .now)) {
+        case .suppress: break
+        case .log, .logWithSummary:
+            logger.warning(
+                "the controller sends events faster than they are handled: \(droppedEvents) dropped so far (at most \(eventQueue.capacity) reports are kept waiting)"
+            )
         }
     }
 
@@ -290,9 +381,16 @@ public actor ControllerClient {
                 id: p.id,
                 with: .failure(error.map { ControllerError.transport($0) } ?? ControllerError.closed(opcode: p.opcode)))
         }
-        while !waiters.isEmpty { waiters.removeFirst().resume() }
-        eventSink.yield(.linkClosed(error))
-        eventSink.finish()
+        while !waiters.isEmpty { waiters.removeFirst().continuation.resume(returning: true) }
+        eventQueue.push(.linkClosed(error))
+        eventQueue.finish()
+        let malformed = malformedWarnings.flush()
+        if malformed > 0 {
+            logger.warning("\(malformed) more malformed events from the controller were ignored (not logged each)")
+        }
+        if droppedWarnings.flush() > 0 {
+            logger.warning("\(droppedEvents) events from the controller were dropped in all (sent faster than handled)")
+        }
     }
 
     /// Stops reading and closes the transport. Outstanding commands fail.

@@ -15,6 +15,8 @@ public struct FileError: Error, Sendable, CustomStringConvertible {
         case cannotWrite
         /// Another process holds the file's lock (EX_TEMPFAIL).
         case locked
+        /// The file is too large or of a kind that cannot be a profile (EX_DATAERR).
+        case badData
         /// Any other I/O failure (EX_IOERR).
         case io
     }
@@ -37,11 +39,53 @@ public struct FileError: Error, Sendable, CustomStringConvertible {
     }
 }
 
+/// Which file an open descriptor or a directory entry is: device and inode numbers.
+public struct FileIdentity: Sendable, Equatable, Hashable, CustomStringConvertible {
+    public var device: UInt64
+    public var inode: UInt64
+    public var description: String { "device \(device) inode \(inode)" }
+}
+
+/// The parts of `struct stat` the store decides on.
+struct FileStatus: Sendable, Equatable {
+    var mode: UInt32
+    var uid: UInt32
+    var gid: UInt32
+    var links: UInt64
+    var size: Int64
+    var identity: FileIdentity
+
+    var type: UInt32 { mode & 0o170000 }
+    var isRegular: Bool { type == 0o100000 }
+    var isDirectory: Bool { type == 0o040000 }
+    var isSymbolicLink: Bool { type == 0o120000 }
+
+    /// `a directory`, `a FIFO`, … for messages that refuse a file of the wrong type.
+    var typeName: String {
+        switch type {
+        case 0o100000: "a regular file"
+        case 0o040000: "a directory"
+        case 0o120000: "a symbolic link"
+        case 0o010000: "a FIFO (named pipe)"
+        case 0o020000: "a character device"
+        case 0o060000: "a block device"
+        case 0o140000: "a socket"
+        default: "a special file"
+        }
+    }
+
+    init(_ st: StatBuffer) {
+        mode = UInt32(st.st_mode)
+        uid = UInt32(st.st_uid)
+        gid = UInt32(st.st_gid)
+        links = UInt64(st.st_nlink)
+        size = Int64(st.st_size)
+        identity = FileIdentity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
+    }
+}
+
 /// Every libc call the host layer makes, behind small wrappers that retry EINTR.
 typealias StatBuffer = Glibc.stat
-
-/// `stat(2)` following links (a profile may be a symlink to a shared file).
-private func lstatOrStat(_ path: String, _ st: inout StatBuffer) -> Int32 { stat(path, &st) }
 
 enum Sys {
     static func retrying<T>(_ body: () -> T, failed: (T) -> Bool) -> (T, Errno?) {
@@ -56,30 +100,90 @@ enum Sys {
         }
     }
 
-    /// `stat(2)`; nil when the path does not exist.
-    static func stat(_ path: String) -> (mode: UInt32, inode: UInt64, device: UInt64)? {
+    /// `fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW)`: the entry itself, never what a link names.
+    static func lstat(at directory: FileDescriptor, _ name: String) -> (FileStatus?, Errno?) {
         var st = StatBuffer()
-        guard lstatOrStat(path, &st) == 0 else { return nil }
-        return (UInt32(st.st_mode), UInt64(st.st_ino), UInt64(st.st_dev))
+        let (_, e) = retrying(
+            { fstatat(directory.rawValue, name, &st, AT_SYMLINK_NOFOLLOW) }, failed: { $0 != 0 })
+        return e == nil ? (FileStatus(st), nil) : (nil, e)
     }
 
-    /// `fstat(2)`.
-    static func fstat(_ fd: FileDescriptor) -> (mode: UInt32, inode: UInt64, device: UInt64)? {
+    /// `fstat(2)` of an open descriptor (works on `O_PATH` descriptors too).
+    static func status(_ fd: FileDescriptor) -> FileStatus? {
         var st = StatBuffer()
         guard Glibc.fstat(fd.rawValue, &st) == 0 else { return nil }
-        return (UInt32(st.st_mode), UInt64(st.st_ino), UInt64(st.st_dev))
+        return FileStatus(st)
     }
 
-    /// `realpath(3)`: the file a path names after following every symbolic link; nil when it
-    /// does not exist.
-    static func realPath(_ path: String) -> String? {
-        guard let resolved = realpath(path, nil) else { return nil }
-        defer { free(resolved) }
-        return String(cString: resolved)
+    /// `openat(2)`; `directory` nil means relative to the working directory (`AT_FDCWD`).
+    /// `O_CLOEXEC` is always added.
+    static func open(
+        at directory: FileDescriptor?, _ name: String, _ flags: Int32, mode: UInt32 = 0
+    ) -> (FileDescriptor?, Errno?) {
+        let (fd, e) = retrying(
+            { openat(directory?.rawValue ?? AT_FDCWD, name, flags | O_CLOEXEC, mode_t(mode)) },
+            failed: { $0 < 0 })
+        return e == nil ? (FileDescriptor(rawValue: fd), nil) : (nil, e)
     }
 
-    /// `access(path, W_OK)`.
-    static func isWritable(_ path: String) -> Bool { access(path, W_OK) == 0 }
+    /// `readlinkat(2)`: the text of a symbolic link.
+    static func readLink(at directory: FileDescriptor, _ name: String) -> (String?, Errno?) {
+        var buffer = [UInt8](repeating: 0, count: 4097)
+        let (n, e) = retrying(
+            { buffer.withUnsafeMutableBufferPointer { readlinkat(directory.rawValue, name, $0.baseAddress!, 4096) } },
+            failed: { $0 < 0 })
+        guard e == nil else { return (nil, e) }
+        guard n < 4096 else { return (nil, .fileNameTooLong) }
+        return (String(decoding: buffer[0..<n], as: UTF8.self), nil)
+    }
+
+    /// `renameat(2)` within one directory: replaces the entry `to` (a symbolic link there is
+    /// replaced, never followed).
+    static func rename(at directory: FileDescriptor, _ from: String, _ to: String) -> Errno? {
+        retrying({ renameat(directory.rawValue, from, directory.rawValue, to) }, failed: { $0 != 0 }).1
+    }
+
+    /// `linkat(2)` within one directory: fails with EEXIST when `to` exists (an atomic
+    /// "create, never replace").
+    static func link(at directory: FileDescriptor, _ from: String, _ to: String) -> Errno? {
+        retrying({ linkat(directory.rawValue, from, directory.rawValue, to, 0) }, failed: { $0 != 0 }).1
+    }
+
+    /// `unlinkat(2)` of a file; errors are returned for the caller to ignore or report.
+    @discardableResult
+    static func unlink(at directory: FileDescriptor, _ name: String) -> Errno? {
+        retrying({ unlinkat(directory.rawValue, name, 0) }, failed: { $0 != 0 }).1
+    }
+
+    /// `fchown(2)`.
+    static func fchown(_ fd: FileDescriptor, uid: UInt32, gid: UInt32) -> Errno? {
+        retrying({ Glibc.fchown(fd.rawValue, uid_t(uid), gid_t(gid)) }, failed: { $0 != 0 }).1
+    }
+
+    /// `ftruncate(2)`.
+    static func truncate(_ fd: FileDescriptor, size: Int64 = 0) -> Errno? {
+        retrying({ ftruncate(fd.rawValue, off_t(size)) }, failed: { $0 != 0 }).1
+    }
+
+    /// `fcntl(F_GETFL / F_SETFL)` clearing `O_NONBLOCK`, once a descriptor is known to be a
+    /// regular file (opened non-blocking so that a FIFO could not hang the open).
+    static func setBlocking(_ fd: FileDescriptor) {
+        let flags = fcntl(fd.rawValue, F_GETFL)
+        if flags >= 0 { _ = fcntl(fd.rawValue, F_SETFL, flags & ~O_NONBLOCK) }
+    }
+
+    /// `O_PATH` (Linux, every architecture: 010000000): a descriptor that names a directory
+    /// for the `*at` calls without the right to read it. Glibc declares it only under
+    /// `_GNU_SOURCE`, which the Swift module does not set.
+    static let openPathOnly: Int32 = 0o10_000_000
+
+    /// `geteuid(2)`: the user whose rights the process uses for files.
+    static func effectiveUserID() -> UInt32 { UInt32(geteuid()) }
+
+    /// `faccessat(dirfd, name, W_OK, AT_EACCESS)`: may this process write the entry?
+    static func isWritable(at directory: FileDescriptor, _ name: String) -> Bool {
+        faccessat(directory.rawValue, name, W_OK, AT_EACCESS) == 0
+    }
 
     /// `flock(fd, LOCK_EX | LOCK_NB)`; false when another process holds it.
     static func tryLockExclusive(_ fd: FileDescriptor) -> Errno? {
@@ -93,18 +197,11 @@ enum Sys {
         return e
     }
 
-    /// `fchmod(2)`.
-    static func fchmod(_ fd: FileDescriptor, _ mode: UInt32) {
-        _ = Glibc.fchmod(fd.rawValue, mode_t(mode & 0o7777))
+    /// `fchmod(2)` with the permission bits only: set-user-ID, set-group-ID and sticky bits
+    /// are never copied onto a file this process writes.
+    static func fchmod(_ fd: FileDescriptor, _ mode: UInt32) -> Errno? {
+        retrying({ Glibc.fchmod(fd.rawValue, mode_t(mode & 0o777)) }, failed: { $0 != 0 }).1
     }
-
-    /// `rename(2)`.
-    static func rename(_ from: String, _ to: String) -> Errno? {
-        Glibc.rename(from, to) == 0 ? nil : Errno(rawValue: errno)
-    }
-
-    /// `unlink(2)`, errors ignored (used for clean-up only).
-    static func unlink(_ path: String) { _ = Glibc.unlink(path) }
 
     static func processID() -> Int32 { getpid() }
 
@@ -114,10 +211,12 @@ enum Sys {
         return kill(pid, 0) == 0 || errno == EPERM
     }
 
-    /// The names in a directory (without `.` and `..`); empty when it cannot be read.
-    static func directoryEntries(_ path: String) -> [String] {
-        guard let dir = opendir(path) else { return [] }
-        defer { closedir(dir) }
+    /// The names in a directory opened with `O_PATH` or for reading (without `.` and `..`);
+    /// empty when it cannot be read.
+    static func directoryEntries(at directory: FileDescriptor) -> [String] {
+        let (fd, e) = open(at: directory, ".", O_RDONLY | O_DIRECTORY)
+        guard e == nil, let fd, let dir = fdopendir(fd.rawValue) else { return [] }
+        defer { closedir(dir) }  // closes fd as well
         var names: [String] = []
         while let entry = readdir(dir) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in

@@ -1,21 +1,450 @@
 import SystemPackage
 
-/// Reads and rewrites profile files so that they are never damaged: the new content goes to a
-/// temporary file in the same directory, is flushed, and is renamed over the original; an
-/// exclusive lock keeps two writers (two calibrations) from interleaving.
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// Reads and rewrites profile files so that they are never damaged and never used to damage
+/// another file, even as root in a directory other users can write (`/tmp`):
+///
+/// - A path is walked one component at a time (`openat` with `O_NOFOLLOW`). A symbolic link is
+///   followed only when it belongs to the user running ibeacon or to root: a link someone else
+///   planted (in `/tmp`, or in their home for root to follow) is refused, whatever the kernel's
+///   `fs.protected_symlinks` says. A symlinked profile that is followed means "the file it
+///   names": that file is read and replaced, the link is kept.
+/// - The directory is opened once; the file is read, checked and replaced relative to that
+///   descriptor. The new content goes to a temporary file there, gets the old file's owner,
+///   group and permission bits (never set-user-ID, set-group-ID or sticky bits), is flushed,
+///   and is renamed over the old name only while that name still holds the inode that was
+///   read (`renameat` replaces a directory entry: a link swapped in at the last moment is
+///   itself replaced, its target never written).
+/// - Only regular files are read or replaced: a FIFO or device is refused from its `lstat`
+///   before any open, and every open is `O_NONBLOCK`, so neither can block the tool.
+/// - Writers of one profile exclude each other with a lock file `.NAME.lock` next to it, there
+///   while the lock is held, whose permission bits are the profile's write bits only: a user
+///   who may only read the profile cannot open it, so cannot hold the lock to block root's
+///   calibration (a `flock` on the profile itself can be taken by any reader). The lock file's
+///   inode does not change when an editor replaces the profile by rename, so such an edit does
+///   not defeat the lock either.
 public enum ProfileStore {
-    /// Reads a whole file.
+    /// Profiles are a few hundred bytes; anything over this is refused as not a profile.
+    public static let maximumSize = 1 << 20
+
+    /// Reads a whole profile file.
     public static func read(_ path: String) throws(FileError) -> [UInt8] {
-        let fd: FileDescriptor
-        do {
-            fd = try FileDescriptor.open(FilePath(path), .readOnly, options: [.closeOnExec])
-        } catch {
-            throw classifyOpen(error, path: path, writing: false)
+        let location = try locate(path, writing: false)
+        defer { location.close() }
+        return try location.readExisting().bytes
+    }
+
+    /// Whether `path` names an existing file (through links ibeacon may follow); `writing`
+    /// classifies a refusal as "cannot write" rather than "cannot read".
+    public static func exists(_ path: String, writing: Bool = false) throws(FileError) -> Bool {
+        let location = try locate(path, writing: writing)
+        defer { location.close() }
+        return location.status != nil
+    }
+
+    /// A held exclusive lock on a profile file, with its directory kept open: `read()` and
+    /// `replace(with:)` act on the file that was locked, whatever happens to the path.
+    /// Release it with `unlock()`.
+    public final class Lock: @unchecked Sendable {
+        private var location: Location?
+        private var lockFile: FileDescriptor?
+        /// The inode and status of the file as last read through `read()`, and that file kept
+        /// open: an inode number is unique only while the inode exists.
+        private var lastRead: FileStatus?
+        private var lastReadFile: FileDescriptor?
+
+        fileprivate init(location: Location, lockFile: FileDescriptor) {
+            self.location = location
+            self.lockFile = lockFile
         }
-        defer { try? fd.close() }
-        if let st = Sys.fstat(fd), st.mode & 0o170000 == 0o040000 {
+
+        /// The profile's bytes, read under the lock; `replace(with:)` replaces this inode only.
+        public func read() throws(FileError) -> [UInt8] {
+            guard let location else { throw FileError(.io, path: "", "the profile lock was released") }
+            let fd: FileDescriptor
+            let status: FileStatus
+            do throws(FileError) {
+                (fd, status) = try location.openExisting()
+            } catch {
+                // A re-read under the lock starts a write: say that nothing was written.
+                guard lastRead != nil else { throw error }
+                throw FileError(
+                    .cannotWrite, path: location.path,
+                    "was replaced, moved or removed by another program since ibeacon read it (now it \(error.message)); nothing was written",
+                    hint: "check the file, then run the command again")
+            }
+            let bytes: [UInt8]
+            do throws(FileError) {
+                bytes = try location.readAll(fd, status)
+            } catch {
+                try? fd.close()
+                throw error
+            }
+            if let lastReadFile { try? lastReadFile.close() }
+            lastRead = status
+            lastReadFile = fd
+            return bytes
+        }
+
+        /// Checks, without changing anything, that the profile can be replaced: the file is
+        /// not read-only and its directory accepts a new file.
+        public func checkWritable() throws(FileError) {
+            guard let location else { throw FileError(.io, path: "", "the profile lock was released") }
+            try location.checkReplaceable()
+        }
+
+        /// Replaces the file last returned by `read()` with `bytes`, atomically.
+        public func replace(with bytes: [UInt8]) throws(FileError) {
+            guard let location, let lastRead else {
+                throw FileError(.io, path: location?.path ?? "", "replace(with:) before read()")
+            }
+            try location.replace(with: bytes, expecting: lastRead)
+        }
+
+        /// Removes the lock file (while still holding it: a taker that opened it before checks,
+        /// once it holds the lock, that the name still names that inode, and starts again) and
+        /// releases the lock.
+        public func unlock() {
+            if let lockFile, let location {
+                let lockName = ProfileStore.lockName(for: location.name)
+                if let held = Sys.status(lockFile), let named = Sys.lstat(at: location.directory, lockName).0,
+                    held.identity == named.identity
+                {
+                    Sys.unlink(at: location.directory, lockName)
+                }
+            }
+            if let lockFile { try? lockFile.close() }  // closing the descriptor releases the flock
+            lockFile = nil
+            if let lastReadFile { try? lastReadFile.close() }
+            lastReadFile = nil
+            location?.close()
+            location = nil
+        }
+        deinit { unlock() }
+    }
+
+    /// Takes the exclusive, non-blocking lock of the profile at `path` (see the type's
+    /// comment for why it is a separate lock file).
+    public static func lock(_ path: String) throws(FileError) -> Lock {
+        let location = try locate(path, writing: true)
+        do throws(FileError) {
+            guard let profile = location.status else {
+                throw FileError(.notFound, path: path, "does not exist (it may have been moved or deleted)")
+            }
+            try location.requireRegular(profile, replacing: true)
+            let lockFile = try location.takeLock(profile: profile)
+            return Lock(location: location, lockFile: lockFile)
+        } catch {
+            location.close()
+            throw error
+        }
+    }
+
+    /// Checks that `path` may be replaced (or, when it does not exist, created), without
+    /// changing anything: the file is regular and not read-only, and its directory accepts a
+    /// new file.
+    public static func checkWritable(_ path: String, mayCreate: Bool = false) throws(FileError) {
+        let location = try locate(path, writing: true)
+        defer { location.close() }
+        if location.status == nil && !mayCreate {
+            throw FileError(.notFound, path: path, "does not exist (it may have been moved or deleted)")
+        }
+        try location.checkReplaceable()
+    }
+
+    /// Replaces the file at `path` with `bytes` atomically: a reader (or a crash at any
+    /// moment) sees either the old or the new content, never a mix. Keeps the original's
+    /// owner, group and permission bits (without set-ID bits).
+    public static func writeAtomically(_ path: String, _ bytes: [UInt8]) throws(FileError) {
+        let location = try locate(path, writing: true)
+        defer { location.close() }
+        guard let existing = location.status else {
+            try location.createNew(bytes)
+            return
+        }
+        try location.requireRegular(existing, replacing: true)
+        try location.replace(with: bytes, expecting: existing)
+    }
+
+    /// Creates a new file with `bytes`; refuses to replace one unless `overwrite` is set, and
+    /// never replaces anything but a regular file (not a directory, FIFO or device).
+    public static func create(_ path: String, _ bytes: [UInt8], overwrite: Bool) throws(FileError) {
+        let location = try locate(path, writing: true)
+        defer { location.close() }
+        guard let existing = location.status else {
+            try location.createNew(bytes)
+            return
+        }
+        guard overwrite else {
+            throw FileError(.cannotWrite, path: path, "already exists", hint: "use --force to overwrite it")
+        }
+        try location.requireRegular(existing, replacing: true)
+        try location.checkReplaceable()
+        try location.replace(with: bytes, expecting: existing)
+    }
+
+    /// Opens `path` for a new recording (a btsnoop capture): a new file is created with
+    /// `O_EXCL`; an existing one is refused unless `overwrite`, and then replaced by a new
+    /// inode (renamed over it), never truncated, so a hard or symbolic link to another file is
+    /// never written through. Refuses the file `avoiding` names (the profile being written).
+    public static func createForRecording(
+        _ path: String, overwrite: Bool, avoiding other: String? = nil, option: String = "--overwrite-btsnoop"
+    ) throws(FileError) -> FileDescriptor {
+        let location = try locate(path, writing: true)
+        defer { location.close() }
+        if let other, let otherLocation = try? locate(other, writing: false) {
+            defer { otherLocation.close() }
+            if location.isSameEntry(as: otherLocation) {
+                throw FileError(
+                    .cannotWrite, path: path, "is the profile this command writes; a capture would destroy it",
+                    hint: "give the capture another file name")
+            }
+        }
+        guard let existing = location.status else {
+            let (fd, e) = Sys.open(
+                at: location.directory, location.name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK,
+                mode: 0o644)
+            guard let fd else { throw location.openFailure(e ?? .ioError, writing: true) }
+            return fd
+        }
+        guard overwrite else {
+            throw FileError(
+                .cannotWrite, path: path, "already exists; ibeacon does not overwrite it",
+                hint: "remove it, choose another name, or add \(option)")
+        }
+        try location.requireRegular(existing, replacing: true)
+        let (fd, temporary) = try location.createTemporary(like: nil)
+        do throws(FileError) {
+            try location.commit(temporary, expecting: existing)
+        } catch {
+            try? fd.close()
+            Sys.unlink(at: location.directory, temporary)
+            throw error
+        }
+        return fd
+    }
+
+    /// Temporary files are named `.NAME.tmp-PID-RANDOM`, next to the profile they replace.
+    static func temporaryPrefix(for name: String) -> String { ".\(name).tmp-" }
+
+    /// The lock file of profile `name`, next to it.
+    static func lockName(for name: String) -> String { ".\(name).lock" }
+
+    /// A writer killed between creating its temporary file and renaming it (SIGKILL, power
+    /// loss) leaves `.NAME.tmp-PID-RANDOM` behind. After a successful write, remove those whose
+    /// process no longer exists; a live writer's file is never touched.
+    static func removeStaleTemporaryFiles(in directory: FileDescriptor, name: String) {
+        let prefix = temporaryPrefix(for: name)
+        for entry in Sys.directoryEntries(at: directory) where entry.hasPrefix(prefix) {
+            let rest = entry.dropFirst(prefix.count)
+            guard let dash = rest.firstIndex(of: "-"), let pid = Int32(rest[..<dash]),
+                UInt32(rest[rest.index(after: dash)...]) != nil
+            else { continue }  // not a name this store makes
+            if !Sys.processExists(pid) {
+                Sys.unlink(at: directory, entry)
+            }
+        }
+    }
+
+    /// Links followed per path, like the kernel's MAXSYMLINKS.
+    static let maximumLinks = 40
+
+    /// Whether a symbolic link owned by `owner` may be followed by a process whose effective
+    /// user is `user`: only its own links and root's. The kernel's `fs.protected_symlinks`
+    /// (off on some systems) refuses links in sticky world-writable directories only; this
+    /// also refuses, for root, a link a user made in a directory of their own.
+    static func mayFollow(linkOwner owner: UInt32, user: UInt32) -> Bool { owner == user || owner == 0 }
+
+    /// Walks `path` one component at a time without letting the kernel follow any link, and
+    /// returns its directory, opened (`O_PATH`), and the last name with its `lstat`.
+    static func locate(_ path: String, writing: Bool) throws(FileError) -> Location {
+        let kind: FileError.Kind = writing ? .cannotWrite : .notFound
+        guard !path.isEmpty else { throw FileError(.notFound, path: path, "an empty file name") }
+        let user = Sys.effectiveUserID()
+        var pending = Array(path.split(separator: "/", omittingEmptySubsequences: true).map(String.init).reversed())
+        var shown = path.hasPrefix("/") ? "" : "."
+        var current = try openDirectory(at: nil, path.hasPrefix("/") ? "/" : ".", shown: path, writing: writing)
+        var links = 0
+        while true {
+            guard let component = pending.popLast() else {
+                try? current.close()
+                throw FileError(.notFound, path: path, "is a directory, not a profile file")
+            }
+            if component == "." { continue }
+            if component == ".." {
+                let next: FileDescriptor
+                do throws(FileError) {
+                    next = try openDirectory(at: current, "..", shown: shown + "/..", writing: writing)
+                } catch {
+                    try? current.close()
+                    throw error
+                }
+                try? current.close()
+                current = next
+                shown += "/.."
+                continue
+            }
+            let here = shown + "/" + component
+            let (found, error) = Sys.lstat(at: current, component)
+            guard let status = found else {
+                let e = error ?? .ioError
+                if pending.isEmpty && e == .noSuchFileOrDirectory {
+                    return Location(directory: current, name: component, path: path, status: nil)
+                }
+                try? current.close()
+                throw lookupFailure(e, path: path, at: here, writing: writing)
+            }
+            if status.isSymbolicLink {
+                guard mayFollow(linkOwner: status.uid, user: user) else {
+                    try? current.close()
+                    throw FileError(
+                        kind, path: path,
+                        (pending.isEmpty && links == 0 ? "is" : "goes through \(here), which is")
+                            + " a symbolic link owned by uid \(status.uid); ibeacon (uid \(user)) follows only its own user's and root's links, so that a link planted in a shared directory cannot redirect it",
+                        hint: "give the real file's path (readlink -f) or remove the link")
+                }
+                links += 1
+                let (text, e) = Sys.readLink(at: current, component)
+                guard let text, links <= maximumLinks else {
+                    try? current.close()
+                    throw FileError(
+                        kind, path: path, "cannot follow the symbolic link \(here): \(e ?? .tooManySymbolicLinkLevels)")
+                }
+                pending.append(contentsOf: text.split(separator: "/").map(String.init).reversed())
+                if text.hasPrefix("/") {
+                    try? current.close()
+                    current = try openDirectory(at: nil, "/", shown: text, writing: writing)
+                    shown = ""
+                }
+                continue
+            }
+            if pending.isEmpty {
+                return Location(directory: current, name: component, path: path, status: status)
+            }
+            guard status.isDirectory else {
+                try? current.close()
+                throw FileError(kind, path: path, "\(here) is \(status.typeName), not a directory")
+            }
+            let next: FileDescriptor
+            do throws(FileError) {
+                next = try openDirectory(at: current, component, shown: here, writing: writing)
+            } catch {
+                try? current.close()
+                throw error
+            }
+            try? current.close()
+            current = next
+            shown = here
+        }
+    }
+
+    private static func openDirectory(
+        at directory: FileDescriptor?, _ name: String, shown: String, writing: Bool
+    ) throws(FileError) -> FileDescriptor {
+        let (fd, e) = Sys.open(at: directory, name, Sys.openPathOnly | O_DIRECTORY | O_NOFOLLOW)
+        guard let fd else {
+            throw lookupFailure(e ?? .ioError, path: shown, at: shown, writing: writing)
+        }
+        return fd
+    }
+
+    /// A failed `lstat`/`open` on the way to a file. EACCES is "cannot be looked up", never
+    /// "does not exist".
+    fileprivate static func lookupFailure(_ e: Errno, path: String, at here: String, writing: Bool) -> FileError {
+        let kind: FileError.Kind = writing ? .cannotWrite : .notFound
+        let place = here.hasPrefix("./") ? String(here.dropFirst(2)) : here
+        switch e {
+        case .noSuchFileOrDirectory:
+            if writing {
+                return FileError(.cannotWrite, path: path, "directory \(place) does not exist")
+            }
+            return FileError(
+                .notFound, path: path, "no such file (\(place) does not exist)",
+                hint: "check the path, or create one with `ibeacon profile new`")
+        case .permissionDenied, .notPermitted:
+            return FileError(
+                kind, path: path, "\(place) cannot be looked up: permission denied",
+                hint: "run as a user who may read that directory")
+        case .notDirectory:
+            return FileError(kind, path: path, "\(place) is not a directory")
+        case .tooManySymbolicLinkLevels:
+            return FileError(kind, path: path, "\(place) was replaced by a symbolic link while ibeacon opened it")
+        default:
+            return FileError(writing ? .cannotWrite : .io, path: path, "\(place): \(e)")
+        }
+    }
+}
+
+/// A file's place, reached without following untrusted links: its directory, opened once, and
+/// its name there. Everything that reads, locks or replaces the file goes through it.
+struct Location {
+    let directory: FileDescriptor
+    let name: String
+    /// The path as the user gave it, for messages.
+    let path: String
+    /// The entry's `lstat` when it was located; nil when it does not exist.
+    let status: FileStatus?
+
+    func close() { try? directory.close() }
+
+    /// Whether both name the same directory entry, or the same file.
+    func isSameEntry(as other: Location) -> Bool {
+        if let a = status, let b = other.status, a.identity == b.identity { return true }
+        guard name == other.name, let a = Sys.status(directory), let b = Sys.status(other.directory) else {
+            return false
+        }
+        return a.identity == b.identity
+    }
+
+    /// Refuses anything but a regular file, from its `lstat` (before any open).
+    func requireRegular(_ status: FileStatus, replacing: Bool) throws(FileError) {
+        guard !status.isRegular else { return }
+        if status.isDirectory && !replacing {
             throw FileError(.notFound, path: path, "is a directory, not a profile file")
         }
+        throw FileError(
+            replacing ? .cannotWrite : .notFound, path: path,
+            "is \(status.typeName), not a regular file; ibeacon \(replacing ? "does not replace" : "does not read") it",
+            hint: "give the path of a profile file")
+    }
+
+    /// Opens the existing regular file for reading: refused from its `lstat` when it is not
+    /// regular, opened `O_NOFOLLOW | O_NONBLOCK`, then checked again with `fstat` (it must
+    /// still be the inode that was looked at).
+    func openExisting() throws(FileError) -> (FileDescriptor, FileStatus) {
+        let (found, error) = Sys.lstat(at: directory, name)
+        guard let seen = found else {
+            throw ProfileStore.lookupFailure(error ?? .ioError, path: path, at: path, writing: false)
+        }
+        try requireRegular(seen, replacing: false)
+        let (opened, e) = Sys.open(at: directory, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
+        guard let fd = opened else { throw openFailure(e ?? .ioError, writing: false) }
+        guard let status = Sys.status(fd), status.isRegular, status.identity == seen.identity else {
+            try? fd.close()
+            throw FileError(.io, path: path, "was replaced while ibeacon opened it", hint: "run the command again")
+        }
+        Sys.setBlocking(fd)
+        return (fd, status)
+    }
+
+    /// Reads the whole existing file, refusing one over `maximumSize`.
+    func readExisting() throws(FileError) -> (bytes: [UInt8], status: FileStatus) {
+        let (fd, status) = try openExisting()
+        defer { try? fd.close() }
+        return (try readAll(fd, status), status)
+    }
+
+    /// Reads an open file to its end, refusing one over `maximumSize`.
+    func readAll(_ fd: FileDescriptor, _ status: FileStatus) throws(FileError) -> [UInt8] {
+        let tooLarge = FileError(
+            .badData, path: path, "is larger than 1 MiB; this is not a profile file",
+            hint: "profiles are a few hundred bytes: check the file name")
+        if status.size > ProfileStore.maximumSize { throw tooLarge }
         var out: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
@@ -27,165 +456,254 @@ public enum ProfileStore {
             }
             if n == 0 { break }
             out += chunk[0..<n]
-            // Profiles are a few hundred bytes; refuse anything absurd instead of filling memory.
-            if out.count > 1 << 20 {
-                throw FileError(.io, path: path, "is larger than 1 MiB; this is not a profile file")
-            }
+            if out.count > ProfileStore.maximumSize { throw tooLarge }  // grew while reading
         }
         return out
     }
 
-    /// A held exclusive lock on a profile file. Release it with `unlock()`.
-    public final class Lock: @unchecked Sendable {
-        private var fd: FileDescriptor?
-        fileprivate init(fd: FileDescriptor) { self.fd = fd }
-        public func unlock() {
-            try? fd?.close()  // closing the descriptor releases the flock
-            fd = nil
+    func openFailure(_ e: Errno, writing: Bool) -> FileError {
+        switch e {
+        case .permissionDenied, .notPermitted, .readOnlyFileSystem:
+            if writing {
+                return FileError(
+                    .cannotWrite, path: path, "cannot create a file in its directory: \(e)",
+                    hint: "the directory must be writable to replace the file safely")
+            }
+            return FileError(.notFound, path: path, "cannot be read: permission denied")
+        case .fileExists:
+            return FileError(.cannotWrite, path: path, "already exists (it appeared while ibeacon was writing)")
+        case .tooManySymbolicLinkLevels:
+            return FileError(
+                writing ? .cannotWrite : .notFound, path: path,
+                "was replaced by a symbolic link while ibeacon opened it; nothing was written")
+        default:
+            return ProfileStore.lookupFailure(e, path: path, at: path, writing: writing)
         }
-        deinit { unlock() }
     }
 
-    /// Takes an exclusive, non-blocking lock on `path`. The lock is on the file's inode;
-    /// because writers replace the inode by renaming, the lock is re-taken until it is held on
-    /// the inode that `path` names.
-    public static func lock(_ path: String) throws(FileError) -> Lock {
+    /// Checks, without changing anything, that the file (when it exists) is regular and not
+    /// read-only, and that its directory accepts a new file (by creating and removing one: the
+    /// only test that sees read-only mounts and ACLs).
+    func checkReplaceable() throws(FileError) {
+        if let status {
+            try requireRegular(status, replacing: true)
+            if status.mode & 0o222 == 0 {
+                throw FileError(
+                    .cannotWrite, path: path, "is read-only",
+                    hint: "make it writable (chmod u+w \(path)) or use --dry-run")
+            }
+            if !Sys.isWritable(at: directory, name) {
+                throw FileError(
+                    .cannotWrite, path: path, "is not writable by this user",
+                    hint: "fix its ownership or permissions, or use --dry-run")
+            }
+        }
+        let (fd, temporary) = try createTemporary(like: nil)
+        try? fd.close()
+        Sys.unlink(at: directory, temporary)
+    }
+
+    /// Creates `.NAME.tmp-PID-RANDOM` with `O_EXCL | O_NOFOLLOW`; with `like`, gives it that
+    /// file's owner, group and permission bits (never set-ID bits).
+    func createTemporary(like original: FileStatus?) throws(FileError) -> (FileDescriptor, String) {
+        for _ in 0..<16 {
+            let temporary =
+                ProfileStore.temporaryPrefix(for: name)
+                + "\(Sys.processID())-\(UInt32.random(in: 0...UInt32.max))"
+            let (opened, e) = Sys.open(
+                at: directory, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK,
+                mode: original == nil ? 0o644 : 0o600)
+            if e == .fileExists { continue }  // someone else's name: pick another
+            guard let fd = opened else { throw openFailure(e ?? .ioError, writing: true) }
+            if let original {
+                // Root (or the owner) keeps owner and group; anyone else keeps at least the
+                // group when they belong to it. fchown before fchmod: it clears set-ID bits.
+                if Sys.fchown(fd, uid: original.uid, gid: original.gid) != nil {
+                    _ = Sys.fchown(fd, uid: UInt32.max, gid: original.gid)
+                }
+                _ = Sys.fchmod(fd, original.mode)
+            }
+            return (fd, temporary)
+        }
+        throw FileError(.cannotWrite, path: path, "cannot create a temporary file next to it (names keep colliding)")
+    }
+
+    /// Writes `bytes` to a new temporary file and flushes it.
+    private func writeTemporary(_ bytes: [UInt8], like original: FileStatus?) throws(FileError) -> String {
+        let (fd, temporary) = try createTemporary(like: original)
+        defer { try? fd.close() }
+        do {
+            _ = try fd.writeAll(bytes)
+        } catch {
+            Sys.unlink(at: directory, temporary)
+            throw FileError(.io, path: path, "cannot write the new content: \(error)")
+        }
+        if let e = Sys.fsync(fd) {
+            Sys.unlink(at: directory, temporary)
+            throw FileError(.io, path: path, "cannot flush the new content: \(e)")
+        }
+        return temporary
+    }
+
+    /// Renames `temporary` over the name, provided the name still holds `expected`'s inode.
+    func commit(_ temporary: String, expecting expected: FileStatus) throws(FileError) {
+        let (now, _) = Sys.lstat(at: directory, name)
+        guard let now, now.isRegular, now.identity == expected.identity else {
+            throw FileError(
+                .cannotWrite, path: path,
+                "was replaced, moved or removed by another program while ibeacon was using it; nothing was written",
+                hint: "check the file, then run the command again")
+        }
+        if let e = Sys.rename(at: directory, temporary, name) {
+            throw FileError(.cannotWrite, path: path, "cannot replace the file: \(e)")
+        }
+    }
+
+    /// Replaces the file holding `expected`'s inode with `bytes`.
+    func replace(with bytes: [UInt8], expecting expected: FileStatus) throws(FileError) {
+        // Held open until the rename, so that its inode number cannot be reused by a file
+        // made in its place.
+        let held: FileDescriptor
+        let current: FileStatus
+        do throws(FileError) {
+            (held, current) = try openExisting()
+        } catch {
+            throw FileError(
+                .cannotWrite, path: path,
+                "was replaced, moved or removed by another program since ibeacon read it (now it \(error.message)); nothing was written",
+                hint: "check the file, then run the command again")
+        }
+        defer { try? held.close() }
+        guard current.identity == expected.identity else {
+            throw FileError(
+                .cannotWrite, path: path,
+                "was replaced by another program since ibeacon read it; nothing was written",
+                hint: "check the file, then run the command again")
+        }
+        let temporary = try writeTemporary(bytes, like: current)
+        do throws(FileError) {
+            try commit(temporary, expecting: expected)
+        } catch {
+            Sys.unlink(at: directory, temporary)
+            throw error
+        }
+        syncDirectory()
+        ProfileStore.removeStaleTemporaryFiles(in: directory, name: name)
+    }
+
+    /// Creates the file with `bytes`; fails if the name exists by then (`linkat` never
+    /// replaces).
+    func createNew(_ bytes: [UInt8]) throws(FileError) {
+        let temporary = try writeTemporary(bytes, like: nil)
+        defer { Sys.unlink(at: directory, temporary) }
+        if let e = Sys.link(at: directory, temporary, name) {
+            if e == .fileExists {
+                throw FileError(.cannotWrite, path: path, "already exists", hint: "use --force to overwrite it")
+            }
+            throw FileError(.cannotWrite, path: path, "cannot create the file: \(e)")
+        }
+        syncDirectory()
+    }
+
+    /// Makes a rename durable (`fsync` of the directory; an `O_PATH` descriptor cannot be
+    /// flushed, so the directory is opened for reading through it).
+    private func syncDirectory() {
+        let (fd, _) = Sys.open(at: directory, ".", O_RDONLY | O_DIRECTORY)
+        if let fd {
+            _ = Sys.fsync(fd)
+            try? fd.close()
+        }
+    }
+
+    /// Opens (creating it if needed) and locks `.NAME.lock`. Its permission bits are the
+    /// profile's write bits, its owner and group the profile's (when root makes it), so only
+    /// someone who may write the profile can open it. A lock file that does not look like
+    /// that (planted by another user, or a link) is removed and made again.
+    func takeLock(profile: FileStatus) throws(FileError) -> FileDescriptor {
+        let lockName = ProfileStore.lockName(for: name)
+        let lockPath = path.contains("/") ? String(path[...path.lastIndex(of: "/")!]) + lockName : lockName
+        let bits = (profile.mode & 0o222) | 0o200
+        let user = Sys.effectiveUserID()
         for _ in 0..<8 {
-            let fd: FileDescriptor
-            do {
-                fd = try FileDescriptor.open(FilePath(path), .readOnly, options: [.closeOnExec])
-            } catch {
-                throw classifyOpen(error, path: path, writing: false)
+            var (opened, e) = Sys.open(
+                at: directory, lockName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK, mode: 0o200)
+            let created = opened != nil
+            if e == .fileExists {
+                (opened, e) = Sys.open(at: directory, lockName, O_WRONLY | O_NOFOLLOW | O_NONBLOCK)
+            }
+            guard let fd = opened else {
+                let error = e ?? .ioError
+                if error == .noSuchFileOrDirectory { continue }  // removed meanwhile
+                if error == .tooManySymbolicLinkLevels {
+                    try removeUntrusted(lockName, identity: nil, shown: lockPath, why: "is a symbolic link")
+                    continue
+                }
+                if error == .permissionDenied {
+                    throw FileError(
+                        .cannotWrite, path: path, "cannot open its lock file \(lockPath): permission denied",
+                        hint: "only users who may write the profile may calibrate it")
+                }
+                throw FileError(.cannotWrite, path: path, "cannot open its lock file \(lockPath): \(error)")
+            }
+            if created {
+                if Sys.fchown(fd, uid: profile.uid, gid: profile.gid) != nil {
+                    _ = Sys.fchown(fd, uid: UInt32.max, gid: profile.gid)
+                }
+                _ = Sys.fchmod(fd, bits)
+            }
+            guard let status = Sys.status(fd) else {
+                try? fd.close()
+                throw FileError(.io, path: path, "cannot inspect its lock file \(lockPath)")
+            }
+            if status.links == 0 {  // removed by its holder's unlock since we opened it
+                try? fd.close()
+                continue
+            }
+            let ownerTrusted =
+                status.uid == user || status.uid == 0 || status.uid == profile.uid
+                || (status.gid == profile.gid && profile.mode & 0o020 != 0)
+            let modeTrusted = status.mode & 0o7777 & ~bits == 0
+            guard status.isRegular, status.links == 1, ownerTrusted, modeTrusted else {
+                try? fd.close()
+                try removeUntrusted(
+                    lockName, identity: status.identity, shown: lockPath,
+                    why:
+                        "belongs to uid \(status.uid) with mode \(String(status.mode & 0o7777, radix: 8)), which ibeacon did not make"
+                )
+                continue
             }
             if let e = Sys.tryLockExclusive(fd) {
                 try? fd.close()
                 if e == .wouldBlock || e == .resourceTemporarilyUnavailable {
                     throw FileError(
-                        .locked, path: path, "is being written by another ibeacon process",
+                        .locked, path: path, "is being written by another ibeacon process (it holds \(lockPath))",
                         hint: "wait for the other calibration to finish")
                 }
-                throw FileError(.io, path: path, "cannot lock: \(e)")
+                throw FileError(.io, path: path, "cannot lock \(lockPath): \(e)")
             }
-            if let a = Sys.fstat(fd), let b = Sys.stat(path), a.inode == b.inode, a.device == b.device {
-                return Lock(fd: fd)
+            // The name must still hold the inode locked: one removed (by a run that found it
+            // untrusted) and made again in between would not exclude anyone.
+            if let now = Sys.lstat(at: directory, lockName).0, now.identity == status.identity {
+                return fd
             }
-            try? fd.close()  // replaced while we waited: lock the new file instead
-        }
-        throw FileError(.io, path: path, "keeps being replaced while locking")
-    }
-
-    /// Checks that `path` may be replaced, without changing anything.
-    public static func checkWritable(_ path: String) throws(FileError) {
-        guard let st = Sys.stat(path) else {
-            throw FileError(.notFound, path: path, "does not exist (it may have been moved or deleted)")
-        }
-        if st.mode & 0o222 == 0 {
-            throw FileError(
-                .cannotWrite, path: path, "is read-only",
-                hint: "make it writable (chmod u+w \(path)) or use --dry-run")
-        }
-        if !Sys.isWritable(path) {
-            throw FileError(
-                .cannotWrite, path: path, "is not writable by this user",
-                hint: "fix its ownership or permissions, or use --dry-run")
-        }
-    }
-
-    /// Replaces `path` with `bytes` atomically: a reader (or a crash at any moment) sees either
-    /// the old or the new content, never a mix. Keeps the original's permission bits.
-    public static func writeAtomically(_ path: String, _ bytes: [UInt8]) throws(FileError) {
-        // A profile may be a symbolic link to a shared file: replace the file, keep the link.
-        let target = Sys.realPath(path) ?? path
-        let existing = Sys.stat(target)
-        let file = FilePath(target)
-        let directory = file.removingLastComponent()
-        let name = file.lastComponent?.string ?? "profile"
-        let tempPath = directory.appending(
-            temporaryPrefix(for: name) + "\(Sys.processID())-\(UInt32.random(in: 0...UInt32.max))")
-        let fd: FileDescriptor
-        do {
-            fd = try FileDescriptor.open(
-                tempPath, .writeOnly, options: [.create, .exclusiveCreate, .closeOnExec],
-                permissions: [.ownerReadWrite, .groupRead, .otherRead])
-        } catch {
-            throw classifyOpen(error, path: path, writing: true, directory: directory.string)
-        }
-        var committed = false
-        defer {
             try? fd.close()
-            if !committed { Sys.unlink(tempPath.string) }
         }
-        if let existing { Sys.fchmod(fd, existing.mode) }
-        do {
-            _ = try fd.writeAll(bytes)
-        } catch {
-            throw FileError(.io, path: path, "cannot write the new content: \(error)")
-        }
-        if let e = Sys.fsync(fd) {
-            throw FileError(.io, path: path, "cannot flush the new content: \(e)")
-        }
-        if let e = Sys.rename(tempPath.string, target) {
-            throw FileError(.cannotWrite, path: path, "cannot replace the file: \(e)")
-        }
-        committed = true
-        // Make the rename itself durable.
-        if let dirFD = try? FileDescriptor.open(directory.isEmpty ? "." : directory, .readOnly) {
-            _ = Sys.fsync(dirFD)
-            try? dirFD.close()
-        }
-        removeStaleTemporaryFiles(directory: directory.isEmpty ? "." : directory.string, name: name)
+        throw FileError(
+            .io, path: path, "its lock file \(lockPath) keeps being replaced; is another program removing it?")
     }
 
-    /// Temporary files are named `.NAME.tmp-PID-RANDOM`, next to the profile they replace.
-    static func temporaryPrefix(for name: String) -> String { ".\(name).tmp-" }
-
-    /// A writer killed between creating its temporary file and renaming it (SIGKILL, power
-    /// loss) leaves `.NAME.tmp-PID-RANDOM` behind. After a successful write, remove those whose
-    /// process no longer exists; a live writer's file is never touched.
-    static func removeStaleTemporaryFiles(directory: String, name: String) {
-        let prefix = temporaryPrefix(for: name)
-        for entry in Sys.directoryEntries(directory) where entry.hasPrefix(prefix) {
-            let rest = entry.dropFirst(prefix.count)
-            guard let dash = rest.firstIndex(of: "-"), let pid = Int32(rest[..<dash]),
-                UInt32(rest[rest.index(after: dash)...]) != nil
-            else { continue }  // not a name this store makes
-            if !Sys.processExists(pid) {
-                Sys.unlink(directory + "/" + entry)
-            }
-        }
-    }
-
-    /// Creates a new file with `bytes`; refuses to replace one unless `overwrite` is set.
-    public static func create(_ path: String, _ bytes: [UInt8], overwrite: Bool) throws(FileError) {
-        if !overwrite, Sys.stat(path) != nil {
-            throw FileError(.cannotWrite, path: path, "already exists", hint: "use --force to overwrite it")
-        }
-        if overwrite, Sys.stat(path) != nil { try checkWritable(path) }
-        try writeAtomically(path, bytes)
-    }
-
-    private static func classifyOpen(
-        _ error: any Error, path: String, writing: Bool, directory: String? = nil
-    ) -> FileError {
-        guard let e = error as? Errno else { return FileError(.io, path: path, "\(error)") }
-        switch e {
-        case .noSuchFileOrDirectory:
-            if writing {
-                return FileError(.cannotWrite, path: path, "directory \(directory ?? ".") does not exist")
-            }
-            return FileError(
-                .notFound, path: path, "no such file", hint: "check the path, or create one with `ibeacon profile new`")
-        case .permissionDenied, .notPermitted, .readOnlyFileSystem:
-            if writing {
-                return FileError(
-                    .cannotWrite, path: path, "cannot create a file in \(directory ?? "."): \(e)",
-                    hint: "the directory must be writable to replace the profile safely")
-            }
-            return FileError(.notFound, path: path, "cannot be read: permission denied")
-        case .isDirectory:
-            return FileError(.notFound, path: path, "is a directory, not a profile file")
-        default:
-            return FileError(writing ? .cannotWrite : .io, path: path, "\(e)")
+    /// Removes a lock file ibeacon did not make, provided the name still holds the inode
+    /// inspected (`identity`; nil for a symbolic link, which no ibeacon makes).
+    private func removeUntrusted(
+        _ lockName: String, identity: FileIdentity?, shown: String, why: String
+    ) throws(FileError) {
+        let (now, _) = Sys.lstat(at: directory, lockName)
+        if let identity, now?.identity != identity { return }  // replaced meanwhile: look again
+        if identity == nil, now?.isSymbolicLink != true { return }
+        if let e = Sys.unlink(at: directory, lockName), e != .noSuchFileOrDirectory {
+            throw FileError(
+                .cannotWrite, path: path, "its lock file \(shown) \(why), and cannot be removed: \(e)",
+                hint: "remove it (rm \(shown)) and run the command again")
         }
     }
 }

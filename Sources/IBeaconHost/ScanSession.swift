@@ -49,17 +49,9 @@ public struct ControllerSightingSource: SightingSource {
     public let client: ControllerClient
     public let scanner: Scanner
 
-    /// Source time of each LE Meta event in order (a replayed capture's record times); nil for a
-    /// live receiver, whose time is its clock.
-    public let timeline: [Double]?
-    /// With `timeline`: the source time when the capture ends (its last record).
-    public let endTime: Double?
-
-    public init(client: ControllerClient, scanner: Scanner, timeline: [Double]? = nil, endTime: Double? = nil) {
+    public init(client: ControllerClient, scanner: Scanner) {
         self.client = client
         self.scanner = scanner
-        self.timeline = timeline?.isEmpty == false ? timeline : nil
-        self.endTime = self.timeline == nil ? nil : endTime
     }
 
     public var name: String { client.transport.name }
@@ -76,18 +68,11 @@ public struct ControllerSightingSource: SightingSource {
         tick: @escaping @Sendable (Double) async throws -> ScanControl
     ) async throws {
         let started = ContinuousClock.now
-        let timeline = self.timeline
-        let delivered = Atomic<Int>(0)
-        @Sendable func now() -> Double {
-            guard let timeline else { return started.duration(to: ContinuousClock.now).seconds }
-            let k = delivered.load(ordering: .relaxed)
-            return k == 0 ? 0 : timeline[min(k, timeline.count) - 1]
-        }
+        @Sendable func now() -> Double { started.duration(to: ContinuousClock.now).seconds }
         let client = self.client
         let stopRequested = Atomic<Bool>(false)
         // Reports are handled as they are decoded: no hand-over between tasks per report.
         await client.setEventHandler { event in
-            if timeline != nil { delivered.wrappingAdd(1, ordering: .relaxed) }
             let sightings = Sighting.all(in: event)
             guard !sightings.isEmpty else { return false }
             if stopRequested.load(ordering: .relaxed) { return true }
@@ -121,7 +106,7 @@ public struct ControllerSightingSource: SightingSource {
                 case .wake:
                     if try await tick(now()) == .stop { break loop }
                 case .linkClosed(nil):
-                    _ = try await tick(max(now(), endTime ?? 0))
+                    _ = try await tick(now())
                     break loop  // the end of a replayed capture
                 case .linkClosed(let error?):
                     throw error

@@ -1,13 +1,5 @@
 import IBeaconCore
 
-/// Which side of the HCI a packet crossed.
-public enum PacketDirection: Sendable, Equatable {
-    /// Host to controller (commands, outgoing ACL).
-    case sent
-    /// Controller to host (events, incoming ACL).
-    case received
-}
-
 /// Moves H4 packets between this host and one controller. Transports do no matching of
 /// replies to commands: that is `ControllerClient`'s job.
 public protocol HCITransport: AnyObject, Sendable {

@@ -45,6 +45,13 @@ public final class FakeController: HCITransport, @unchecked Sendable {
     public private(set) var scanFilterDuplicates = false
     private var commandSet: AdvertisingCommandSet?
     public var faults: [HCIOpcode: Fault] = [:]
+    /// Num_HCI_Command_Packets in every answer: 0 plays a controller that, once it has answered,
+    /// accepts no further command (issue 11).
+    public var grantedCredits: UInt8 {
+        get { lock.withLock { credits } }
+        set { lock.withLock { credits = newValue } }
+    }
+    private var credits: UInt8 = 1
     /// Sends that fail before reaching the controller, each used once: as a BlueZ socket
     /// answers ENETDOWN while the kernel is still bringing the adapter up.
     public var sendFailures: [TransportError] {
@@ -131,8 +138,8 @@ public final class FakeController: HCITransport, @unchecked Sendable {
     private func handle(_ packet: H4Packet) -> H4Packet? {
         let opcode = HCIOpcode(rawValue: UInt16(packet.body[0]) | UInt16(packet.body[1]) << 8)
         let p = Array(packet.body.dropFirst(3))
-        func ok(_ rest: [UInt8] = []) -> H4Packet { Self.commandComplete(opcode, [0] + rest) }
-        func fail(_ s: HCIStatus) -> H4Packet { Self.commandComplete(opcode, [s.rawValue]) }
+        func ok(_ rest: [UInt8] = []) -> H4Packet { Self.commandComplete(opcode, [0] + rest, credits: credits) }
+        func fail(_ s: HCIStatus) -> H4Packet { Self.commandComplete(opcode, [s.rawValue], credits: credits) }
 
         switch faults[opcode] {
         case .noAnswer: return nil

@@ -4,6 +4,10 @@ import Logging
 import Synchronization
 import SystemPackage
 
+/// Most packets a transport keeps waiting for its consumer (at most 1028 bytes each, so about
+/// 1 MiB): beyond that its reader waits (see `Reader.deliver`).
+let maximumWaitingPackets = 1024
+
 /// How the bytes one `read` returns become packets.
 enum ReadFraming: Sendable {
     /// A byte stream (serial, TCP): packets may be split across reads or share one; an
@@ -62,7 +66,8 @@ final class DescriptorLink: Sendable {
         self.writer = Mutex(false)
         let filter = PacketFilterBox()
         self.filter = filter
-        (incoming, continuation) = AsyncThrowingStream.makeStream(of: H4Packet.self, throwing: (any Error).self)
+        (incoming, continuation) = AsyncThrowingStream.makeStream(
+            of: H4Packet.self, throwing: (any Error).self, bufferingPolicy: .bufferingOldest(maximumWaitingPackets))
 
         let reader = Reader(
             name: name, fd: fd, wake: wake.readEnd, framing: framing, continuation: continuation,
@@ -183,7 +188,7 @@ private struct Reader: Sendable {
                 if let failure = inspect(packet) { return finish(failure) }
                 logger.trace("received", metadata: ["device": "\(name)", "packet": "\(packet)"])
                 if filter.consumes(packet) { continue }
-                continuation.yield(packet)
+                if !deliver(packet) { return continuation.finish() }  // close() asked us to stop
             }
             // While scanning (a filter is installed), a controller can send thousands of reports
             // a second. When nothing more is waiting, let them gather for a few milliseconds and
@@ -197,6 +202,19 @@ private struct Reader: Sendable {
                 }
             }
         }
+    }
+
+    /// Hands a packet to the consumer. While `maximumWaitingPackets` are waiting for it, the
+    /// reader waits too (1 ms at a time, still woken by `close()`): the kernel's buffer then fills
+    /// and a peer flooding the link is slowed down, instead of this process' memory growing.
+    /// False when `close()` woke it.
+    private func deliver(_ packet: H4Packet) -> Bool {
+        while case .dropped = continuation.yield(packet) {
+            if let woken = try? Sys.poll([(wake, Sys.pollIn)], timeoutMilliseconds: 1), woken.first != 0 {
+                return false
+            }
+        }
+        return true
     }
 
     private func finish(_ error: TransportError) {

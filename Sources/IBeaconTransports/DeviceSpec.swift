@@ -1,4 +1,5 @@
 import IBeaconHost
+import Logging
 
 /// Whether a serial line uses hardware flow control.
 public enum SerialFlowControl: Sendable, Hashable {
@@ -118,4 +119,22 @@ extension String {
 
 extension Character {
     fileprivate var isASCIIDigit: Bool { isASCII && isNumber }
+}
+
+/// Opens the transport `spec` names: a controller this host talks HCI to. A capture is not a
+/// controller: `btsnoop:` specifications are read by `CaptureSightingSource`.
+public func openTransport(_ spec: DeviceSpec, logger: Logger) throws(TransportError) -> any HCITransport {
+    switch spec {
+    case .hci(let index):
+        return try BlueZHCITransport(index: index, logger: logger)
+    case .serial(let path, let baudRate, let flowControl):
+        return try H4StreamTransport.openSerial(
+            path: path, baudRate: baudRate, flowControl: flowControl, logger: logger)
+    case .tcp(let host, let port):
+        return try H4StreamTransport.connectTCP(host: host, port: port, logger: logger)
+    case .btsnoop(let path):
+        throw TransportError(
+            .badSpecification, "btsnoop:\(path) is a capture, not a controller: it can be scanned, not programmed",
+            hint: "use it with scan or calibrate --dry-run, or give a controller (hciN, serial:, tcp:)")
+    }
 }

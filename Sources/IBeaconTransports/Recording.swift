@@ -15,26 +15,26 @@ public final class BTSnoopFileRecorder: PacketRecorder {
     private let file: Mutex<FileDescriptor?>
     private let firstFailure: Mutex<TransportError?>
 
-    /// Creates (or truncates) `path` and writes the file header.
+    /// Creates `path` and writes the file header. An existing file is refused unless
+    /// `overwrite` (then replaced by a new file, never truncated through a link); symbolic
+    /// links are followed only when they are the user's own or root's; `avoiding` names a file
+    /// the capture must never be (the profile being written).
     ///
     /// - Parameter clock: wall-clock time in microseconds since the Unix epoch; nil for the
     ///   system's real-time clock.
     public init(
-        path: String, logger: Logger, clock: (@Sendable () -> Int64)? = nil
-    ) throws(TransportError) {
+        path: String, overwrite: Bool = false, avoiding: String? = nil, logger: Logger,
+        clock: (@Sendable () -> Int64)? = nil
+    ) throws(FileError) {
         self.path = path
         self.clock = clock ?? { Sys.realtimeMicroseconds() }
         self.logger = logger
-        let fd: FileDescriptor
-        do {
-            fd = try Sys.createFile(path)
-            try Sys.writeAll(fd, BTSnoopFormat.fileHeader())
-        } catch .noSuchFileOrDirectory {
-            throw TransportError(.notFound, "cannot create \(path): its directory does not exist")
-        } catch let error where error == .permissionDenied || error == .readOnlyFileSystem {
-            throw TransportError(.permissionDenied, "cannot create \(path): \(error)", errno: error.rawValue)
+        let fd = try ProfileStore.createForRecording(path, overwrite: overwrite, avoiding: avoiding)
+        do throws(Errno) {
+            try Sys.writeAll(fd, BTSnoop.fileHeader())
         } catch {
-            throw TransportError(.io, "cannot write \(path): \(error)", errno: error.rawValue)
+            Sys.close(fd)
+            throw FileError(.io, path: path, "cannot write the capture: \(error)")
         }
         self.file = Mutex(fd)
         self.firstFailure = Mutex(nil)
@@ -46,7 +46,8 @@ public final class BTSnoopFileRecorder: PacketRecorder {
     public var failure: TransportError? { firstFailure.withLock { $0 } }
 
     public func record(_ packet: H4Packet, direction: PacketDirection) {
-        let bytes = BTSnoopFormat.record(packet, direction: direction, unixMicroseconds: clock())
+        let bytes = BTSnoop.encodeRecord(
+            packet: packet, direction: direction, timestampMicros: BTSnoop.timestamp(unixMicroseconds: clock()))
         let error = file.withLock { (fd: inout FileDescriptor?) -> Errno? in
             guard let descriptor = fd else { return nil }
             do throws(Errno) {
@@ -85,13 +86,18 @@ public final class RecordingTransport: HCITransport {
     public init(wrapping inner: any HCITransport, recorder: any PacketRecorder) {
         self.inner = inner
         self.recorder = recorder
-        let (stream, continuation) = AsyncThrowingStream.makeStream(of: H4Packet.self, throwing: (any Error).self)
+        // Bounded like the transports' own streams: while the consumer lags, the forwarder waits
+        // (and with it the transport's reader), so a flood cannot pile up here.
+        let (stream, continuation) = AsyncThrowingStream.makeStream(
+            of: H4Packet.self, throwing: (any Error).self, bufferingPolicy: .bufferingOldest(maximumWaitingPackets))
         incoming = stream
         let forwarder = Task {
             do {
                 for try await packet in inner.incoming {
                     recorder.record(packet, direction: .received)
-                    continuation.yield(packet)
+                    while case .dropped = continuation.yield(packet) {
+                        try await Task.sleep(for: .milliseconds(1))
+                    }
                 }
                 continuation.finish()
             } catch {

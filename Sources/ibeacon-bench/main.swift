@@ -39,7 +39,9 @@ var bodies: [[UInt8]] = []
 do {
     var reader = try BTSnoopReader(bytes: [UInt8](data))
     while let record = try reader.next() {
-        if record.packet.type == .event, record.direction == .received { bodies.append(record.packet.body) }
+        if let packet = record.packet, packet.type == .event, record.direction == .received {
+            bodies.append(packet.body)
+        }
     }
 } catch {
     fail("bad capture: \(error)", 65)

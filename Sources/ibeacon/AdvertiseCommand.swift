@@ -19,7 +19,9 @@ struct AdvertiseCommand: AsyncParsableCommand {
         discussion: """
             Non-connectable (ADV_NONCONN_IND) on all three channels at the profile's interval \
             (default 100 ms), data set before enabling. Prints one status line, then stays quiet. \
-            SIGINT/SIGTERM turn advertising off before exiting. If the controller is reset, \
+            SIGINT/SIGTERM (exit 0) and the other terminating signals, such as SIGHUP (exit 128 + \
+            the signal number), turn advertising off before exiting; SIGPIPE is ignored. If the \
+            controller is reset, \
             power-cycled or reprogrammed behind its back, advertising is re-applied (logged on \
             stderr); if the adapter disappears, it waits for it to return. \
             Under systemd (Type=notify) it reports READY=1 once advertising is on.
@@ -54,8 +56,8 @@ struct AdvertiseCommand: AsyncParsableCommand {
 
     func validate() throws {
         if profile.isEmpty { throw ValidationError("give at least one --profile FILE") }
-        if let duration, !(duration > 0) { throw ValidationError("--duration must be a positive number of seconds") }
-        if !(checkInterval >= 0) { throw ValidationError("--check-interval must be 0 or more seconds") }
+        if let duration { try validateSeconds("--duration", duration, 0.001...maximumRunSeconds) }
+        try validateSeconds("--check-interval", checkInterval, 0.1...86400, zeroAllowed: "disable the check")
     }
 
     func run() async throws {

@@ -24,14 +24,16 @@ struct CalibrateCommand: AsyncParsableCommand {
             then writes measuredPower (rounded dBm) and a calibration record into the profile, \
             atomically, keeping every other key.
 
-            When the precision is not reached by --duration (exit 79) or the level moved during \
-            the run, a person or a door (exit 80), nothing is written: hold still, move away \
+            When the precision is not reached by --duration (exit 80) or the level moved during \
+            the run, a person or a door (exit 81), nothing is written: hold still, move away \
             from people, or give a longer --duration; --force writes the estimate anyway.
 
             --method robust writes the centre of the un-faded distribution instead (Tukey \
             biweight; deep fades do not drag it, but phones do not see it). --offset corrects \
             for a receiver that reads a known number of dB weaker (positive) or stronger \
             (negative) than a reference phone.
+
+            Interrupted (SIGINT, SIGTERM), it writes nothing and exits 130 or 143.
             """)
 
     @Option(help: ArgumentHelp("Profile of the beacon to calibrate; measuredPower is written back.", valueName: "file"))
@@ -86,7 +88,7 @@ struct CalibrateCommand: AsyncParsableCommand {
                 throw ValidationError("--uuid/--major/--minor need --write FILE (or --dry-run)")
             }
         }
-        guard duration > 0, duration <= 3600 else { throw ValidationError("--duration must be within 0…3600 seconds") }
+        try validateSeconds("--duration", duration, 0.001...3600)
         guard precision > 0, precision <= 20 else { throw ValidationError("--precision must be within 0…20 dB") }
         guard abs(offset) <= 40 else { throw ValidationError("--offset must be within -40…40 dB") }
         if let address, BDAddress(address) == nil {
@@ -98,17 +100,42 @@ struct CalibrateCommand: AsyncParsableCommand {
         let logger = logging.makeLogger()
         let command = self
         try await reporting {
-            try await runUntilSignalled { try await command.calibrate(logger: logger) }
+            // Interrupted, it writes nothing and exits 130 (SIGINT) or 143 (SIGTERM).
+            try await runUntilSignalled(interrupt: .abort) { try await command.calibrate(logger: logger) }
         }
     }
 
     func calibrate(logger: Logger) async throws {
         // Everything that can be checked before scanning is checked first, so a read-only or
         // broken profile fails in a second, not after 30 s of measuring.
+        if case .btsnoop = try device.spec(), !dryRun {
+            // A capture was recorded by some receiver at some time: its measurement can be shown,
+            // but written into a profile it would pass for a calibration made here and now.
+            throw CLIError(
+                "calibrate reads \(device.deviceText) only with --dry-run: a capture's measurement is shown, "
+                    + "not written into a profile (calibrate with a live receiver to write measuredPower)",
+                code: Exit.usage)
+        }
         let path = profile ?? write
         var existing: Profile?
-        if let path, profile != nil || FileManager.default.fileExists(atPath: path) {
+        if let path, try profile != nil || ProfileStore.exists(path, writing: !dryRun) {
             existing = try Profile.load(bytes: ProfileStore.read(path), file: path)
+        }
+        // Locked, then read again through the lock: the file replaced at the end is the one
+        // read here, in the directory opened here, whatever happens to the path meanwhile.
+        // The file and its directory must be writable before measuring, not after.
+        var lock: ProfileStore.Lock?
+        defer { lock?.unlock() }
+        if !dryRun, let path {
+            if existing != nil {
+                try ProfileStore.checkWritable(path)
+                let locked = try ProfileStore.lock(path)
+                lock = locked
+                existing = try Profile.load(bytes: locked.read(), file: path)
+                try locked.checkWritable()
+            } else {
+                try ProfileStore.checkWritable(path, mayCreate: true)
+            }
         }
         let target: CalibrationTarget
         if let existing {
@@ -120,12 +147,6 @@ struct CalibrateCommand: AsyncParsableCommand {
                 proximityUUID: UUID(uuidString: uuid ?? "") ?? UUID(), major: UInt16(major ?? 0),
                 minor: UInt16(minor ?? 0), address: address.flatMap(BDAddress.init))
         }
-        var lock: ProfileStore.Lock?
-        if !dryRun, let path, existing != nil {
-            try ProfileStore.checkWritable(path)
-            lock = try ProfileStore.lock(path)
-        }
-        defer { lock?.unlock() }
 
         var settings = CalibrationSettings()
         settings.maximumDuration = .milliseconds(Int64(duration * 1000))
@@ -134,7 +155,7 @@ struct CalibrateCommand: AsyncParsableCommand {
         settings.method = method
         settings.notHeardTimeout = .milliseconds(Int64(min(duration, 10) * 1000))
 
-        let source = try await device.openSightingSource(logger: logger)
+        let source = try await device.openSightingSource(logger: logger, protecting: path)
         let receiverAddress: BDAddress?
         do {
             receiverAddress = try await source.receiverAddress()
@@ -185,27 +206,26 @@ struct CalibrateCommand: AsyncParsableCommand {
                     "estimate": result.estimate, "interval95": result.halfWidth95, "spread": result.spread,
                     "samples": result.samples.count, "seconds": result.seconds,
                     "precisionReached": result.precisionReached, "method": result.method,
-                    "apple": result.apple.map { a -> [(String, Any?)] in
-                        [
-                            ("estimate", a.value + offset), ("interval95", a.halfWidth95), ("seconds", a.seconds),
-                            ("secondSpread", a.secondSpread), ("degreesOfFreedom", a.degreesOfFreedom),
-                            ("slowVariation", a.slowVariation),
-                        ]
+                    "apple": result.apple.map { a in
+                        jsonObject([
+                            "estimate": a.value + offset, "interval95": a.halfWidth95, "seconds": a.seconds,
+                            "secondSpread": a.secondSpread, "degreesOfFreedom": a.degreesOfFreedom,
+                            "slowVariation": a.slowVariation,
+                        ])
                     },
-                    "robust": result.robust.map { r -> [(String, Any?)] in
-                        [("estimate", r.value + offset), ("interval95", r.halfWidth95), ("spread", r.spread)]
+                    "robust": result.robust.map { r in
+                        jsonObject(["estimate": r.value + offset, "interval95": r.halfWidth95, "spread": r.spread])
                     },
-                    "drift": result.apple?.drift.map { d -> [(String, Any?)] in
-                        [("difference", d.difference), ("z", d.z), ("large", d.isLarge)]
+                    "drift": result.apple?.drift.map { d in
+                        jsonObject(["difference": d.difference, "z": d.z, "large": d.isLarge])
                     },
                     "transients": (result.apple?.transients ?? []).map {
-                        [("start", $0.start), ("seconds", $0.seconds), ("shift", $0.shift)] as [(String, Any?)]
-                    } as [Any?],
+                        jsonObject(["start": $0.start, "seconds": $0.seconds, "shift": $0.shift])
+                    },
                     "refused": refusal?.reason, "forced": force,
                     "previousMeasuredPower": existing.map { Int($0.measuredPower) }, "written": willWrite,
                     "file": path,
-                    "histogram": histogram.bins.map { [("dBm", $0.dBm), ("count", $0.count)] as [(String, Any?)] }
-                        as [Any?],
+                    "histogram": histogram.bins.map { jsonObject(["dBm": $0.dBm, "count": $0.count]) },
                 ]))
         } else {
             printOut(histogram.rendered(width: 40, mark: result.estimate - result.offset))
@@ -241,6 +261,8 @@ struct CalibrateCommand: AsyncParsableCommand {
                 "the RSSI spread is \(result.spread.fixed(1)) dB (over 8 dB): reflections or obstacles; move to a clearer spot and calibrate again"
             )
         }
+        // A signal during the measurement: the result is partial, and nothing may be written.
+        try Task.checkCancellation()
         if let refusal {
             throw CLIError(
                 refusal.message + (path == nil || dryRun ? "" : "; \(path!) is unchanged"), code: refusal.code)
@@ -257,13 +279,13 @@ struct CalibrateCommand: AsyncParsableCommand {
             ?? Profile.new(
                 uuid: target.proximityUUID, major: target.major, minor: target.minor,
                 measuredPower: result.measuredPower, file: path)
-        if existing != nil {
+        if let lock {
             // Re-read under the lock, so edits made while measuring are kept.
-            updated = try Profile.load(bytes: ProfileStore.read(path), file: path)
+            updated = try Profile.load(bytes: lock.read(), file: path)
         }
         try updated.applyCalibration(measuredPower: result.measuredPower, record: record)
-        if existing != nil {
-            try ProfileStore.writeAtomically(path, updated.encoded())
+        if let lock {
+            try lock.replace(with: updated.encoded())
         } else {
             try ProfileStore.create(path, updated.encoded(), overwrite: false)
         }

@@ -72,20 +72,36 @@ struct DecodeCommand: AsyncParsableCommand {
                 }
                 return
             }
-            var reports: [Any?] = []
+            var reports: [JSONValue] = []
             for (i, s) in sightings.enumerated() {
-                let structures = try parseAD(s.data, what: "report \(i + 1) data")
+                // Like scan: a report whose advertising data is malformed (common in the wild) is
+                // still a report; the problem is shown with it and it holds no iBeacon.
+                let structures: [ADStructure]
+                var adError: String?
+                do {
+                    structures = try ADStructure.parse(s.data)
+                } catch {
+                    structures = []
+                    adError = "malformed advertising data: \(error)"
+                }
                 if json {
-                    reports.append(
-                        [
-                            ("address", s.address.description), ("addressType", s.addressType.description),
-                            ("rssi", s.rssi.map { Int($0) }), ("extended", s.extended),
-                        ] + adJSON(s.data, structures))
+                    var pairs: JSONPairs = [
+                        ("address", s.address.description), ("addressType", s.addressType.description),
+                        ("rssi", s.rssi.map { Int($0) }), ("extended", s.extended),
+                    ]
+                    pairs += adJSON(s.data, structures)
+                    if let adError { pairs.append(("adError", adError)) }
+                    reports.append(jsonObject(pairs))
                 } else {
                     printOut(
                         "report \(i + 1) of \(sightings.count): \(s.address) (\(s.addressType)), RSSI \(s.rssi.map { "\($0) dBm" } ?? "not available")\(s.extended ? ", extended" : "")"
                     )
-                    printAD(structures, indent: "  ")
+                    if let adError {
+                        printOut("  \(adError)")
+                        printOut("  data: \(s.data.hexString)")
+                    } else {
+                        printAD(structures, indent: "  ")
+                    }
                 }
             }
             if json { printOut(jsonLine(["kind": "advertisingReport", "reports": reports])) }
@@ -100,27 +116,26 @@ struct DecodeCommand: AsyncParsableCommand {
         }
     }
 
-    private func adJSON(_ bytes: [UInt8], _ structures: [ADStructure]) -> [(String, Any?)] {
+    private func adJSON(_ bytes: [UInt8], _ structures: [ADStructure]) -> JSONPairs {
         let beacon = IBeacon.find(in: structures)
         return [
             ("data", bytes.hexString),
             (
                 "structures",
-                structures.map { s -> Any? in
-                    [
-                        ("type", Int(s.type.rawValue)), ("name", s.type.name), ("data", s.data.hexString),
-                        ("summary", s.summary),
-                    ]
-                        as [(String, Any?)]
-                } as [Any?]
+                structures.map { s in
+                    jsonObject([
+                        "type": Int(s.type.rawValue), "name": s.type.name, "data": s.data.hexString,
+                        "summary": s.summary,
+                    ])
+                }
             ),
             (
                 "ibeacon",
                 beacon.map {
-                    [
-                        ("uuid", $0.uuidString), ("major", Int($0.major)), ("minor", Int($0.minor)),
-                        ("measuredPower", Int($0.measuredPower)),
-                    ] as [(String, Any?)]
+                    jsonObject([
+                        "uuid": $0.uuidString, "major": Int($0.major), "minor": Int($0.minor),
+                        "measuredPower": Int($0.measuredPower),
+                    ])
                 }
             ),
         ]
@@ -139,6 +154,6 @@ struct DecodeCommand: AsyncParsableCommand {
     }
 }
 
-func + (a: KeyValuePairs<String, Any?>, b: [(String, Any?)]) -> [(String, Any?)] {
+func + (a: KeyValuePairs<String, (any JSONConvertible)?>, b: JSONPairs) -> JSONPairs {
     a.map { ($0.key, $0.value) } + b
 }

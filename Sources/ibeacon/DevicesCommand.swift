@@ -17,7 +17,8 @@ struct DevicesCommand: AsyncParsableCommand {
             let adapters = try listAdapters()
             if json {
                 for a in adapters {
-                    printOut(jsonLine(["name": a.name, "address": a.address, "up": a.isUp, "bus": a.bus]))
+                    printOut(
+                        jsonLine(["name": a.name, "address": a.address.description, "up": a.isUp, "bus": "\(a.bus)"]))
                 }
                 return
             }

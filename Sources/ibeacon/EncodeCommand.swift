@@ -110,13 +110,12 @@ struct EncodeCommand: AsyncParsableCommand {
                         "minor": Int(spec.beacon.minor),
                         "measuredPower": Int(spec.beacon.measuredPower), "intervalMs": spec.intervalMilliseconds,
                         "advertisingData": data.hexString, "mode": mode.rawValue,
-                        "commands": commands.map { c -> Any? in
-                            [
-                                ("name", type(of: c).opcode.name), ("opcode", type(of: c).opcode.hex),
-                                ("h4", c.packet.bytes.hexString),
-                            ]
-                                as [(String, Any?)]
-                        } as [Any?],
+                        "commands": commands.map { c in
+                            jsonObject([
+                                "name": type(of: c).opcode.name, "opcode": type(of: c).opcode.hex,
+                                "h4": c.packet.bytes.hexString,
+                            ])
+                        },
                     ]))
                 return
             }

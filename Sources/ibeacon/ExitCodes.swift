@@ -1,6 +1,7 @@
 import ArgumentParser
 import IBeaconCore
 import IBeaconHost
+import IBeaconTransports
 
 /// The process exit codes, from sysexits(3). The README and `ibeacon --help` list them; this
 /// file is the only place that maps errors to them.
@@ -28,10 +29,12 @@ enum Exit {
     static let controllerError: Int32 = 76
     /// Permission denied: missing capabilities (EX_NOPERM).
     static let permission: Int32 = 77
+    /// A capture's end is cut or damaged: every complete record before it was read and shown.
+    static let damagedCapture: Int32 = 79
     /// calibrate: the precision was not reached by --duration; nothing written (not a sysexits code).
-    static let calibrationImprecise: Int32 = 79
+    static let calibrationImprecise: Int32 = 80
     /// calibrate: the level drifted during the run; nothing written (not a sysexits code).
-    static let calibrationDrift: Int32 = 80
+    static let calibrationDrift: Int32 = 81
 
     static let helpText = """
         EXIT CODES
@@ -51,10 +54,15 @@ enum Exit {
               ibeacon
           76  controller rejected a command (the message names command and status)
           77  permission denied (capabilities CAP_NET_RAW/CAP_NET_ADMIN)
-          79  calibrate: precision not reached by --duration; nothing written
+          79  btsnoop:FILE cut short or damaged: every complete record was read,
+              the warning names the byte offset
+          80  calibrate: precision not reached by --duration; nothing written
               (hold still, run longer, or --force)
-          80  calibrate: the level moved during the run (a person, a door);
+          81  calibrate: the level moved during the run (a person, a door);
               nothing written (calibrate again, or --force)
+          128+N  stopped by signal N after cleaning up: calibrate interrupted
+              (130 SIGINT, 143 SIGTERM; nothing written), advertise or scan ended by
+              SIGHUP (129), SIGUSR1 (138), ... (SIGINT/SIGTERM end those with 0)
         """
 }
 
@@ -81,14 +89,17 @@ func classify(_ error: any Error) -> (message: String, code: Int32) {
         case .notFound: return (e.description, Exit.noInput)
         case .cannotWrite: return (e.description, Exit.cannotWrite)
         case .locked: return (e.description, Exit.tempFail)
+        case .badData: return (e.description, Exit.dataError)
         case .io: return (e.description, Exit.ioError)
         }
     case let e as TransportError:
         return (e.description, exitCode(for: e.kind))
+    case let e as CaptureError:
+        return (e.description, e.isDamagedTail ? Exit.damagedCapture : Exit.dataError)
     case let e as ControllerError:
         switch e {
         case .commandFailed, .badReply: return (e.description, Exit.controllerError)
-        case .timeout: return (e.description, Exit.tempFail)
+        case .timeout, .noCredits: return (e.description, Exit.tempFail)
         case .transport(let t): return (e.description, exitCode(for: t.kind))
         case .closed: return (e.description, Exit.ioError)
         }

@@ -41,7 +41,7 @@ struct InfoCommand: AsyncParsableCommand {
                         "advertisingSets": info.advertisingSets.map { Int($0) },
                         "maxAdvertisingDataLength": info.maximumAdvertisingDataLength.map { Int($0) },
                         "advertisingTxPower": info.advertisingTxPower.map { Int($0) },
-                        "txPowerRange": info.txPowerRange.map { [Int($0.min), Int($0.max)] as [Any?] },
+                        "txPowerRange": info.txPowerRange.map { [Int($0.min), Int($0.max)] },
                     ]))
                 return
             }

@@ -4,6 +4,7 @@ import IBeaconCore
 import IBeaconHost
 import IBeaconTransports
 import Logging
+import Synchronization
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -54,12 +55,32 @@ private let loggingBootstrap: Void = {
 /// Sends swift-log to stderr, once per process; the level is each logger's (`makeLogger`).
 func bootstrapLogging() { _ = loggingBootstrap }
 
+/// Checks a number of seconds from the command line: finite and within `range` (or exactly 0
+/// when `zeroAllowed`), so that converting it to a `Duration` can neither trap nor spin.
+func validateSeconds(
+    _ option: String, _ value: Double, _ range: ClosedRange<Double>, zeroAllowed: String? = nil
+) throws {
+    if value.isFinite && range.contains(value) { return }
+    if zeroAllowed != nil, value == 0 { return }
+    let zero = zeroAllowed.map { ", or 0 to \($0)" } ?? ""
+    throw ValidationError(
+        "\(option) must be a number of seconds within \(formatSeconds(range.lowerBound))…\(formatSeconds(range.upperBound))\(zero), got \(value)"
+    )
+}
+
+private func formatSeconds(_ s: Double) -> String {
+    s == s.rounded() && abs(s) < 1e15 ? String(Int64(s)) : String(s)
+}
+
+/// The longest `--duration` of advertise and scan: one year (longer runs need no duration).
+let maximumRunSeconds: Double = 366 * 86400
+
 /// `--device`, `--timeout`, `--btsnoop`: how to reach the controller.
 struct DeviceOptions: ParsableArguments {
     @Option(
         name: .shortAndLong,
         help: ArgumentHelp(
-            "Controller: hciN, serial:PATH[,BAUD][,rtscts], tcp:HOST:PORT (default: $IBEACON_DEVICE, else hci0).",
+            "Controller: hciN, serial:PATH[,BAUD][,rtscts], tcp:HOST:PORT; or a capture to read, btsnoop:FILE (default: $IBEACON_DEVICE, else hci0).",
             valueName: "spec"))
     var device: String?
 
@@ -69,56 +90,175 @@ struct DeviceOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Write every HCI packet to FILE (btsnoop, opens in Wireshark).", valueName: "file"))
     var btsnoop: String?
 
+    @Flag(help: "Let --btsnoop replace an existing file (it is refused otherwise).")
+    var overwriteBtsnoop = false
+
+    @Option(
+        help: ArgumentHelp(
+            "btsnoop:FILE of several controllers (btmon): read controller N (default: the one heard first).",
+            valueName: "n"))
+    var index: UInt16?
+
     var deviceText: String {
         device ?? ProcessInfo.processInfo.environment["IBEACON_DEVICE"].flatMap { $0.isEmpty ? nil : $0 } ?? "hci0"
     }
 
     func validate() throws {
-        guard timeout > 0, timeout <= 600 else {
-            throw ValidationError("--timeout must be between 0 and 600 seconds, got \(timeout)")
-        }
+        try validateSeconds("--timeout", timeout, 0.001...600)
     }
 
     func spec() throws -> DeviceSpec { try DeviceSpec(parsing: deviceText) }
 
     /// Opens the transport (wrapped by the btsnoop recorder when asked) and starts a client.
-    func connect(logger: Logger) async throws -> ControllerClient {
+    /// `protecting` is a file the capture must never be (the profile being written).
+    func connect(logger: Logger, protecting: String? = nil) async throws -> ControllerClient {
         let spec = try spec()
-        var transport = try openTransport(spec, logger: logger)
-        if let btsnoop {
-            let recorder = try BTSnoopFileRecorder(path: btsnoop, logger: logger)
+        // The capture file first: refusing it must not cost a connection.
+        let recorder = try btsnoop.map {
+            try BTSnoopFileRecorder(path: $0, overwrite: overwriteBtsnoop, avoiding: protecting, logger: logger)
+        }
+        var transport: any HCITransport
+        do {
+            transport = try openTransport(spec, logger: logger)
+        } catch {
+            recorder?.close()
+            throw error
+        }
+        if let recorder {
             transport = RecordingTransport(wrapping: transport, recorder: recorder)
         }
+        // A replayed capture keeps all its events (its file bounds them); a live controller's
+        // waiting events are bounded.
+        let isReplay = if case .btsnoop = spec { true } else { false }
         let client = ControllerClient(
-            transport: transport, logger: logger, defaultTimeout: .milliseconds(Int64(timeout * 1000)))
+            transport: transport, logger: logger, defaultTimeout: .milliseconds(Int64(timeout * 1000)),
+            eventCapacity: isReplay ? nil : EventQueue.defaultCapacity)
         await client.start()
         return client
     }
 
-    /// The receiver `scan`, `calibrate` and `monitor` take their advertising reports from.
-    func openSightingSource(mode: AdvertisingMode = .auto, logger: Logger) async throws -> any SightingSource {
+    /// The receiver `scan`, `calibrate` and `monitor` take their advertising reports from: a
+    /// controller, or a capture read record by record (`btsnoop:FILE`). `protecting`: as for `connect`.
+    func openSightingSource(
+        mode: AdvertisingMode = .auto, logger: Logger, protecting: String? = nil
+    ) async throws -> any SightingSource {
         let spec = try spec()
-        let client = try await connect(logger: logger)
+        if case .btsnoop(let path) = spec {
+            if btsnoop != nil {
+                throw CLIError(
+                    "--btsnoop records the packets of a controller; \(spec) is a capture, read as it is: drop --btsnoop",
+                    code: Exit.usage)
+            }
+            return try CaptureSightingSource(path: path, controllerIndex: index, logger: logger)
+        }
+        if let index {
+            throw CLIError(
+                "--index \(index) picks a controller in a btsnoop:FILE capture, not in \(spec)", code: Exit.usage)
+        }
+        let client = try await connect(logger: logger, protecting: protecting)
         return ControllerSightingSource(
-            client: client, scanner: Scanner(mode: mode, ownsController: spec.isExclusive, logger: logger),
-            timeline: (client.transport as? BTSnoopReplayTransport)?.reportTimes,
-            endTime: (client.transport as? BTSnoopReplayTransport)?.endTime)
+            client: client, scanner: Scanner(mode: mode, ownsController: spec.isExclusive, logger: logger))
     }
 }
 
-/// Runs `body` until it returns or SIGINT/SIGTERM arrives; on a signal the body's task is
-/// cancelled so it can clean up (turn advertising off) before the process exits.
-func runUntilSignalled(_ body: @escaping @Sendable () async throws -> Void) async throws {
+/// What SIGINT and SIGTERM mean to a long-running command.
+enum InterruptMeaning {
+    /// The normal way to end it (advertise, scan): clean up and exit 0.
+    case stop
+    /// An abort (calibrate): nothing is written, exit 128 + the signal number (130, 143).
+    case abort
+}
+
+/// The signals whose default action ends the process (signal(7)): all are caught, so that
+/// advertising is turned off before exiting. SIGPIPE is ignored instead: a write to a closed
+/// pipe then fails with EPIPE, which the output functions absorb.
+let terminatingSignals: [Int32] = [
+    SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGXCPU, SIGXFSZ, SIGIO, SIGPWR,
+    SIGSTKFLT,
+]
+
+/// After a signal, how long the cleanup (turning advertising off, stopping the scan) may take
+/// before the process exits anyway: a controller that stopped answering cannot hold it.
+let signalGrace: DispatchTimeInterval = .milliseconds(1500)
+
+/// The signal's name, `SIGHUP`.
+func signalName(_ signo: Int32) -> String {
+    let names: [Int32: String] = [
+        SIGINT: "SIGINT", SIGTERM: "SIGTERM", SIGHUP: "SIGHUP", SIGUSR1: "SIGUSR1", SIGUSR2: "SIGUSR2",
+        SIGALRM: "SIGALRM", SIGVTALRM: "SIGVTALRM", SIGPROF: "SIGPROF", SIGXCPU: "SIGXCPU", SIGXFSZ: "SIGXFSZ",
+        SIGIO: "SIGIO", SIGPWR: "SIGPWR", SIGSTKFLT: "SIGSTKFLT", SIGPIPE: "SIGPIPE",
+    ]
+    return names[signo] ?? "signal \(signo)"
+}
+
+/// The first signal received, and whether the body has finished; shared with the handlers.
+private final class SignalState: Sendable {
+    let received = Atomic<Int32>(0)
+    let finished = Atomic<Bool>(false)
+}
+
+/// Runs `body` until it returns or a terminating signal arrives. On a signal the body's task is
+/// cancelled so it can clean up (turn advertising off) before the process exits; if that takes
+/// longer than `signalGrace`, or a second signal comes, the process exits at once, saying so.
+///
+/// Exit status after a signal: 128 + its number (SIGHUP 129, SIGUSR1 138, ...), except SIGINT and
+/// SIGTERM for `.stop`, which end the command normally.
+func runUntilSignalled(
+    interrupt: InterruptMeaning = .stop, _ body: @escaping @Sendable () async throws -> Void
+) async throws {
+    signal(SIGPIPE, SIG_IGN)
+    let state = SignalState()
     let task = Task { try await body() }
-    let sources = [SIGINT, SIGTERM].map { sig -> DispatchSourceSignal in
+    let sources = terminatingSignals.map { sig -> DispatchSourceSignal in
         signal(sig, SIG_IGN)
         let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-        source.setEventHandler { task.cancel() }
+        source.setEventHandler {
+            let first = state.received.compareExchange(expected: 0, desired: sig, ordering: .sequentiallyConsistent)
+            if !first.exchanged {
+                exitNow(sig, "\(signalName(sig)) again: exiting without finishing the cleanup")
+            }
+            task.cancel()
+            DispatchQueue.global().asyncAfter(deadline: .now() + signalGrace) {
+                if !state.finished.load(ordering: .sequentiallyConsistent) {
+                    exitNow(
+                        sig,
+                        "\(signalName(sig)): the cleanup did not finish within 1.5 s (the controller does not answer); "
+                            + "exiting anyway: check with `ibeacon stop` that advertising is off")
+                }
+            }
+        }
         source.resume()
         return source
     }
     defer {
         for source in sources { source.cancel() }
     }
-    try await task.value
+    var failure: (any Error)?
+    do {
+        try await task.value
+    } catch {
+        failure = error
+    }
+    state.finished.store(true, ordering: .sequentiallyConsistent)
+    let sig = state.received.load(ordering: .sequentiallyConsistent)
+    if sig == 0 {
+        if let failure { throw failure }
+        return
+    }
+    if interrupt == .stop && (sig == SIGINT || sig == SIGTERM) {
+        if let failure, !(failure is CancellationError) { throw failure }
+        return
+    }
+    if let failure, !(failure is CancellationError) {
+        let (message, _) = classify(failure)
+        printError("ibeacon: " + message)
+    }
+    printError("ibeacon: stopped by \(signalName(sig))" + (interrupt == .abort ? "; nothing was written" : ""))
+    throw ExitCode(128 + sig)
+}
+
+/// Ends the process now with 128 + `signo`, after a last message.
+private func exitNow(_ signo: Int32, _ message: String) -> Never {
+    printError("ibeacon: " + message)
+    _exit(128 + signo)
 }

@@ -66,10 +66,21 @@ struct ProfileCommand: AsyncParsableCommand {
             abstract: "Validate profiles and show what each beacon will look like.",
             discussion: "Every problem in every file is reported, each naming the file, the key and the allowed range.")
 
-        @Argument(help: ArgumentHelp("Profile files.", valueName: "file"))
+        // Unrecognized options are collected too, so that `-dash.json` is a file name (not
+        // -d -a -s -h …, which printed the help) and `--jsn` gets a message naming it.
+        @Argument(parsing: .allUnrecognized, help: ArgumentHelp("Profile files.", valueName: "file"))
         var files: [String]
         @Flag(help: "One JSON object per file.")
         var json = false
+
+        func validate() throws {
+            guard !files.isEmpty else { throw ValidationError("Missing expected argument '<file> ...'") }
+            for file in files where file.hasPrefix("-") && (try? ProfileStore.exists(file)) != true {
+                throw ValidationError(
+                    "unknown option '\(file)' (and no file of that name); a file whose name starts with - can also be given as ./\(file) or after --"
+                )
+            }
+        }
 
         func run() async throws {
             var worst: (any Error)?
@@ -88,7 +99,7 @@ struct ProfileCommand: AsyncParsableCommand {
                                 "calibrated": p.calibrationRecord != nil,
                             ]))
                     } else {
-                        printOut("\(file): ok\(p.name.map { " — \($0)" } ?? "")")
+                        printOut("\(terminalSafe(file)): ok\(p.name.map { " — \(terminalSafe($0))" } ?? "")")
                         printOut(
                             "  \(b.uuidString) major \(b.major) minor \(b.minor), measured power \(b.measuredPower) dBm, every \(p.intervalMs) ms"
                         )

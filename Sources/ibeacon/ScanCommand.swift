@@ -48,16 +48,32 @@ struct ScanCommand: AsyncParsableCommand {
         for (name, v) in [("--major", major), ("--minor", minor)] {
             if let v, !(0...65535).contains(v) { throw ValidationError("\(name) \(v) is outside 0…65535") }
         }
-        if let duration, !(duration > 0) { throw ValidationError("--duration must be a positive number of seconds") }
+        if let duration { try validateSeconds("--duration", duration, 0.001...maximumRunSeconds) }
     }
 
-    func matches(_ s: Sighting) -> Bool {
-        guard let b = s.beacon else { return all && uuid == nil && major == nil && minor == nil }
-        if let uuid, UUID(uuidString: uuid) != b.proximityUUID { return false }
-        if let major, Int(b.major) != major { return false }
-        if let minor, Int(b.minor) != minor { return false }
-        return true
+    /// Which reports to show, read once from the options (an option's value is slow to read
+    /// through its property wrapper, and this runs for every report).
+    struct Filter: Sendable {
+        var uuid: UUID?
+        var major: Int?
+        var minor: Int?
+        var all: Bool
+        var anyIdentity: Bool { uuid == nil && major == nil && minor == nil }
+
+        func matches(_ s: Sighting) -> Bool {
+            guard let b = s.beacon else { return all && anyIdentity }
+            if let uuid, uuid != b.proximityUUID { return false }
+            if let major, Int(b.major) != major { return false }
+            if let minor, Int(b.minor) != minor { return false }
+            return true
+        }
     }
+
+    var filter: Filter {
+        Filter(uuid: uuid.flatMap { UUID(uuidString: $0) }, major: major, minor: minor, all: all)
+    }
+
+    func matches(_ s: Sighting) -> Bool { filter.matches(s) }
 
     func run() async throws {
         let logger = logging.makeLogger()
@@ -76,6 +92,8 @@ struct ScanCommand: AsyncParsableCommand {
         var reports = 0
         /// The source's time of the latest report or tick.
         var time: Double = 0
+        /// --json lines not yet written (a capture is read faster than line-by-line writes).
+        var pending: [UInt8] = []
     }
 
     func scan(logger: Logger) async throws {
@@ -84,25 +102,41 @@ struct ScanCommand: AsyncParsableCommand {
         let deadline = duration
         let state = Mutex(State())
         let command = self
+        let filter = self.filter
         let json = self.json
+        // A capture's lines go out in blocks of 64 KiB; a receiver's as each event is heard.
+        var buffered = false
+        if case .btsnoop = try device.spec() { buffered = true }
+        let flushSize = buffered ? 65536 : 0
         var failure: (any Error)?
         do {
             try await source.scan(
                 tickInterval: .seconds(1),
                 receive: { sightings, t in
                     state.withLock { state in
-                        for s in sightings where command.matches(s) {
+                        for s in sightings where filter.matches(s) {
                             state.reports += 1
-                            state.table.record(s, now: t)
-                            if json { printOut(command.jsonReport(s, t: t)) }
+                            if json {
+                                command.appendJSONReport(s, t: t, to: &state.pending)
+                            } else {
+                                state.table.record(s, now: t)
+                            }
                         }
                         state.time = max(state.time, t)
+                        if state.pending.count >= flushSize {
+                            writeOut(state.pending)
+                            state.pending.removeAll(keepingCapacity: true)
+                        }
                     }
+                    // The batch that reaches --duration is shown, then the scan stops (a live
+                    // scan's clock includes setting the controller up).
                     if let deadline, t >= deadline { return .stop }
                     return .proceed
                 },
                 tick: { t in
                     let table = state.withLock { state in
+                        writeOut(state.pending)
+                        state.pending.removeAll(keepingCapacity: true)
                         state.time = max(state.time, t)
                         state.table.prune(now: t)
                         return state.table
@@ -114,6 +148,10 @@ struct ScanCommand: AsyncParsableCommand {
         } catch {
             failure = error
         }
+        state.withLock { state in
+            writeOut(state.pending)
+            state.pending.removeAll()
+        }
         if !json && !live {
             let (table, reports, t) = state.withLock { ($0.table, $0.reports, $0.time) }
             render(table, now: t, live: false)
@@ -123,19 +161,29 @@ struct ScanCommand: AsyncParsableCommand {
         if let failure { throw failure }
     }
 
-    func jsonReport(_ s: Sighting, t: Double) -> String {
+    /// One JSON line per report: t, address, addressType, rssi, uuid, major, minor,
+    /// measuredPower, distance, proximity, data (hex), appended to `buffer`.
+    func appendJSONReport(_ s: Sighting, t: Double, to buffer: inout [UInt8]) {
         let b = s.beacon
         let distance = b.flatMap { beacon in
             s.rssi.flatMap { estimatedDistance(rssi: Double($0), measuredPower: Double(beacon.measuredPower)) }
         }
-        return jsonLine([
-            "t": (t * 1000).rounded() / 1000, "address": s.address.description,
-            "addressType": s.addressType.description,
-            "rssi": s.rssi.map { Int($0) }, "uuid": b?.uuidString, "major": b.map { Int($0.major) },
-            "minor": b.map { Int($0.minor) }, "measuredPower": b.map { Int($0.measuredPower) },
-            "distance": distance, "proximity": b == nil ? nil : Proximity(distance: distance).rawValue,
-            "data": s.data.hexString,
-        ])
+        let addressType = s.addressType.description
+        // Keys and fixed values ~250 bytes; the address type may need escaping; data in hex.
+        let maximum = 300 + 6 * addressType.utf8.count + 2 * s.data.count
+        JSONLineBuilder.append(to: &buffer, maximumLength: maximum) { line in
+            line.number("t", (t * 1000).rounded() / 1000, decimals: 3)
+            line.address("address", s.address)
+            line.string("addressType", addressType)
+            line.integer("rssi", s.rssi.map { Int($0) })
+            line.uuid("uuid", b?.proximityUUID)
+            line.integer("major", b.map { Int($0.major) })
+            line.integer("minor", b.map { Int($0.minor) })
+            line.integer("measuredPower", b.map { Int($0.measuredPower) })
+            line.number("distance", distance)
+            line.string("proximity", b == nil ? nil : Proximity(distance: distance).rawValue)
+            line.hex("data", s.data)
+        }
     }
 
     func render(_ table: SightingTable, now: Double, live: Bool) {

@@ -1,3 +1,4 @@
+import IBeaconTestSupport
 import Testing
 
 @testable import IBeaconCore
@@ -32,14 +33,14 @@ struct BTSnoopTests {
         #expect(records[0].direction == .sent)
         #expect(records[1].packet == H4Packet(type: .event, body: [0x0E, 0x04, 0x01, 0x0A, 0x20, 0x0C]))
         #expect(records[1].direction == .received)
-        #expect(records[2].packet.type == .acl)
+        #expect(records[2].packet?.type == .acl)
         #expect(records[2].direction == .received)
         #expect(records[2].originalLength == 10)
-        #expect(try HCIEvent.decode(records[1].packet.body).status == .commandDisallowed)
+        #expect(try HCIEvent.decode(try #require(records[1].packet).body).status == .commandDisallowed)
     }
 
     @Test func writesWhatBumbleWrites() throws {
-        let packets: [(H4Packet, BTSnoopDirection)] = [
+        let packets: [(H4Packet, PacketDirection)] = [
             (H4Packet(type: .command, body: [0x0A, 0x20, 0x01, 0x01]), .sent),
             (H4Packet(type: .event, body: [0x0E, 0x04, 0x01, 0x0A, 0x20, 0x0C]), .received),
             (H4Packet(type: .acl, body: [0x01, 0x20, 0x05, 0x00, 0x01, 0x02, 0x03, 0x04, 0x05]), .received),
@@ -80,9 +81,18 @@ struct BTSnoopTests {
         var version = BTSnoop.fileHeader()
         version[11] = 2
         #expect(throws: BTSnoopError.unsupportedVersion(2)) { try BTSnoopReader(bytes: version) }
-        #expect(throws: BTSnoopError.unsupportedDatalink(2001)) {
-            try BTSnoopReader(bytes: BTSnoop.fileHeader(datalink: .linuxMonitor))
+        #expect(throws: BTSnoopError.unsupportedDatalink(1003)) {
+            try BTSnoopReader(bytes: BTSnoop.fileHeader(datalink: .bcsp))
         }
+        #expect(throws: Never.self) { try BTSnoopReader(bytes: BTSnoop.fileHeader(datalink: .linuxMonitor)) }
+        // Cut inside the header: truncated, whatever field the cut falls in (not "version").
+        for cut in 0..<16 {
+            #expect(throws: BTSnoopError.truncatedHeader(available: cut)) {
+                try BTSnoopReader(bytes: Array(BTSnoop.fileHeader().prefix(cut)))
+            }
+        }
+        // Not btsnoop, seen as soon as a byte differs, even in a short file.
+        #expect(throws: BTSnoopError.badMagic(Array("P".utf8))) { try BTSnoopReader(bytes: Array("PK".utf8)) }
         #expect(throws: Never.self) { try BTSnoopReader(bytes: BTSnoop.fileHeader(datalink: .h1)) }
     }
 
@@ -115,11 +125,19 @@ struct BTSnoopTests {
             [0, 0, 0, 5, 0, 0, 0, 6, 0, 0, 0, 2, 0, 0, 0, 0] + [UInt8](repeating: 0, count: 8) + [1, 2, 3, 4, 5, 6]
         var reader = try BTSnoopReader(bytes: file)
         #expect(throws: BTSnoopError.self) { try reader.next() }
-        // empty H4 record: no type byte
+        // An included length beyond the largest HCI packet is damage, not a 4 GiB packet to buffer.
+        var huge = BTSnoop.fileHeader()
+        huge += [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xF0] + [UInt8](repeating: 0, count: 16)
+        var hugeReader = try BTSnoopReader(bytes: huge)
+        #expect(throws: BTSnoopError.self) { try hugeReader.next() }
+        // An empty H4 record (no type byte) is a record without a packet, and reading goes on.
         var empty = BTSnoop.fileHeader()
         empty += [UInt8](repeating: 0, count: 24)
+        empty += BTSnoop.encodeRecord(
+            packet: H4Packet(type: .event, body: [0x10, 0x01, 0x2A]), direction: .received, timestampMicros: 0)
         var emptyReader = try BTSnoopReader(bytes: empty)
-        #expect(throws: BTSnoopError.self) { try emptyReader.next() }
+        let records = try emptyReader.records()
+        #expect(records.map(\.packet) == [nil, H4Packet(type: .event, body: [0x10, 0x01, 0x2A])])
     }
 
     @Test func h1RecordsGetTheirTypeFromFlags() throws {
@@ -133,7 +151,120 @@ struct BTSnoopTests {
         // received data (flags 1)
         file += [0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0] + [UInt8](repeating: 0, count: 8) + [0x99]
         var reader = try BTSnoopReader(bytes: file)
-        let types = try reader.records().map(\.packet.type)
+        let types = try reader.records().map(\.packet?.type)
         #expect(types == [.command, .event, .acl])
+    }
+
+    /// A Linux monitor (2001) file as `btmon -w` writes it (BlueZ src/shared/btsnoop.c
+    /// btsnoop_write_hci: flags = index << 16 | opcode), written by hand here.
+    @Test func monitorRecordsCarryIndexAndOpcode() throws {
+        func record(_ data: [UInt8], index: UInt32, opcode: UInt32) -> [UInt8] {
+            BTSnoop.encodeRecord(data: data, flags: index << 16 | opcode, timestampMicros: 5)
+        }
+        var file = BTSnoop.fileHeader(datalink: .linuxMonitor)
+        file += record([0x00, 0x01, 1, 2, 3, 4, 5, 6] + Array("hci1\0\0\0\0".utf8), index: 1, opcode: 0)  // New Index
+        file += record([0x03, 0x0C, 0x00], index: 1, opcode: 2)  // command on hci1
+        file += record([0x0E, 0x04, 0x01, 0x03, 0x0C, 0x00], index: 1, opcode: 3)  // event on hci1
+        file += record([0x3E, 0x03, 0x02, 0x00, 0x00], index: 0, opcode: 3)  // event on hci0
+        file += record(Array("note".utf8), index: 0xFFFF, opcode: 12)  // system note, no controller
+        var reader = try BTSnoopReader(bytes: file)
+        let records = try reader.records()
+        #expect(records.map(\.controllerIndex) == [1, 1, 1, 0, 0xFFFF])
+        #expect(records.map(\.monitorOpcode) == [.newIndex, .commandPacket, .eventPacket, .eventPacket, .systemNote])
+        #expect(records.map(\.packet?.type) == [nil, .command, .event, .event, nil])
+        #expect(records.map(\.direction) == [.sent, .sent, .received, .received, .sent])
+        #expect(records[3].packet == H4Packet(type: .event, body: [0x3E, 0x03, 0x02, 0x00, 0x00]))
+    }
+
+    /// What the codec writes in each datalink, it reads back the same (packet, direction, time,
+    /// and the controller index in 2001).
+    @Test(arguments: [BTSnoopDatalink.h1, .h4, .linuxMonitor])
+    func roundTripsEachDatalink(datalink: BTSnoopDatalink) throws {
+        let packets: [(H4Packet, PacketDirection)] = [
+            (H4Packet(type: .command, body: [0x0C, 0x20, 0x02, 0x01, 0x00]), .sent),
+            (H4Packet(type: .event, body: [0x0E, 0x04, 0x01, 0x0C, 0x20, 0x00]), .received),
+            (H4Packet(type: .event, body: [0x3E, 0x03, 0x02, 0x00, 0x00]), .received),
+        ]
+        var file = BTSnoop.fileHeader(datalink: datalink)
+        for (k, (packet, direction)) in packets.enumerated() {
+            file += try #require(
+                BTSnoop.encodeRecord(
+                    packet: packet, direction: direction, timestampMicros: 1000 + Int64(k), datalink: datalink,
+                    controllerIndex: 3))
+        }
+        var reader = try BTSnoopReader(bytes: file)
+        #expect(reader.datalink == datalink)
+        let records = try reader.records()
+        #expect(records.map(\.packet) == packets.map(\.0))
+        #expect(records.map(\.direction) == packets.map(\.1))
+        #expect(records.map(\.timestampMicros) == [1000, 1001, 1002])
+        #expect(records.map(\.controllerIndex) == Array(repeating: datalink == .linuxMonitor ? 3 : nil, count: 3))
+    }
+
+    /// Fed whole, one byte at a time, and in random chunks, the decoder returns the same records,
+    /// and it never holds more than one record plus the last chunk.
+    @Test func streamingAnyChunkingGivesTheSameRecords() throws {
+        let file = try #require([UInt8](hex: Self.bumbleFile))
+        var whole = try BTSnoopReader(bytes: file)
+        let expected = try whole.records()
+        var rng = SplitMix64(seed: 7)
+        for chunking in 0..<3 {
+            var decoder = BTSnoopDecoder()
+            var records: [BTSnoopRecord] = []
+            var i = 0
+            while i < file.count {
+                let n = chunking == 0 ? file.count : chunking == 1 ? 1 : Int(rng.next() % 9) + 1
+                decoder.append(file[i..<min(file.count, i + n)])
+                i += n
+                while let r = try decoder.next() { records.append(r) }
+                #expect(decoder.pendingByteCount <= BTSnoop.recordHeaderLength + 10 + n)
+            }
+            try decoder.finish()
+            #expect(records == expected)
+        }
+    }
+
+    /// Found by the fuzzer: fed one byte at a time, a file that starts like the magic and then
+    /// differs failed with fewer "first bytes" than fed whole. The error names the bytes up to
+    /// the first that differs, however the bytes arrive.
+    @Test func badMagicIsTheSameWholeOrChunked() throws {
+        let input = try #require([UInt8](hex: "6201000003ea7000000000010000 03ea"))
+        var whole = BTSnoopDecoder()
+        whole.append(input)
+        #expect(throws: BTSnoopError.badMagic([0x62, 0x01])) { try whole.next() }
+        var chunked = BTSnoopDecoder()
+        var error: BTSnoopError?
+        for b in input where error == nil {
+            chunked.append([b])
+            do { _ = try chunked.next() } catch let e { error = e }
+        }
+        #expect(error == .badMagic([0x62, 0x01]))
+    }
+
+    /// Cut at every offset: every complete record before the cut is returned, then the error
+    /// says truncated and names where the cut record starts.
+    @Test func everyCutReadsTheCompleteRecordsThenNamesTheOffset() throws {
+        let file = try #require([UInt8](hex: Self.bumbleFile))
+        let starts = [16, 45, 76, 110]
+        for cut in 0...file.count {
+            var decoder = BTSnoopDecoder()
+            decoder.append(file.prefix(cut))
+            var count = 0
+            while try decoder.next() != nil { count += 1 }
+            let complete = starts.filter { $0 <= cut }.count - 1
+            #expect(count == max(0, complete), "cut at \(cut)")
+            do {
+                try decoder.finish()
+                #expect(starts.contains(cut), "cut at \(cut) finished cleanly")
+            } catch {
+                #expect(error.isDamagedTail)
+                #expect(error.description.hasPrefix("truncated"), "cut at \(cut): \(error)")
+                if cut < 16 {
+                    #expect(error == .truncatedHeader(available: cut))
+                } else {
+                    #expect(error.offset == starts[complete], "cut at \(cut): \(error)")
+                }
+            }
+        }
     }
 }

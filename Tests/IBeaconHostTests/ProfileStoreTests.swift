@@ -147,18 +147,17 @@ private final class Counters: Sendable {
         again.unlock()
     }
 
-    @Test func lockFollowsTheFileAfterARenameOver() throws {
+    @Test func theLockStillExcludesAfterARenameOver() throws {
         let s = try Scratch()
         defer { s.cleanUp() }
         let p = try s.write("p.json", "{\"v\": 1}\n")
         let old = try ProfileStore.lock(p)
-        // Another writer replaces the file: the old lock is on an inode `p` no longer names.
+        // Another program replaces the file by rename: the lock (on .p.json.lock) still holds.
         try ProfileStore.writeAtomically(p, Array("{\"v\": 2}\n".utf8))
-        let new = try ProfileStore.lock(p)
-        // The new lock is on the new inode: a third taker is refused even after the old lock is gone.
-        old.unlock()
         let error = #expect(throws: FileError.self) { try ProfileStore.lock(p) }
         #expect(error?.kind == .locked)
+        old.unlock()
+        let new = try ProfileStore.lock(p)
         new.unlock()
     }
 
@@ -273,6 +272,6 @@ private final class Counters: Sendable {
         defer { s.cleanUp() }
         let p = try s.write("big.json", String(repeating: " ", count: (1 << 20) + 1))
         let error = #expect(throws: FileError.self) { try ProfileStore.read(p) }
-        #expect(error?.kind == .io)
+        #expect(error?.kind == .badData)
     }
 }

@@ -53,10 +53,11 @@ import Testing
     }
 
     @Test func cannotCreateInAMissingDirectory() {
-        let error = transportError {
+        let error = #expect(throws: FileError.self) {
             _ = try BTSnoopFileRecorder(path: "/nonexistent-ibeacon-dir/x.btsnoop", logger: testLogger)
         }
-        #expect(error?.kind == .notFound)
+        #expect(error?.kind == .cannotWrite)
+        #expect(error?.description.contains("does not exist") == true)
     }
 
     /// tshark (Wireshark's decoder, an independent reader) opens what we write.
@@ -67,180 +68,310 @@ import Testing
         defer { removeTree(dir) }
         let path = dir + "/scan.btsnoop"
         let recorder = try BTSnoopFileRecorder(path: path, logger: testLogger)
-        // Recorded through a RecordingTransport around a replay, as the CLI's --record does.
-        let replay = BTSnoopReplayTransport(
-            name: "test", records: [(Vectors.report1, .received), (Vectors.report2, .received)], logger: testLogger)
-        let transport = RecordingTransport(wrapping: replay, recorder: recorder)
-        let dog = watchdog(transport)
-        defer { dog.cancel() }
-        // Like a host, wait for each reply before the next command.
-        var packets = transport.incoming.makeAsyncIterator()
-        try await transport.send(Vectors.resetCommand)
-        #expect(try await packets.next()?.body.first == 0x0E)
-        try await transport.send(Vectors.scanEnableCommand)
-        var received: [H4Packet] = []
-        while let packet = try await packets.next() { received.append(packet) }
-        #expect(received.count == 3)
+        recorder.record(Vectors.resetCommand, direction: .sent)
+        recorder.record(Vectors.resetComplete, direction: .received)
+        recorder.record(Vectors.scanEnableCommand, direction: .sent)
+        recorder.record(Vectors.scanEnableComplete, direction: .received)
+        recorder.record(Vectors.report1, direction: .received)
+        recorder.record(Vectors.report2, direction: .received)
         recorder.close()
-
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: tshark)
-        process.arguments = ["-r", path, "-T", "fields", "-e", "bthci_cmd.opcode", "-e", "bthci_evt.code"]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
-        let lines = String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
-        // Sent Reset, its (synthetic) Command Complete, sent LE Set Scan Enable, its Command
-        // Complete, then the two LE Meta advertising reports.
+        let lines = try runTShark(path, fields: ["bthci_cmd.opcode", "bthci_evt.code"])
         #expect(lines == ["0x0c03\t", "\t0x0e", "0x200c\t", "\t0x0e", "\t0x3e", "\t0x3e"])
     }
 }
 
-@Suite struct ReplayTests {
-    /// A capture written byte by byte here (not by the module's writer): flags 2 = sent
-    /// command, 3 = received event.
+/// Runs tshark on `path` and returns its lines of `-T fields` output.
+func runTShark(_ path: String, fields: [String]) throws -> [String] {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/tshark")
+    process.arguments = ["-r", path, "-T", "fields"] + fields.flatMap { ["-e", $0] }
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    #expect(process.terminationStatus == 0)
+    return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
+}
+
+/// Collects what a `CaptureSightingSource` delivers.
+final class Delivered: Sendable {
+    let batches = Mutex<[(addresses: [String], time: Double)]>([])
+    let ticks = Mutex<[Double]>([])
+}
+
+@Suite struct CaptureSightingSourceTests {
+    static let t0: UInt64 = 0x00E2_0000_0000_0000
+
+    /// A phone log that starts mid-session: no Reset, no replies to the scan set-up, a failed
+    /// command, other events; reports at 0.5 s, 1.25 s and 3.0 s after the first record.
     static func capture() -> [UInt8] {
         HandmadeBTSnoop.header()
-            + HandmadeBTSnoop.record(Vectors.resetCommand.bytes, flags: 2)
-            + HandmadeBTSnoop.record(Vectors.resetComplete.bytes, flags: 3)
-            + HandmadeBTSnoop.record([0x01, 0x0B, 0x20, 0x00], flags: 2)  // LE Set Scan Parameters
-            + HandmadeBTSnoop.record(Vectors.scanParametersStatus.bytes, flags: 3)
-            + HandmadeBTSnoop.record(Vectors.report1.bytes, flags: 3)
+            + HandmadeBTSnoop.record(Vectors.scanEnableDisallowed.bytes, flags: 3, timestamp: t0)
+            + HandmadeBTSnoop.record(Vectors.report1.bytes, flags: 3, timestamp: t0 + 500_000)
             // Number Of Completed Packets (0x13): neither a reply nor a report.
-            + HandmadeBTSnoop.record([0x04, 0x13, 0x05, 0x01, 0x40, 0x00, 0x01, 0x00], flags: 3)
-            + HandmadeBTSnoop.record(Vectors.scanEnableDisallowed.bytes, flags: 3)
-            + HandmadeBTSnoop.record(Vectors.report2.bytes, flags: 3)
-            + HandmadeBTSnoop.record(Vectors.scanEnableComplete.bytes, flags: 3)
-            // A sent packet that looks like an LE Meta event must not be replayed.
-            + HandmadeBTSnoop.record(Vectors.report1.bytes, flags: 2)
+            + HandmadeBTSnoop.record(
+                [0x04, 0x13, 0x05, 0x01, 0x40, 0x00, 0x01, 0x00], flags: 3, timestamp: t0 + 600_000)
+            // A sent packet that looks like an LE Meta event is not a report.
+            + HandmadeBTSnoop.record(Vectors.report1.bytes, flags: 2, timestamp: t0 + 700_000)
+            + HandmadeBTSnoop.record(Vectors.report2.bytes, flags: 3, timestamp: t0 + 1_250_000)
+            + HandmadeBTSnoop.record(Vectors.report1.bytes, flags: 3, timestamp: t0 + 3_000_000)
     }
 
-    @Test(arguments: [false, true])
-    func answersCommandsThenStreamsReports(extended: Bool) async throws {
+    static func run(_ source: CaptureSightingSource, stopAt: Double? = nil) async throws -> Delivered {
+        let delivered = Delivered()
+        try await source.scan(
+            tickInterval: .seconds(1),
+            receive: { sightings, t in
+                delivered.batches.withLock { $0.append((sightings.map(\.address.description), t)) }
+                if let stopAt, t >= stopAt { return .stop }
+                return .proceed
+            },
+            tick: { t in
+                delivered.ticks.withLock { $0.append(t) }
+                return .proceed
+            })
+        return delivered
+    }
+
+    @Test func reportsCarryTheRecordTimesWhateverCommandsAreMissing() async throws {
         let dir = try makeTemporaryDirectory()
         defer { removeTree(dir) }
         let path = dir + "/scan.btsnoop"
         try writeWholeFile(path, Self.capture())
-        let transport = try openTransport(DeviceSpec(parsing: "btsnoop:\(path)"), logger: testLogger)
-        #expect(transport.name == "btsnoop:\(path)")
-        let dog = watchdog(transport)
-        defer { dog.cancel() }
-        var packets = transport.incoming.makeAsyncIterator()
+        let source = try CaptureSightingSource(path: path, logger: testLogger)
+        #expect(source.name == "btsnoop:\(path)")
+        #expect(try await source.receiverAddress() == nil)
+        let delivered = try await Self.run(source)
+        let batches = delivered.batches.withLock { $0 }
+        #expect(batches.map(\.time) == [0, 0.75, 2.5])
+        #expect(batches.map(\.addresses) == [["C0:FF:EE:12:34:56"], ["D1:02:03:04:05:06"], ["C0:FF:EE:12:34:56"]])
+        // Every second of capture time from the first report, then once at the end.
+        #expect(delivered.ticks.withLock { $0 } == [1, 2, 2.5])
+    }
 
-        try await transport.send(Vectors.resetCommand)
-        #expect(try await packets.next() == Vectors.resetComplete)
-        // Not in the capture: synthetic Command Complete (0E, length 4, 1 packet, 0x2001, status 0).
-        try await transport.send(H4Packet(type: .command, body: [0x01, 0x20, 0x08, 0, 0, 0, 0, 0, 0, 0, 0]))
-        #expect(try await packets.next() == H4Packet(type: .event, body: [0x0E, 0x04, 0x01, 0x01, 0x20, 0x00]))
-        // Recorded Command Status.
-        try await transport.send(H4Packet(type: .command, body: [0x0B, 0x20, 0x00]))
-        #expect(try await packets.next() == Vectors.scanParametersStatus)
-        // A second Reset: the recorded reply is used up, so a synthetic one.
-        try await transport.send(Vectors.resetCommand)
-        #expect(try await packets.next() == H4Packet(type: .event, body: [0x0E, 0x04, 0x01, 0x03, 0x0C, 0x00]))
-        // Disabling the scan answers with the first recorded 0x200C reply and streams nothing.
-        try await transport.send(Vectors.scanDisableCommand)
-        #expect(try await packets.next() == Vectors.scanEnableDisallowed)
+    @Test func stopsWhenTheConsumerSays() async throws {
+        let dir = try makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        let path = dir + "/scan.btsnoop"
+        try writeWholeFile(path, Self.capture())
+        let delivered = try await Self.run(CaptureSightingSource(path: path, logger: testLogger), stopAt: 0.5)
+        #expect(delivered.batches.withLock { $0 }.map(\.time) == [0, 0.75])
+    }
 
-        if extended {
-            try await transport.send(Vectors.extendedScanEnableCommand)
-            #expect(
-                try await packets.next() == H4Packet(type: .event, body: [0x0E, 0x04, 0x01, 0x42, 0x20, 0x00]))
-        } else {
-            try await transport.send(Vectors.scanEnableCommand)
-            #expect(try await packets.next() == Vectors.scanEnableComplete)
+    @Test func receiverAddressFromTheRecordedReadBDAddrReply() async throws {
+        let dir = try makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        let path = dir + "/init.btsnoop"
+        // Command Complete for Read BD_ADDR (0x1009): status 0, address F0:F1:F2:F3:F4:F5 (little-endian).
+        let reply: [UInt8] = [0x04, 0x0E, 0x0A, 0x01, 0x09, 0x10, 0x00, 0xF5, 0xF4, 0xF3, 0xF2, 0xF1, 0xF0]
+        try writeWholeFile(
+            path, HandmadeBTSnoop.header() + HandmadeBTSnoop.record(reply, flags: 3) + Self.capture().dropFirst(16))
+        let source = try CaptureSightingSource(path: path, logger: testLogger)
+        #expect(try await source.receiverAddress()?.description == "F0:F1:F2:F3:F4:F5")
+    }
+
+    /// btmon files: the controller index in the flags picks whose reports are read.
+    @Test func monitorFilePicksAController() async throws {
+        let dir = try makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        let path = dir + "/btmon.btsnoop"
+        var file = BTSnoop.fileHeader(datalink: .linuxMonitor)
+        for (k, (index, report)) in [(1, Vectors.report1), (0, Vectors.report2), (1, Vectors.report1)].enumerated() {
+            file += try #require(
+                BTSnoop.encodeRecord(
+                    packet: report, direction: .received, timestampMicros: Int64(k) * 1_000_000,
+                    datalink: .linuxMonitor,
+                    controllerIndex: UInt16(index)))
         }
-        #expect(try await packets.next() == Vectors.report1)
-        #expect(try await packets.next() == Vectors.report2)
-        // The end of the capture ends the scan: a normal finish, not an error.
-        #expect(try await packets.next() == nil)
-        do {
-            try await transport.send(Vectors.resetCommand)
-            Issue.record("send after the replay ended succeeded")
-        } catch let error as TransportError {
-            #expect(error.kind == .disconnected)
+        try writeWholeFile(path, file)
+        // Default: the controller of the first report (hci1).
+        let first = try await Self.run(CaptureSightingSource(path: path, logger: testLogger))
+        #expect(first.batches.withLock { $0 }.map(\.time) == [0, 2])
+        let zero = try await Self.run(CaptureSightingSource(path: path, controllerIndex: 0, logger: testLogger))
+        #expect(zero.batches.withLock { $0 }.map(\.addresses) == [["D1:02:03:04:05:06"]])
+        let none = try await Self.run(CaptureSightingSource(path: path, controllerIndex: 5, logger: testLogger))
+        #expect(none.batches.withLock { $0 }.isEmpty)
+    }
+
+    /// Cut at every offset after the header: the reports of the complete records are delivered,
+    /// then the error is a damaged tail naming the offset of the cut record.
+    @Test func truncatedFileDeliversCompleteRecordsThenThrows() async throws {
+        let dir = try makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        let path = dir + "/cut.btsnoop"
+        let whole = Self.capture()
+        var starts: [Int] = [16]
+        var decoder = BTSnoopDecoder()
+        decoder.append(whole)
+        while try decoder.next() != nil { starts.append(decoder.offset) }
+        let reportEnds = [starts[2], starts[5], starts[6]]  // the ends of the three received reports
+        for cut in 16..<whole.count {
+            try writeWholeFile(path, Array(whole.prefix(cut)))
+            let source = try CaptureSightingSource(path: path, logger: testLogger)
+            let delivered = Delivered()
+            do {
+                try await source.scan(
+                    tickInterval: .seconds(1),
+                    receive: { s, t in
+                        delivered.batches.withLock { $0.append((s.map(\.address.description), t)) }
+                        return .proceed
+                    }, tick: { _ in .proceed })
+                #expect(starts.contains(cut), "cut at \(cut) read without error")
+            } catch let error as CaptureError {
+                #expect(error.isDamagedTail)
+                #expect(error.problem.offset == starts.last(where: { $0 <= cut }))
+                #expect(error.description.contains("byte offset \(error.problem.offset)"))
+            }
+            #expect(delivered.batches.withLock { $0.count } == reportEnds.filter { $0 <= cut }.count, "cut at \(cut)")
         }
     }
 
-    @Test func missingFile() {
-        let error = transportError {
-            _ = try BTSnoopReplayTransport(path: "/nonexistent/scan.btsnoop", logger: testLogger)
-        }
-        #expect(error?.kind == .notFound)
-        #expect(error?.message == "no capture file /nonexistent/scan.btsnoop")
+    static func realCapture() throws -> [UInt8] {
+        // $IBEACON_CAPTURES, else shared/ beside the repository (where CI puts it), else /work/shared.
+        let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let candidates =
+            [ProcessInfo.processInfo.environment["IBEACON_CAPTURES"]].compactMap { $0 } + [
+                repository.deletingLastPathComponent().appendingPathComponent("shared/captures").path,
+                "/work/shared/captures",
+            ]
+        let directory = candidates.first { FileManager.default.fileExists(atPath: $0) } ?? candidates[0]
+        let original = directory + "/scientistnobee+DSD6__btsnoop_hci.log"
+        return try [UInt8](Data(contentsOf: URL(fileURLWithPath: original)))
     }
 
-    static let badFiles: [([UInt8], String)] = [
-        // Not a btsnoop file at all.
-        (Array("hello world, no snoop".utf8), "missing the 'btsnoop' signature at offset 0"),
-        // Datalink 1003 (BCSP) is not something we can replay.
-        (
-            HandmadeBTSnoop.header(datalink: 1003),
-            "unsupported datalink 1003 (expected 1001, 1002 or 2001) at offset 12"
-        ),
-        // A record header cut short after 10 bytes.
-        (
-            HandmadeBTSnoop.header() + Array(HandmadeBTSnoop.record([0x01], flags: 2).prefix(10)),
-            "truncated record header (10 byte(s) left) at offset 16"
-        ),
-        // The second record's data cut short.
-        (
-            HandmadeBTSnoop.header() + HandmadeBTSnoop.record(Vectors.resetCommand.bytes, flags: 2)
-                + HandmadeBTSnoop.record(Vectors.resetComplete.bytes, flags: 3).dropLast(2),
-            "record of 7 byte(s) is truncated at offset 44"
-        ),
+    /// A real phone log (scientistnobee/DSD6 btsnoop_hci.log, /work/shared/captures/SOURCES.md:
+    /// 12 legacy reports) cut at every offset, through the codec: the complete records are read,
+    /// then a truncation at the start of the cut record (none at a boundary). The decoder is a
+    /// value: each cut starts from a copy taken at the record boundary before it.
+    @Test func everyCutOfARealCaptureThroughTheCodec() throws {
+        let whole = try Self.realCapture()
+        var boundaries: [(offset: Int, decoder: BTSnoopDecoder)] = []
+        var decoder = BTSnoopDecoder()
+        // Feed byte by byte up to the header, then record by record.
+        for cut in 0...whole.count {
+            if cut > 0 { decoder.append(whole[(cut - 1)..<cut]) }
+            var copy = decoder
+            let record = try copy.next()
+            if cut == 16 || record != nil {
+                if record != nil { decoder = copy }  // the record that just completed is taken
+                boundaries.append((cut, decoder))
+                #expect(try decoder.next() == nil, "cut at \(cut)")
+            }
+            var atEnd = decoder
+            do {
+                try atEnd.finish()
+                #expect(cut >= 16 && boundaries.last?.offset == cut, "cut at \(cut) finished cleanly")
+            } catch {
+                #expect(error.isDamagedTail, "cut at \(cut)")
+                #expect(error.offset == (cut < 16 ? cut : boundaries.last?.offset), "cut at \(cut): \(error)")
+                #expect(error.description.hasPrefix("truncated"), "cut at \(cut): \(error)")
+            }
+        }
+        #expect(boundaries.last?.offset == whole.count)
+        #expect(boundaries.count == 1 + (boundaries.last?.decoder.recordsRead ?? 0))
+    }
+
+    /// The same capture cut through the source (a file truncated in place): at every offset of
+    /// the header and the first three records, and 1 byte either side of every record boundary.
+    /// Never a crash; the reports of the complete records in order, then a damaged-tail error
+    /// naming where the cut record starts.
+    @Test func cutsOfARealCaptureThroughTheSource() async throws {
+        let whole = try Self.realCapture()
+        var starts: [Int] = [16]
+        var decoder = BTSnoopDecoder()
+        decoder.append(whole)
+        while try decoder.next() != nil { starts.append(decoder.offset) }
+        #expect(starts.last == whole.count)
+        var cuts = Set(0...starts[3])
+        for s in starts { cuts.formUnion([s - 1, s, s + 1].filter { $0 <= whole.count }) }
+        let dir = try makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        let path = dir + "/cut.log"
+        try writeWholeFile(path, whole)
+        let file = try #require(FileHandle(forWritingAtPath: path))
+        defer { try? file.close() }
+        var all: [String]?
+        for cut in cuts.sorted(by: >) {
+            try file.truncate(atOffset: UInt64(cut))
+            let delivered = Delivered()
+            var problem: BTSnoopError?
+            do {
+                let source = try CaptureSightingSource(path: path, logger: testLogger)
+                try await source.scan(
+                    tickInterval: .seconds(1),
+                    receive: { s, t in
+                        delivered.batches.withLock { $0.append((s.map(\.address.description), t)) }
+                        return .proceed
+                    }, tick: { _ in .proceed })
+            } catch let error as CaptureError {
+                problem = error.problem
+            }
+            let got = delivered.batches.withLock { $0.flatMap(\.addresses) }
+            if all == nil { all = got }
+            #expect(got == Array((all ?? []).prefix(got.count)), "cut at \(cut)")
+            if cut >= 16, starts.contains(cut) {
+                #expect(problem == nil, "cut at \(cut)")
+            } else {
+                #expect(problem?.isDamagedTail == true, "cut at \(cut)")
+                #expect(problem?.offset == (cut < 16 ? cut : starts.last(where: { $0 <= cut })), "cut at \(cut)")
+            }
+        }
+        #expect(all?.count == 12)
+    }
+
+    static let badFiles: [([UInt8], String, Bool)] = [
+        (Array("hello world, no snoop".utf8), "not a btsnoop file", false),
+        (HandmadeBTSnoop.header(datalink: 1003), "datalink HCI BCSP (1003) at byte 12 is not supported", false),
+        (Array(HandmadeBTSnoop.header().prefix(8)), "truncated: the file ends after 8 of the 16 bytes", true),
+        ([], "truncated: the file ends after 0 of the 16 bytes", true),
     ]
 
     @Test(arguments: badFiles)
-    func badFileNamesFileAndOffset(bytes: [UInt8], why: String) throws {
+    func badFilesFailAtOpenNamingTheFile(bytes: [UInt8], why: String, damaged: Bool) throws {
         let dir = try makeTemporaryDirectory()
         defer { removeTree(dir) }
         let path = dir + "/bad.btsnoop"
         try writeWholeFile(path, bytes)
-        let error = transportError { _ = try BTSnoopReplayTransport(path: path, logger: testLogger) }
-        #expect(error?.message == "\(path) is not a usable btsnoop capture: \(why)")
+        do {
+            _ = try CaptureSightingSource(path: path, logger: testLogger)
+            Issue.record("opened \(bytes.count) bad bytes")
+        } catch let error as CaptureError {
+            #expect(error.description.hasPrefix("\(path): "))
+            #expect(error.description.contains(why), "\(error)")
+            #expect(error.isDamagedTail == damaged)
+        }
+    }
+
+    @Test func missingFileAndDirectory() throws {
+        let dir = try makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        for (path, message) in [
+            (dir + "/none.btsnoop", "no capture file \(dir)/none.btsnoop"),
+            (dir, "\(dir) is a directory, not a capture file"),
+        ] {
+            do {
+                _ = try CaptureSightingSource(path: path, logger: testLogger)
+                Issue.record("opened \(path)")
+            } catch let error as TransportError {
+                #expect(error.kind == .notFound)
+                #expect(error.message == message)
+            }
+        }
     }
 
     @Test func readsWhatTheRecorderWrote() async throws {
         let dir = try makeTemporaryDirectory()
         defer { removeTree(dir) }
         let path = dir + "/roundtrip.btsnoop"
-        let recorder = try BTSnoopFileRecorder(path: path, logger: testLogger)
+        let recorder = try BTSnoopFileRecorder(path: path, logger: testLogger) { 1_000_000 }
         recorder.record(Vectors.scanEnableCommand, direction: .sent)
         recorder.record(Vectors.scanEnableDisallowed, direction: .received)
         recorder.record(Vectors.report2, direction: .received)
         recorder.close()
-        let transport = try BTSnoopReplayTransport(path: path, logger: testLogger)
-        var packets = transport.incoming.makeAsyncIterator()
-        try await transport.send(Vectors.scanEnableCommand)
-        #expect(try await packets.next() == Vectors.scanEnableDisallowed)
-        #expect(try await packets.next() == Vectors.report2)
-        #expect(try await packets.next() == nil)
-    }
-}
-
-@Suite struct ReplayTimeTests {
-    /// A replay gives each report its capture time, counted from the scan-parameters command
-    /// (where a live scan's clock starts), and the time the recording ended.
-    @Test func reportTimesAreCaptureTimesSinceTheScanParameters() {
-        // LE Set Scan Parameters (opcode 0x200B, little endian), passive, 10 ms interval/window.
-        let parameters = H4Packet(type: .command, body: [0x0B, 0x20, 0x07, 0x00, 0x10, 0x00, 0x10, 0x00, 0x00, 0x00])
-        let replay = BTSnoopReplayTransport(
-            name: "test",
-            records: [
-                (Vectors.resetCommand, .sent), (parameters, .sent), (Vectors.scanEnableCommand, .sent),
-                (Vectors.report1, .received), (Vectors.report2, .received), (Vectors.scanDisableCommand, .sent),
-            ],
-            timestamps: [1_000_000, 3_000_000, 3_001_000, 3_250_000, 4_500_000, 13_000_000], logger: testLogger)
-        #expect(replay.reportTimes == [0.25, 1.5])
-        #expect(replay.endTime == 10)
-        // Without timestamps there is no capture time: the live clock is used.
-        let untimed = BTSnoopReplayTransport(
-            name: "test", records: [(Vectors.report1, .received)], logger: testLogger)
-        #expect(untimed.reportTimes.isEmpty && untimed.endTime == nil)
+        let delivered = try await Self.run(CaptureSightingSource(path: path, logger: testLogger))
+        #expect(delivered.batches.withLock { $0 }.map(\.addresses) == [["D1:02:03:04:05:06"]])
     }
 }

@@ -6,7 +6,14 @@ legacy scan with their Command Complete events, then LE Advertising Report event
 1-3 reports each (Num_Reports > 1 exercises the multi-report path), a mix of iBeacons
 (20 identities) and other advertisements (names, service data, junk manufacturer data).
 
+With --reports-only it writes no commands at all, only advertising report events, until the
+capture holds exactly REPORTS reports (a log that starts mid-scan, like most phone logs): what
+`make bench-decode` reads through `ibeacon scan --device btsnoop:FILE --json`. --size-mb writes
+events until the file reaches that size instead (the memory benchmark).
+
 usage: make_capture.py OUT.btsnoop [EVENTS]
+       make_capture.py --reports-only OUT.btsnoop REPORTS
+       make_capture.py --reports-only --size-mb MB OUT.btsnoop
 """
 import random
 import struct
@@ -36,8 +43,16 @@ def ibeacon(uuid: bytes, major: int, minor: int, power: int) -> bytes:
 
 
 def main() -> None:
-    out = sys.argv[1]
-    events = int(sys.argv[2]) if len(sys.argv) > 2 else 200_000
+    args = sys.argv[1:]
+    reports_only = '--reports-only' in args
+    args = [a for a in args if a != '--reports-only']
+    size_mb = None
+    if '--size-mb' in args:
+        k = args.index('--size-mb')
+        size_mb = float(args[k + 1])
+        del args[k:k + 2]
+    out = args[0]
+    events = int(args[1]) if len(args) > 1 else 200_000
     rng = random.Random(12)
     uuids = [bytes(rng.getrandbits(8) for _ in range(16)) for _ in range(4)]
     payloads = [ibeacon(uuids[i % 4], 12, i, -59 - i % 5) for i in range(20)]
@@ -50,6 +65,10 @@ def main() -> None:
     t = 1_700_000_000_000_000
     with open(out, 'wb') as fh:
         fh.write(b'btsnoop\0' + struct.pack('>II', 1, 1002))
+        if reports_only:
+            write_reports(fh, rng, payloads, addresses, t, reports=None if size_mb else events,
+                          size=int(size_mb * 1_000_000) if size_mb else None)
+            return
         for opcode, params in [
             (0x0C03, b''), (0x1009, b''), (0x2003, b''),
             (0x200C, b'\x00\x00'), (0x200B, b'\x00\x60\x00\x60\x00\x00\x00'), (0x200C, b'\x01\x00'),
@@ -73,6 +92,23 @@ def main() -> None:
             body = bytes([0x02, n]) + reports
             record(fh, bytes([0x04, 0x3E, len(body)]) + body, True, True, t)
             t += 300
+
+
+def write_reports(fh, rng, payloads, addresses, t, reports, size) -> None:
+    """LE Advertising Report events of 1-3 reports until `reports` reports or `size` bytes."""
+    written = 0
+    while (reports is not None and written < reports) or (size is not None and fh.tell() < size):
+        n = rng.choice((1, 1, 2, 3))
+        if reports is not None:
+            n = min(n, reports - written)
+        body = bytes([0x02, n])
+        for _ in range(n):
+            i = rng.randrange(len(payloads))
+            data = payloads[i]
+            body += bytes([0x03, 0x01]) + addresses[i] + bytes([len(data)]) + data + bytes([rng.randint(-90, -40) & 0xFF])
+        record(fh, bytes([0x04, 0x3E, len(body)]) + body, True, True, t)
+        written += n
+        t += 300
 
 
 if __name__ == '__main__':

@@ -41,3 +41,76 @@ def wait_until(predicate: Callable[[], object], timeout: float, step: float = 0.
         if time.monotonic() >= deadline:
             return False
         time.sleep(step)
+
+
+def start_advertising(ibeacon_bin: Path, harness, profile: Path, *args: str, scanner: bool = True):
+    """Starts `ibeacon advertise` on the harness and waits for its status line (and, with
+    `scanner`, for the peer scanner to hear the beacon). stderr goes to a temporary file (read by
+    `stop_process`), so that a chatty process never blocks on a full pipe."""
+    import tempfile
+
+    err = tempfile.TemporaryFile(mode='w+')
+    proc = subprocess.Popen(
+        [str(ibeacon_bin), 'advertise', '--profile', str(profile), '--device', harness.device_spec, *args],
+        stdout=subprocess.PIPE, stderr=err, text=True,
+    )
+    proc.err_file = err  # type: ignore[attr-defined]
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith('advertising'), (line, _read_err(proc))
+    if scanner:
+        t = time.monotonic()
+        harness.wait_for(lambda e: e['event'] == 'adv' and e['t'] >= t, timeout=5)
+    return proc
+
+
+def _read_err(proc) -> str:
+    err_file = getattr(proc, 'err_file', None)
+    if err_file is not None:
+        err_file.seek(0)
+        return err_file.read()
+    return proc.stderr.read() if proc.stderr is not None else ''
+
+
+def stop_process(proc, sig: int, timeout: float = 5.0) -> tuple[int | None, float, str, str]:
+    """Sends `sig` and waits for the exit: (exit status or None if still running after `timeout`
+    and then killed, seconds to exit, stdout, stderr)."""
+    t0 = time.monotonic()
+    proc.send_signal(sig)
+    try:
+        rc: int | None = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        rc = None
+        proc.kill()
+        proc.wait(timeout=5)
+    elapsed = time.monotonic() - t0
+    out = ''
+    if proc.stdout is not None and not proc.stdout.closed:
+        out = proc.stdout.read()
+    return rc, elapsed, out, _read_err(proc)
+
+
+def advertising_disabled(harness, timeout: float = 3.0) -> bool:
+    """With the harness' --trace: whether the last advertising-enable command the controller
+    received (legacy 0x200A or extended 0x2039) turned advertising off."""
+
+    def last_enable():
+        enables = [
+            e for e in harness.events('hci')
+            if e.get('dir') == 'in' and e.get('opcode') in ('0x200A', '0x2039')
+        ]
+        return enables[-1] if enables else None
+
+    return wait_until(lambda: (e := last_enable()) is not None and e['data'].startswith('00'), timeout)
+
+
+def vm_rss_kib(pid: int) -> int:
+    """Resident memory of a process in KiB (VmRSS in /proc/PID/status); 0 once it has gone."""
+    try:
+        with open(f'/proc/{pid}/status') as status:
+            for line in status:
+                if line.startswith('VmRSS:'):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0

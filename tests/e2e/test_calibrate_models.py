@@ -2,7 +2,7 @@
 `ibeacon-calsim` (tests/e2e/data/calsim, seed 1) is replayed by a Bumble beacon and measured by
 the real `ibeacon calibrate`, all models at once (each run mostly waits for advertisements).
 The truth per model is Apple's procedure on 10-minute lists of the same model. The refusals
-(precision not reached: exit 79; the level moved: exit 80) leave the profile untouched.
+(precision not reached: exit 80; the level moved: exit 81) leave the profile untouched.
 
 scripts/calsim_e2e.py runs the same with many seeds (BENCHMARKS.md, "Calibration accuracy").
 """
@@ -33,7 +33,7 @@ def test_every_model_through_the_emulated_radio(harness_factory, ibeacon_bin):
     def one(model: str):
         r = calibrate(harness_factory, ibeacon_bin, f'list:{DATA / (model + ".txt")}', '--uuid', BEACON_UUID,
                       '--major', '258', '--minor', '772', '--dry-run', '--json')
-        assert r.returncode in (0, 79, 80), (model, r.returncode, r.stderr)
+        assert r.returncode in (0, 80, 81), (model, r.returncode, r.stderr)
         return model, r.returncode, json.loads(r.stdout)
 
     with concurrent.futures.ThreadPoolExecutor(len(TRUTH)) as pool:
@@ -58,7 +58,7 @@ def test_every_model_through_the_emulated_radio(harness_factory, ibeacon_bin):
 
 
 def test_refusals_write_nothing_and_force_writes(harness_factory, ibeacon_bin, tmp_path):
-    # A level that steps 6 dB down after 8 s (a door closed): drift, exit 80.
+    # A level that steps 6 dB down after 8 s (a door closed): drift, exit 81.
     step = tmp_path / 'step.txt'
     step.write_text(''.join(f'{k / 10:.2f} {-59 + (k % 3) - 1 - (6 if k >= 80 else 0)}\n' for k in range(400)))
 
@@ -75,11 +75,11 @@ def test_refusals_write_nothing_and_force_writes(harness_factory, ibeacon_bin, t
         short = pool.submit(run, 'short', 'gauss:-59,8', '--duration', '5')
         short_forced = pool.submit(run, 'short-forced', 'gauss:-59,8', '--duration', '5', '--force', '--json')
     p, before, r = drift.result()
-    assert r.returncode == 80, (r.returncode, r.stderr)
+    assert r.returncode == 81, (r.returncode, r.stderr)
     assert 'the level moved' in r.stderr and '--force' in r.stderr and 'unchanged' in r.stderr, r.stderr
     assert p.read_bytes() == before
     p, before, r = short.result()
-    assert r.returncode == 79, (r.returncode, r.stderr)
+    assert r.returncode == 80, (r.returncode, r.stderr)
     assert 'precision not reached' in r.stderr and 'before the 10 s minimum' in r.stderr, r.stderr
     assert 'hold the receiver still' in r.stderr and '--duration' in r.stderr, r.stderr
     assert p.read_bytes() == before

@@ -221,6 +221,33 @@ def test_decode_two_report_event(ibeacon_bin):
         (MAJOR, MINOR, -59), (0x0506, 0x0708, -80)]
 
 
+def test_decode_report_with_malformed_ad_is_still_a_report(ibeacon_bin):
+    """A length running past the data is common in the wild (FIELD.md): like scan, decode shows the
+    report (address, RSSI, raw data) with the problem, and no iBeacon; it does not reject it."""
+    event = advertising_report_event(report(bytes.fromhex('05ff4c00'), rssi=-70), report(ibeacon_ad(), rssi=-61))
+    result = run(ibeacon_bin, 'decode', event.hex(), '--json')
+    assert result.returncode == 0, result.stderr
+    first, second = json.loads(result.stdout)['reports']
+    assert (first['address'].upper(), first['rssi'], first['data']) == (REPORT_ADDRESS, -70, '05ff4c00')
+    assert first['ibeacon'] is None and first['structures'] == []
+    assert 'malformed' in first['adError'] and 'offset 0' in first['adError']
+    assert second['ibeacon']['major'] == MAJOR and 'adError' not in second
+    text = run(ibeacon_bin, 'decode', event.hex())
+    assert text.returncode == 0, text.stderr
+    assert 'malformed advertising data' in text.stdout and 'data: 05ff4c00' in text.stdout
+
+
+def test_decode_json_empty_list_is_an_array(ibeacon_bin):
+    """Advertising data of only a terminator has no AD structures: `"structures":[]`, not `{}`."""
+    result = run(ibeacon_bin, 'decode', '--as', 'ad', '00', '--json')
+    assert result.returncode == 0, result.stderr
+    assert '"structures":[]' in result.stdout
+    assert json.loads(result.stdout)['structures'] == []
+    event = advertising_report_event(report(b''))
+    result = run(ibeacon_bin, 'decode', event.hex(), '--json')
+    assert json.loads(result.stdout)['reports'][0]['structures'] == []
+
+
 # -----------------------------------------------------------------------------
 # decode: malformed input
 # -----------------------------------------------------------------------------
@@ -256,7 +283,6 @@ MALFORMED: dict[str, str] = {
     'ad-32-bytes': (ibeacon_ad() + bytes([0x01, 0x0A])).hex(),  # 32 octets: > 31 (Vol 4 Part E 7.8.7)
     'ad-junk-after-terminator': '020106' + '00' + 'ff',
     'report-data-length-32': advertising_report_event(report(ibeacon_ad() + b'\x01\x0a')).hex(),
-    'report-with-malformed-ad': advertising_report_event(report(bytes.fromhex('05ff4c00')), length=None).hex(),
     'multi-report-bad-second': advertising_report_event(
         report(ibeacon_ad()), report(ibeacon_ad()[:5], data_length=31)[:-1]).hex(),
     'event-code-only': '3e',

@@ -201,26 +201,19 @@ def test_calibrate_replays_a_recorded_calibration(
     live = json.loads(proc.stdout)
     h.close()
 
-    started = time.monotonic()
     proc = run(
         ibeacon_bin, 'calibrate', '--profile', str(offline_profile), '--device', f'btsnoop:{capture}',
         '--dry-run', '--json',
     )
-    replay_wall = time.monotonic() - started
     assert proc.returncode == 0, proc.stderr
     offline = json.loads(proc.stdout)
 
-    for k in ('spread', 'samples', 'measuredPower', 'address', 'precisionReached'):
+    for k in ('estimate', 'interval95', 'spread', 'samples', 'measuredPower', 'address', 'precisionReached'):
         assert offline[k] == live[k], (k, live, offline)
-    # The replay runs in the capture's time (the 1 Hz means of Apple's calibration need it), which
-    # differs from the live clock by the time between reading a packet and recording it: a report
-    # within that of a second's boundary can land in the neighbouring second.
-    for k in ('estimate', 'interval95', 'seconds'):
-        assert abs(offline[k] - live[k]) <= 0.1, (k, live, offline)
     assert offline['written'] is False
     assert offline_profile.read_text() == text
     # Replayed as fast as it can be read, not in real time.
-    assert replay_wall < live['seconds'] / 2, (replay_wall, live['seconds'])
+    assert offline['seconds'] < live['seconds']
 
 
 @pytest.mark.parametrize('command, reason', [

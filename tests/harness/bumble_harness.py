@@ -62,6 +62,9 @@ Options
     --slow MS                delay every command answer by MS milliseconds.
     --garbage-after N        after the answer to the N-th command, write 8 junk
                              bytes (starting with the invalid H4 type 0xFF), once.
+    --credits N              Num_HCI_Command_Packets in every Command Complete and
+                             Command Status sent (default: as Bumble sets it, 1);
+                             0 = a controller that never grants another command.
     --keep-running           do not quit when stdin reaches EOF (default: quit).
     --log-level LEVEL        stderr logging level (default WARNING).
 
@@ -93,6 +96,16 @@ Control over stdin, one command per line, each acknowledged with an "ack" event:
     cut-mid-packet  send the first 4 of the 7 bytes of a Command Complete event,
                 then close the connection in an orderly way (TCP FIN; pty: closed
                 and reopened as for disconnect).
+    nop0        Command Complete with opcode 0x0000 (NOP) and Num_HCI_Command_Packets 0:
+                "accept no command now", never followed by a credit.
+    flood KIND SECONDS [MAX]
+                send events as fast as the host reads them (the TCP send buffer is
+                kept filled; pty too), for SECONDS or until MAX events (rounded up to
+                512) have been sent, ignoring the event masks, then
+                {"event":"flood","kind":..,"events":N,"bytes":N}. KIND:
+                  report    LE Advertising Reports (a non-iBeacon ADV_NONCONN_IND)
+                  malformed LE Meta events whose report count exceeds their length
+                  hwerror   Hardware Error events (code 0x01), state lost once
     quit        exit.
 
 Patches to the stock bumble 0.0.236 emulator (all by subclassing in this file;
@@ -848,6 +861,7 @@ class DutController(HarnessController):
         self.slow_ms = slow_ms
         self.garbage_after = garbage_after
         self.trace = trace
+        self.credits: int | None = None
         self.command_count = 0
         self.collecting: list[bytes] | None = None
         self.transport: H4Endpoint | None = None
@@ -907,6 +921,12 @@ class DutController(HarnessController):
         for raw in packets:
             if raw is not JUNK and not self.event_allowed(raw):
                 continue
+            if self.credits is not None and raw is not JUNK and len(raw) >= 4 and raw[0] == hci.HCI_EVENT_PACKET:
+                # Num_HCI_Command_Packets: byte 3 of Command Complete, byte 4 of Command Status.
+                if raw[1] == hci.HCI_COMMAND_COMPLETE_EVENT:
+                    raw = raw[:3] + bytes([self.credits]) + raw[4:]
+                elif raw[1] == hci.HCI_COMMAND_STATUS_EVENT and len(raw) >= 5:
+                    raw = raw[:4] + bytes([self.credits]) + raw[5:]
             if self.trace:
                 self._trace_out(raw)
             transport.write(raw)
@@ -951,6 +971,40 @@ class DutController(HarnessController):
         self.deliver_raw(bytes([0x04, 0x10, 0x01, 0x01]))
         self.reset_state()
 
+    def control_nop0(self) -> None:
+        self.deliver_raw(bytes([0x04, 0x0E, 0x03, 0x00, 0x00, 0x00]))
+
+    # Hostile floods (issue 11): as fast as the host reads them.
+    FLOOD_EVENTS = {
+        # LE Meta, LE Advertising Report: 1 report, ADV_NONCONN_IND, random address, 3 bytes of
+        # data (flags), RSSI -60.
+        'report': bytes([0x04, 0x3E, 0x0F, 0x02, 0x01, 0x03, 0x01, 0x11, 0x22, 0x33, 0x44, 0x55, 0xC6,
+                         0x03, 0x02, 0x01, 0x06, 0xC4]),
+        # LE Meta, LE Advertising Report claiming 9 reports in 2 bytes.
+        'malformed': bytes([0x04, 0x3E, 0x02, 0x02, 0x09]),
+        'hwerror': bytes([0x04, 0x10, 0x01, 0x01]),
+    }
+
+    async def flood(self, kind: str, seconds: float, limit: int | None = None) -> dict[str, Any]:
+        raw = self.FLOOD_EVENTS[kind]
+        batch = raw * 512
+        if kind == 'hwerror':
+            self.reset_state()
+        sent = 0
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and (limit is None or sent < limit):
+            endpoint = self.transport
+            if endpoint is None or not endpoint.connected:
+                await asyncio.sleep(0.01)
+                continue
+            if endpoint.write_buffer_size() > 1 << 16:
+                await asyncio.sleep(0.001)  # the host is not reading faster: keep 64 KiB queued
+                continue
+            endpoint.write(batch)
+            sent += 512
+            await asyncio.sleep(0)
+        return {'event': 'flood', 'kind': kind, 'events': sent, 'bytes': sent * len(raw)}
+
     def control_foreign_stop(self) -> None:
         enabled_sets = [a for a in self.advertising_sets.values() if a.enabled]
         if enabled_sets:
@@ -969,6 +1023,10 @@ class H4Endpoint:
 
     def write(self, data: bytes) -> None:
         raise NotImplementedError
+
+    def write_buffer_size(self) -> int:
+        """Bytes written but not yet taken by the OS (flow control for floods)."""
+        return 0
 
 
 # PATCH(12): one fresh H4 parser per connection, one client at a time.
@@ -1004,6 +1062,9 @@ class TcpClient(asyncio.Protocol, H4Endpoint):
     def write(self, data: bytes) -> None:
         if self.transport_ is not None and self.connected:
             self.transport_.write(data)
+
+    def write_buffer_size(self) -> int:
+        return self.transport_.get_write_buffer_size() if self.transport_ is not None else 0
 
     def close(self) -> None:
         if self.transport_ is not None:
@@ -1315,6 +1376,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument('--fail', action='append', default=[])
     parser.add_argument('--slow', type=int, default=0, metavar='MS')
     parser.add_argument('--garbage-after', type=int, default=None, metavar='N')
+    parser.add_argument('--credits', type=int, default=None, metavar='N')
     parser.add_argument('--keep-running', action='store_true')
     parser.add_argument('--log-level', default='WARNING')
     return parser
@@ -1345,6 +1407,7 @@ async def run(args: argparse.Namespace) -> int:
         garbage_after=args.garbage_after,
         trace=args.trace,
     )
+    dut.credits = args.credits
 
     devices: list[Device] = []
     ready: dict[str, Any] = {'event': 'ready', 'address': args.address, 'features': args.features}
@@ -1423,6 +1486,13 @@ async def run(args: argparse.Namespace) -> int:
             dut.control_hwerror()
         elif cmd == 'foreign-stop':
             dut.control_foreign_stop()
+        elif cmd == 'nop0':
+            dut.control_nop0()
+        elif cmd.startswith('flood ') and len(cmd.split()) in (3, 4) and cmd.split()[1] in DutController.FLOOD_EVENTS:
+            _, kind, seconds, *limit = cmd.split()
+            emit(ack)  # acknowledged at the start; the result follows as a "flood" event
+            emit(await dut.flood(kind, float(seconds), int(limit[0]) if limit else None))
+            continue
         elif cmd == 'cut-mid-packet':
             endpoint = dut.transport
             if endpoint is not None and endpoint.connected:

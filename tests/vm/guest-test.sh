@@ -771,7 +771,89 @@ scenario_ibeacon_calibrate_vhci() {
   stop_pid "$harness" 15
 }
 
+# Issue 11, item 1, under the guest's Debian kernel: a link another user planted in a sticky
+# world-writable directory is refused by ibeacon itself, with fs.protected_symlinks on (Debian's
+# default) and off (the host's setting). With it on, the kernel would refuse the open anyway;
+# with it off, only ibeacon's own check stands between root and the victim file.
+scenario_ibeacon_planted_symlink() {
+  need_bin || return
+  if ! id "$TEST_USER" >/dev/null 2>&1; then
+    useradd --no-create-home --shell /bin/sh "$TEST_USER" || { fail "useradd" "user $TEST_USER" "useradd failed"; return; }
+  fi
+  local original setting dir victim force rc out=$WORK/planted.out
+  original=$(sysctl -n fs.protected_symlinks)
+  for setting in 1 0; do
+    sysctl -qw fs.protected_symlinks=$setting
+    dir=$(mktemp -d /tmp/planted.XXXXXX)
+    chmod 1777 "$dir"
+    victim=$WORK/victim-$setting.txt
+    echo "thesis, chapter 1" > "$victim"
+    chmod 600 "$victim"
+    runuser -u "$TEST_USER" -- ln -s "$victim" "$dir/store12.json"
+    for force in "" --force; do
+      ib profile new "$dir/store12.json" --major 12 --minor 1 $force > "$out" 2>&1; rc=$?
+      check_status "profile new ${force:-without --force} through a planted link, protected_symlinks=$setting" 73 $rc "$out"
+      check_contains "the message names the link's owner" "symbolic link owned by uid $(id -u "$TEST_USER")" "$out"
+    done
+    check_eq "victim unchanged, protected_symlinks=$setting" "thesis, chapter 1" "$(cat "$victim")"
+    rm -rf "$dir"
+  done
+  sysctl -qw fs.protected_symlinks="$original"
+}
+
+# btmon records both controllers (datalink 2001, the controller index in the flags) while
+# ibeacon advertises on hci0 and scans on hci1; then the recording is read back with
+# `scan --device btsnoop:FILE`: by default the controller with reports (hci1), `--index` picks,
+# and tshark counts the same reports for hci1.
+scenario_ibeacon_btmon_capture() {
+  need_bin || return
+  need_profile || return
+  command -v btmon >/dev/null || { fail "btmon installed" "btmon on PATH" "missing"; return; }
+  local cap=$WORK/two-controllers.btsnoop
+  reset_controller hci0
+  reset_controller hci1
+  btmon -w "$cap" > "$WORK/btmon.txt" 2>&1 &
+  local mon=$!
+  BG_PIDS+=("$mon")
+  sleep 1
+  "$IBEACON_BIN" advertise --device hci0 --profile "$PROFILE" > "$WORK/btmon-adv.txt" 2>&1 &
+  local adv=$!
+  BG_PIDS+=("$adv")
+  sleep 2
+  ib scan --device hci1 --json --duration 5 > "$WORK/btmon-live.jsonl" 2>"$WORK/btmon-live.err"
+  check_status "scan on hci1 while btmon records" 0 $? "$WORK/btmon-live.err"
+  stop_advertiser "$adv" "$WORK/btmon-adv.txt"
+  stop_pid "$mon"
+  bg_forget "$mon"
+  local datalink
+  datalink=$(od -An -tu1 -j12 -N4 "$cap" 2>/dev/null | tr -s ' ' | sed 's/^ //')
+  check_eq "btmon wrote datalink 2001 (Linux monitor)" "0 0 7 209" "$datalink"
+  local on0 on1
+  on0=$(tshark -r "$cap" -Y "hci_mon.adapter_id == 0" 2>/dev/null | wc -l)
+  on1=$(tshark -r "$cap" -Y "hci_mon.adapter_id == 1" 2>/dev/null | wc -l)
+  if [ "$on0" -gt 0 ] && [ "$on1" -gt 0 ]; then
+    pass "the capture holds both controllers" "hci0 $on0 records, hci1 $on1"
+  else
+    fail "the capture holds both controllers" "records of hci0 and hci1" "hci0 $on0, hci1 $on1"
+  fi
+  ib scan --device "btsnoop:$cap" --json --all > "$WORK/cap-default.jsonl" 2>"$WORK/cap-default.err"
+  check_status "scan --device btsnoop:FILE of the btmon file" 0 $? "$WORK/cap-default.err"
+  check_eq "the recorded reports hold the beacon" match "$(scan_saw_profile "$WORK/cap-default.jsonl")"
+  ib scan --device "btsnoop:$cap" --json --all --index 1 > "$WORK/cap-1.jsonl" 2>"$WORK/cap-1.err"
+  check_status "--index 1" 0 $? "$WORK/cap-1.err"
+  check_eq "default = --index 1 (the controller with reports)" "$(md5sum < "$WORK/cap-default.jsonl")" \
+    "$(md5sum < "$WORK/cap-1.jsonl")"
+  ib scan --device "btsnoop:$cap" --json --all --index 0 > "$WORK/cap-0.jsonl" 2>"$WORK/cap-0.err"
+  check_status "--index 0" 0 $? "$WORK/cap-0.err"
+  check_eq "--index 0: the advertiser received no reports" 0 "$(wc -l < "$WORK/cap-0.jsonl")"
+  local theirs
+  theirs=$(tshark -r "$cap" -Y "hci_mon.adapter_id == 1 && (bthci_evt.le_meta_subevent == 0x02 || bthci_evt.le_meta_subevent == 0x0d)" \
+    -T fields -e bthci_evt.bd_addr -E occurrence=a 2>/dev/null | tr ',' '\n' | grep -c .)
+  check_eq "tshark counts the same reports on hci1" "$theirs" "$(wc -l < "$WORK/cap-1.jsonl" | tr -d ' ')"
+}
+
 SCENARIOS=(
+  ibeacon_btmon_capture
   controllers
   encoder_selfcheck
   raw_advertising
@@ -785,6 +867,7 @@ SCENARIOS=(
   ibeacon_calibrate_no_rssi
   ibeacon_calibrate_vhci
   ibeacon_permissions
+  ibeacon_planted_symlink
 )
 
 if [ "${1:-}" = --list ]; then printf '%s\n' "${SCENARIOS[@]}"; exit 0; fi

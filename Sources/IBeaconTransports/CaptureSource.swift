@@ -1,0 +1,270 @@
+import IBeaconCore
+import IBeaconHost
+import Logging
+import SystemPackage
+
+/// A btsnoop capture that could not be read to its end.
+public struct CaptureError: Error, Sendable, CustomStringConvertible {
+    public var path: String
+    public var problem: BTSnoopError
+    /// Complete records read before the problem, and the advertising reports delivered from them.
+    public var records: Int
+    public var reports: Int
+
+    public init(path: String, problem: BTSnoopError, records: Int = 0, reports: Int = 0) {
+        self.path = path
+        self.problem = problem
+        self.records = records
+        self.reports = reports
+    }
+
+    /// True when the file is a capture whose end is cut or damaged (every record before was read).
+    public var isDamagedTail: Bool { problem.isDamagedTail }
+
+    public var description: String {
+        guard problem.isDamagedTail else {
+            return "\(path): \(problem); give a btsnoop capture (Android's HCI snoop log, btmon -w, "
+                + "Wireshark's BTSnoop format, or ibeacon --btsnoop)"
+        }
+        return "\(path): \(problem) (byte offset \(problem.offset)); read the \(records) complete record(s) "
+            + "before it (\(reports) advertising report(s)) — the recording was cut short or damaged"
+    }
+}
+
+/// Reads a capture file record by record: one read buffer and the decoder's one record, so
+/// memory does not grow with the file.
+struct CaptureFileReader: ~Copyable {
+    let path: String
+    private let fd: FileDescriptor
+    private var decoder = BTSnoopDecoder()
+    private var chunk: [UInt8]
+    private var atEnd = false
+
+    init(path: String, chunkSize: Int = 65536) throws(TransportError) {
+        self.path = path
+        do {
+            fd = try FileDescriptor.open(FilePath(path), .readOnly, options: [.closeOnExec], retryOnInterrupt: true)
+        } catch let error as Errno {
+            throw Self.openError(path, error)
+        } catch {
+            throw TransportError(.io, "cannot open \(path): \(error)")
+        }
+        chunk = [UInt8](repeating: 0, count: chunkSize)
+    }
+
+    deinit { try? fd.close() }
+
+    static func openError(_ path: String, _ error: Errno) -> TransportError {
+        switch error {
+        case .noSuchFileOrDirectory:
+            TransportError(.notFound, "no capture file \(path)", errno: error.rawValue)
+        case .isDirectory:
+            TransportError(
+                .notFound, "\(path) is a directory, not a capture file", hint: "give the path of a btsnoop file",
+                errno: error.rawValue)
+        case .permissionDenied:
+            TransportError(.permissionDenied, "no permission to read \(path)", errno: error.rawValue)
+        default:
+            TransportError(.io, "cannot read \(path): \(error)", errno: error.rawValue)
+        }
+    }
+
+    var datalink: BTSnoopDatalink? { decoder.datalink }
+    var recordsRead: Int { decoder.recordsRead }
+
+    /// Reads until the file header is complete; throws if the file is not a btsnoop capture.
+    mutating func readHeader() throws(TransportError) -> BTSnoopError? {
+        while true {
+            do {
+                if try decoder.readHeader() { return nil }
+            } catch {
+                return error
+            }
+            if atEnd {
+                do { try decoder.finish() } catch { return error }
+                return nil
+            }
+            try fill()
+        }
+    }
+
+    private mutating func fill() throws(TransportError) {
+        let n: Int
+        do {
+            n = try Sys.read(fd, into: &chunk)
+        } catch {
+            throw Self.openError(path, error)
+        }
+        if n == 0 {
+            atEnd = true
+        } else {
+            decoder.append(chunk[0..<n])
+        }
+    }
+
+    /// The next record; nil at a clean end. A cut or damaged end throws `BTSnoopError`.
+    mutating func next() throws(TransportError) -> Result<BTSnoopRecord, BTSnoopError>? {
+        while true {
+            do {
+                if let record = try decoder.next() { return .success(record) }
+                if atEnd {
+                    try decoder.finish()
+                    return nil
+                }
+            } catch {
+                return .failure(error)
+            }
+            try fill()
+        }
+    }
+}
+
+/// A btsnoop capture read as the advertising reports it recorded: the LE Advertising Report
+/// (0x3E/0x02) and LE Extended Advertising Report (0x3E/0x0D) events received by the host,
+/// whatever commands are or are not in the file, in datalinks 1001, 1002 and 2001. Nothing is
+/// replayed to a pretend controller: a capture that starts mid-session or recorded a failed
+/// command gives its reports all the same.
+///
+/// Time is the capture's: seconds since the first advertising report read (when the recorded
+/// scan was running; a phone log may start minutes earlier), from the record timestamps (a
+/// timestamp earlier than the one before it counts as the one before). Ticks fall every
+/// `tickInterval` of that time, and once more at the end of the file.
+///
+/// In a Linux monitor (2001) file, the reports come from one controller: `controllerIndex`,
+/// or by default the controller of the first advertising report in the file; reports of other
+/// controllers are counted and named in a warning at the end.
+///
+/// A cut or damaged end: every complete record before it is delivered, the last tick runs,
+/// then `scan` throws a `CaptureError` naming the byte offset.
+public struct CaptureSightingSource: SightingSource {
+    public let path: String
+    public let controllerIndex: UInt16?
+    public let logger: Logger
+
+    /// Opens `path` and checks its header: a file that is not a btsnoop capture (or of a datalink
+    /// that carries no HCI packets) fails here, before any scanning.
+    public init(path: String, controllerIndex: UInt16? = nil, logger: Logger) throws {
+        self.path = path
+        self.controllerIndex = controllerIndex
+        self.logger = logger
+        var reader = try CaptureFileReader(path: path)
+        if let problem = try reader.readHeader() { throw CaptureError(path: path, problem: problem) }
+        if let index = controllerIndex, reader.datalink != .linuxMonitor {
+            logger.notice(
+                "--index \(index) ignored: \(path) is \(reader.datalink?.description ?? "btsnoop"), one controller")
+        }
+    }
+
+    public var name: String { "btsnoop:\(path)" }
+
+    public func close() async {}
+
+    /// The receiver's address as the capture recorded it: the reply to Read BD_ADDR (0x1009),
+    /// of the controller whose reports are read. Nil when
+    /// the capture has neither (most phone logs start after the controller was set up).
+    public func receiverAddress() async throws -> BDAddress? {
+        var reader = try CaptureFileReader(path: path)
+        var addresses: [UInt16: BDAddress] = [:]
+        var chosen = controllerIndex
+        while let result = try reader.next() {
+            guard case .success(let record) = result else { break }
+            let index = record.controllerIndex ?? 0
+            guard let packet = record.packet, packet.type == .event, record.direction == .received else { continue }
+            let body = packet.body
+            if body.count >= 12, body[0] == 0x0E, body[3] == 0x09, body[4] == 0x10, body[5] == 0x00,
+                addresses[index] == nil, let address = try? BDAddress(littleEndian: Array(body[6..<12]))
+            {
+                addresses[index] = address
+            }
+            if chosen == nil, Self.isAdvertisingReport(body) { chosen = index }
+            if let chosen, let address = addresses[chosen] { return address }
+        }
+        return addresses[chosen ?? 0]
+    }
+
+    /// An LE Meta event (0x3E) whose subevent is Advertising Report (0x02) or Extended
+    /// Advertising Report (0x0D): checked on the raw bytes, so other events cost no decoding.
+    static func isAdvertisingReport(_ body: [UInt8]) -> Bool {
+        body.count >= 3 && body[0] == 0x3E && (body[2] == 0x02 || body[2] == 0x0D)
+    }
+
+    public func scan(
+        tickInterval: Duration,
+        receive: @escaping @Sendable ([Sighting], Double) -> ScanControl,
+        tick: @escaping @Sendable (Double) async throws -> ScanControl
+    ) async throws {
+        var reader = try CaptureFileReader(path: path)
+        let interval = max(tickInterval.seconds, 0.001)
+        var start: Int64?
+        var time = 0.0
+        var nextTick = interval
+        var chosen = controllerIndex
+        var otherControllers: [UInt16: Int] = [:]
+        var reports = 0
+        var malformed = 0
+        var problem: BTSnoopError?
+        var stopped = false
+        scanning: while true {
+            let record: BTSnoopRecord
+            switch try reader.next() {
+            case nil: break scanning
+            case .failure(let error):
+                problem = error
+                break scanning
+            case .success(let r): record = r
+            }
+            let micros = record.timestampMicros
+            if let start {
+                time = max(time, Double(micros &- start) / 1e6)
+                while time >= nextTick {
+                    if Task.isCancelled { throw CancellationError() }
+                    if try await tick(nextTick) == .stop {
+                        stopped = true
+                        break scanning
+                    }
+                    nextTick += interval
+                }
+            }
+            guard let packet = record.packet, packet.type == .event, record.direction == .received,
+                Self.isAdvertisingReport(packet.body)
+            else { continue }
+            let event: HCIEvent
+            do {
+                event = try HCIEvent.decode(packet.body)
+            } catch {
+                malformed += 1
+                logger.debug(
+                    "skipped a malformed advertising report event",
+                    metadata: ["record": "\(reader.recordsRead)", "error": "\(error)"])
+                continue
+            }
+            let sightings = Sighting.all(in: event)
+            if let index = record.controllerIndex {
+                if chosen == nil { chosen = index }
+                if index != chosen {
+                    otherControllers[index, default: 0] += sightings.count
+                    continue
+                }
+            }
+            if start == nil { start = micros }
+            reports += sightings.count
+            if receive(sightings, time) == .stop {
+                stopped = true
+                break
+            }
+        }
+        if !stopped { _ = try await tick(time) }
+        if malformed > 0 {
+            logger.warning("\(path): \(malformed) malformed advertising report event(s) skipped")
+        }
+        if !otherControllers.isEmpty {
+            let others = otherControllers.keys.sorted().map { "hci\($0) (\(otherControllers[$0] ?? 0) reports)" }
+            logger.warning(
+                "\(path) holds reports of several controllers: read hci\(chosen ?? 0); not read: \(others.joined(separator: ", ")); pick one with --index N"
+            )
+        }
+        if let problem {
+            throw CaptureError(path: path, problem: problem, records: reader.recordsRead, reports: reports)
+        }
+    }
+}

@@ -1,0 +1,267 @@
+import IBeaconCore
+import IBeaconTestSupport
+import Logging
+import Synchronization
+import Testing
+
+@testable import IBeaconHost
+
+/// Counts the warnings logged through it.
+final class WarningCounter: Sendable {
+    let warnings = Mutex<[String]>([])
+
+    var logger: Logger {
+        var l = Logger(label: "test") { _ in Handler(counter: self) }
+        l.logLevel = .warning
+        return l
+    }
+
+    struct Handler: LogHandler {
+        let counter: WarningCounter
+        var metadataProvider: Logger.MetadataProvider?
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .warning
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(event: LogEvent) {
+            if event.level >= .warning { counter.warnings.withLock { $0.append("\(event.message)") } }
+        }
+    }
+}
+
+/// Runs `body`, or gives up after `seconds`: nil then (the body is left running). A hang is a
+/// failure to report, not a test run that never ends.
+func within<T: Sendable>(_ seconds: Double, _ body: @escaping @Sendable () async -> T) async -> T? {
+    let once = ResumeOnce<T?>()
+    return await withCheckedContinuation { (c: CheckedContinuation<T?, Never>) in
+        once.set(c)
+        Task { once.resume(await body()) }
+        Task {
+            try? await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
+            once.resume(nil)
+        }
+    }
+}
+
+/// A continuation resumed by whichever comes first.
+final class ResumeOnce<T: Sendable>: Sendable {
+    private let slot = Mutex<CheckedContinuation<T, Never>?>(nil)
+    func set(_ c: CheckedContinuation<T, Never>) { slot.withLock { $0 = c } }
+    func resume(_ value: T) {
+        let c = slot.withLock { c in
+            defer { c = nil }
+            return c
+        }
+        c?.resume(returning: value)
+    }
+}
+
+/// A legacy LE Advertising Report (one report, 3 bytes of data) from `n`'s address.
+func reportPacket(_ n: Int) -> H4Packet {
+    let body: [UInt8] = [
+        HCIEventCode.leMeta.rawValue, 15, 0x02, 1, 0x03, 0x01, UInt8(n & 0xFF), UInt8(n >> 8 & 0xFF), 0x33, 0x44,
+        0x55, 0xC6, 3, 0x02, 0x01, 0x06, 0xC4,
+    ]
+    return H4Packet(type: .event, body: body)
+}
+
+let hardwareErrorPacket = H4Packet(type: .event, body: [0x10, 0x01, 0x01])
+/// LE Meta, LE Advertising Report claiming 9 reports in 2 bytes.
+let malformedMetaPacket = H4Packet(type: .event, body: [HCIEventCode.leMeta.rawValue, 2, 0x02, 9])
+
+/// Reads `client.events` to the end of the link; returns what arrived.
+func drain(_ client: ControllerClient) async -> [ControllerEvent] {
+    var all: [ControllerEvent] = []
+    for await e in client.events {
+        all.append(e)
+        if case .linkClosed = e { break }
+    }
+    return all
+}
+
+@Suite struct HostileControllerTests {
+    // MARK: credits
+
+    @Test func zeroCreditsMakeTheNextCommandFailWithinItsTimeoutNotHang() async throws {
+        let fake = FakeController()
+        fake.grantedCredits = 0
+        let clock = ManualClock()
+        let client = await startedClient(fake, timeout: .milliseconds(200), clock: clock)
+        _ = try await client.execute(ReadBDAddr())  // answered, but with Num_HCI_Command_Packets = 0
+        let outcome = Task {
+            await within(5) {
+                do {
+                    _ = try await client.execute(ReadBDAddr())
+                    return "answered"
+                } catch {
+                    return "\(error)"
+                }
+            }
+        }
+        // The wait for a credit sleeps on the clock; once its timeout has passed, it fails.
+        #expect(await eventually(within: 5) { clock.sleeperCount >= 1 })
+        clock.advance(by: .milliseconds(200))
+        let text = try #require(await outcome.value, "the command hung with no credit")
+        #expect(text.contains("no command credits (Num_HCI_Command_Packets = 0)"), "\(text)")
+        #expect(fake.opcodes == [.readBDAddr])  // nothing was sent without a credit
+        // Later commands fail at once instead of waiting their whole timeout again (the clock
+        // is not advanced any more).
+        let failedAgain = await within(5) { (try? await client.execute(ReadBDAddr())) == nil }
+        #expect(failedAgain == true)
+        await client.close()
+    }
+
+    @Test func aNOPWithZeroCreditsHoldsCommandsUntilACreditComes() async throws {
+        let fake = FakeController()
+        let clock = ManualClock()
+        let client = await startedClient(fake, timeout: .milliseconds(300), clock: clock)
+        fake.inject(FakeController.commandComplete(HCIOpcode(rawValue: 0), [], credits: 0))
+        try await Task.sleep(for: .milliseconds(50))
+        let refused = Task { await within(5) { (try? await client.execute(ReadBDAddr())) == nil } }
+        #expect(await eventually(within: 5) { clock.sleeperCount >= 1 })
+        clock.advance(by: .milliseconds(300))
+        #expect(await refused.value == true, "no credit: the command must fail within its timeout (nil: it hung)")
+        #expect(fake.opcodes.isEmpty)
+        // The controller is ready again: a NOP granting a credit lets commands through.
+        fake.inject(FakeController.commandComplete(HCIOpcode(rawValue: 0), [], credits: 1))
+        try await Task.sleep(for: .milliseconds(50))
+        let address = try await client.execute(ReadBDAddr())
+        #expect(address == fake.address)
+        await client.close()
+    }
+
+    // MARK: bounded events
+
+    @Test func anEventFloodNobodyReadsYetStaysBounded() async throws {
+        let fake = FakeController()
+        // A generous timeout: the command below only marks the end of the flood, and a loaded
+        // machine may take seconds to read it all.
+        let client = await startedClient(fake, timeout: .seconds(60))
+        let flood = EventQueue.defaultCapacity * 5
+        for n in 0..<flood { fake.inject(reportPacket(n)) }
+        // Its answer comes after the flood: once it is back, every event has been received.
+        _ = try await client.execute(ReadBDAddr())
+        fake.dropLink()
+        let events = await drain(client)
+        // At most the capacity waits; the end of the link still arrives.
+        #expect(events.count <= EventQueue.defaultCapacity + 1)
+        #expect(events.count > 100)
+        guard case .linkClosed = events.last else {
+            Issue.record("the end of the link was lost")
+            return
+        }
+        #expect(await client.droppedEvents >= flood - EventQueue.defaultCapacity)
+    }
+
+    @Test func aHardwareErrorStormWaitsAsOneEvent() async throws {
+        let fake = FakeController()
+        // A generous timeout: the command below only marks the end of the flood, and a loaded
+        // machine may take seconds to read it all.
+        let client = await startedClient(fake, timeout: .seconds(60))
+        for n in 0..<5000 {
+            fake.inject(hardwareErrorPacket)
+            if n % 10 == 0 { fake.inject(reportPacket(n)) }  // interleaved: not only consecutive ones
+        }
+        _ = try await client.execute(ReadBDAddr())  // answered after the storm: all received
+        fake.dropLink()
+        let events = await drain(client)
+        let hardwareErrors = events.filter {
+            if case .event(.hardwareError) = $0 { return true }
+            return false
+        }
+        #expect(hardwareErrors.count == 1)
+        #expect(events.count == 1 + 500 + 1)
+    }
+
+    @Test func malformedEventWarningsAreRateLimited() async throws {
+        let counter = WarningCounter()
+        let fake = FakeController()
+        let client = ControllerClient(transport: fake, logger: counter.logger)
+        await client.start()
+        for _ in 0..<2000 { fake.inject(malformedMetaPacket) }
+        fake.dropLink()
+        _ = await drain(client)
+        let warnings = counter.warnings.withLock { $0 }.filter { $0.contains("malformed") }
+        // The first five, then one line with the count of the rest.
+        #expect(warnings.count == 6, "\(warnings.count) warnings")
+        #expect(warnings.last?.contains("1995 more malformed events") == true, "\(warnings.last ?? "")")
+    }
+
+    @Test func advertisingIsReappliedAFewTimesPerStormNotOncePerEvent() async throws {
+        let fakes = Fakes()
+        let recovered = Atomic<Int>(0)
+        let ready = Atomic<Int>(0)
+        let session = AdvertisingSession(
+            advertiser: Advertiser(
+                beacons: [BeaconSpec(beacon: testBeacon, label: "t.json")], mode: .auto, ownsController: true,
+                logger: quietLogger),
+            connect: {
+                let client = ControllerClient(transport: try fakes.make(), logger: quietLogger)
+                await client.start()
+                return client
+            },
+            healthCheckInterval: nil, settleTime: .milliseconds(5), logger: quietLogger)
+        let task = Task {
+            try await session.run(
+                onReady: { _ in ready.add(1, ordering: .relaxed) },
+                onRecovered: { _ in recovered.add(1, ordering: .relaxed) })
+        }
+        #expect(await eventually { ready.load(ordering: .relaxed) == 1 })
+        let fake = try #require(fakes.latest)
+        for _ in 0..<300 { fake.inject(hardwareErrorPacket) }
+        fake.loseState()
+        #expect(await eventually { recovered.load(ordering: .relaxed) >= 1 && fake.isAdvertising })
+        try await Task.sleep(for: .milliseconds(300))  // any re-application still queued happens now
+        #expect(fake.isAdvertising)
+        #expect(recovered.load(ordering: .relaxed) <= 3, "re-applied \(recovered.load(ordering: .relaxed)) times")
+        task.cancel()
+        try await task.value
+    }
+
+    // MARK: the pieces
+
+    @Test func theQueueKeepsTheEndOfTheLinkAndCoalescesWakeUps() {
+        let queue = EventQueue(capacity: 2, reserve: 1)
+        #expect(queue.push(.wake) == .queued)
+        #expect(queue.push(.wake) == .coalesced)
+        #expect(queue.push(.event(.hardwareError(code: 1))) == .queued)
+        #expect(queue.push(.event(.hardwareError(code: 1))) == .coalesced)
+        #expect(queue.push(.event(.hardwareError(code: 2))) == .dropped)  // reserve full
+        #expect(queue.push(.linkClosed(nil)) == .queued)
+        #expect(queue.push(.wake) == .dropped)  // ended
+        #expect(queue.count == 3)
+    }
+
+    @Test func aCancelledConsumerGetsNil() async {
+        let queue = EventQueue()
+        let consumer = Task { await queue.next() }
+        try? await Task.sleep(for: .milliseconds(20))
+        consumer.cancel()
+        let got = await consumer.value
+        #expect(got == nil)
+    }
+
+    @Test func theLimiterLogsABurstThenASummaryPerInterval() {
+        var limiter = RepeatLimiter(burst: 3, interval: .seconds(10))
+        var verdicts: [RepeatLimiter.Verdict] = []
+        for i in 0..<100 { verdicts.append(limiter.record(at: .milliseconds(i))) }
+        #expect(verdicts.prefix(3).allSatisfy { $0 == .log })
+        #expect(verdicts.dropFirst(3).allSatisfy { $0 == .suppress })
+        #expect(limiter.record(at: .seconds(11)) == .logWithSummary(suppressed: 97))
+        #expect(limiter.record(at: .seconds(12)) == .log)
+        #expect(limiter.flush() == 0)
+    }
+}
+
+extension ControllerEvent: Equatable {
+    public static func == (a: ControllerEvent, b: ControllerEvent) -> Bool {
+        switch (a, b) {
+        case (.wake, .wake): true
+        case (.event(let x), .event(let y)): x == y
+        case (.linkClosed(let x), .linkClosed(let y)): x?.description == y?.description
+        default: false
+        }
+    }
+}

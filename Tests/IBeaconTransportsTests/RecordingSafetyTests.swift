@@ -1,0 +1,86 @@
+import Foundation
+import IBeaconHost
+import IBeaconTransports
+import Testing
+
+/// `--btsnoop FILE` run as root next to files it must not touch (issue 11, item 3).
+@Suite struct RecordingSafetyTests {
+    @Test func anExistingFileIsRefusedAndUnchangedUnlessOverwriting() throws {
+        let dir = try makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        let path = dir + "/keep.btsnoop"
+        try Data("precious".utf8).write(to: URL(fileURLWithPath: path))
+        let error = #expect(throws: FileError.self) {
+            _ = try BTSnoopFileRecorder(path: path, logger: testLogger)
+        }
+        #expect(error?.kind == .cannotWrite)
+        #expect(error?.description.contains("--overwrite-btsnoop") == true)
+        #expect(try readWholeFile(path) == Array("precious".utf8))
+
+        let recorder = try BTSnoopFileRecorder(path: path, overwrite: true, logger: testLogger)
+        recorder.close()
+        #expect(try readWholeFile(path).count == 16)  // the header only
+    }
+
+    @Test func overwritingReplacesTheNameAndNeverWritesThroughAHardLink() throws {
+        let dir = try makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        let victim = dir + "/victim.txt"
+        try Data("thesis".utf8).write(to: URL(fileURLWithPath: victim))
+        let capture = dir + "/capture.btsnoop"
+        #expect(link(victim, capture) == 0)
+        let recorder = try BTSnoopFileRecorder(path: capture, overwrite: true, logger: testLogger)
+        recorder.close()
+        #expect(try readWholeFile(victim) == Array("thesis".utf8))
+        #expect(try readWholeFile(capture).count == 16)
+    }
+
+    @Test func aSymbolicLinkOfAnotherUserIsNeverFollowed() throws {
+        let dir = try makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        let victim = dir + "/victim.txt"
+        try Data("thesis".utf8).write(to: URL(fileURLWithPath: victim))
+        let capture = dir + "/capture.btsnoop"
+        #expect(symlink(victim, capture) == 0)
+        // Planted by someone else: uid 65534 (nobody). Root may re-own a link; others skip.
+        #expect(lchown(capture, 65534, 65534) == 0 || geteuid() != 0)
+        for overwrite in [false, true] {
+            let error = #expect(throws: FileError.self) {
+                _ = try BTSnoopFileRecorder(path: capture, overwrite: overwrite, logger: testLogger)
+            }
+            #expect(error?.kind == .cannotWrite)
+        }
+        #expect(try readWholeFile(victim) == Array("thesis".utf8))
+    }
+
+    @Test func theCaptureIsNeverTheProfileBeingWritten() throws {
+        let dir = try makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        let profile = dir + "/p.json"
+        try Data("{}\n".utf8).write(to: URL(fileURLWithPath: profile))
+        #expect(symlink("p.json", dir + "/alias.json") == 0)
+        for path in [profile, dir + "/alias.json", dir + "/./p.json"] {
+            let error = #expect(throws: FileError.self) {
+                _ = try BTSnoopFileRecorder(path: path, overwrite: true, avoiding: profile, logger: testLogger)
+            }
+            #expect(error?.description.contains("is the profile") == true)
+        }
+        #expect(try readWholeFile(profile) == Array("{}\n".utf8))
+        // A profile about to be created (--write NEW) is protected by its name too.
+        let fresh = dir + "/new.json"
+        #expect(throws: FileError.self) {
+            _ = try BTSnoopFileRecorder(path: fresh, avoiding: fresh, logger: testLogger)
+        }
+    }
+
+    @Test func aFIFOIsRefusedWithoutBlocking() throws {
+        let dir = try makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        let fifo = dir + "/pipe"
+        #expect(mkfifo(fifo, 0o644) == 0)
+        let error = #expect(throws: FileError.self) {
+            _ = try BTSnoopFileRecorder(path: fifo, overwrite: true, logger: testLogger)
+        }
+        #expect(error?.description.contains("FIFO") == true)
+    }
+}

@@ -129,7 +129,8 @@ public struct CalibrationResult: Sendable {
 /// source's time (seconds since the scan started; a replayed capture's own time) and ticks of
 /// the same time; no I/O, no clock.
 ///
-/// Stopping: never before `settings.minimumDuration` (Apple's 10 s); then, for `.apple`, at the
+/// Stopping: never before `settings.minimumDuration` (Apple's 10 s) after the first report
+/// heard; then, for `.apple`, at the
 /// first completed second where the 95 % half-width of the 1 Hz mean, enlarged by
 /// `settings.assurance` of its own relative standard errors, is within the precision and the
 /// level has not drifted by more than the precision; for `.robust`, when `StoppingRule` says
@@ -152,6 +153,8 @@ public struct CalibrationCollector: Sendable {
     private var evaluatedSeconds = 0
     /// Consecutive completed seconds with the precision reached and no large drift.
     private var streak = 0
+    /// Source time of the first sample: the 1 Hz seconds and the minimum duration count from it.
+    private var firstTime: Double?
 
     public init(target: CalibrationTarget, settings: CalibrationSettings) {
         self.target = target
@@ -187,12 +190,19 @@ public struct CalibrationCollector: Sendable {
         }
         // A second is complete when a later report arrives: evaluate it before adding this one.
         if try check(at: time) == .done { return .done }
+        // Seconds count from the first report heard, as ranging callbacks start when the phone
+        // first hears the beacon (not when this receiver's scan was set up; a capture's time
+        // starts at its first report too).
+        let first = firstTime ?? time
+        firstTime = first
         samples.append(Int(rssi))
         times.append(time)
-        seconds.add(Int(rssi), at: time)
+        seconds.add(Int(rssi), at: time - first)
         if settings.method == .robust, samples.count >= settings.minimumSamples {
             lastEstimate = MeasuredPowerEstimator().estimate(samples)
-            if let e = lastEstimate, rule.update(with: e) == .precisionReached, time >= settings.minimumDuration {
+            if let e = lastEstimate, rule.update(with: e) == .precisionReached,
+                time - first >= settings.minimumDuration
+            {
                 reachedPrecision = true
                 return .done
             }
@@ -211,7 +221,8 @@ public struct CalibrationCollector: Sendable {
         if samples.isEmpty && reportsWithoutRSSI > 0 && time >= maximum {
             throw .rssiNotAvailable(reports: reportsWithoutRSSI)
         }
-        let completed = time.isFinite ? max(0, Int(time.rounded(.down))) : 0
+        let heard = firstTime.map { time - $0 } ?? 0
+        let completed = heard.isFinite ? max(0, Int(heard.rounded(.down))) : 0
         if completed > evaluatedSeconds {
             evaluatedSeconds = completed
             lastApple = settings.estimator.estimate(
@@ -247,7 +258,7 @@ public struct CalibrationCollector: Sendable {
         guard let address else {
             throw .notHeard(target: target.identity, seconds: time)
         }
-        let completed = time.rounded(.down)
+        let completed = (time - (firstTime ?? time)).rounded(.down)
         let apple = settings.estimator.estimate(
             seconds.means(completedBy: completed), precision: settings.precision)
         let robust = MeasuredPowerEstimator().estimate(samples)

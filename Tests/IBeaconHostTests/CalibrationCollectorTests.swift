@@ -73,11 +73,12 @@ private func sighting(
             #expect(try c.add(sighting(-70, from: addressA), at: t) == .more)
             #expect(try c.add(sighting(-59, from: addressB), at: t + 0.01) == .more)
         }
-        #expect(try c.add(sighting(-59, from: addressB), at: 10.05) == .done)
+        // 10 s after B's first report (0.06 s).
+        #expect(try c.add(sighting(-59, from: addressB), at: 10.06) == .done)
         #expect(c.samples.count == 100)
         #expect(c.samples.allSatisfy { $0 == -59 })
         #expect(c.address == addressB)
-        let r = try c.result(at: 10.05)
+        let r = try c.result(at: 10.06)
         #expect(r.address == addressB)
         #expect(r.measuredPower == -59)
     }
@@ -152,9 +153,10 @@ private func sighting(
             #expect(try c.add(sighting(-59), at: t) == .more, "stopped at \(t) s")
             #expect(try c.check(at: t + 0.01) == .more, "stopped at \(t) s")
         }
-        #expect(try c.check(at: 9.999) == .more)
-        #expect(try c.check(at: 10) == .done)
-        let r = try c.result(at: 10)
+        // Ten seconds after the first report (0.03 s), not after the scan started.
+        #expect(try c.check(at: 10.02) == .more)
+        #expect(try c.check(at: 10.03) == .done)
+        let r = try c.result(at: 10.03)
         #expect(r.samples.count == 100)
         #expect(r.precisionReached)
         #expect(r.measuredPower == -59)

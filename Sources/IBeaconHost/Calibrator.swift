@@ -80,8 +80,8 @@ public enum CalibrationError: Error, Sendable, Equatable, CustomStringConvertibl
             return "two or more beacons advertise \(target): \(addresses.map(\.description).joined(separator: ", ")) "
                 + "— switch the others off, or pick one with --address"
         case .tooFewSamples(let count, let needed, let seconds):
-            return "only \(count) RSSI samples in \(formatSeconds(seconds)) (at least \(needed) needed) — "
-                + "raise --duration or check the beacon's advertising interval"
+            return "only \(count) RSSI samples in \(formatSeconds(seconds)) (at least \(needed), over at least one "
+                + "whole second after the first, needed) — raise --duration or check the beacon's advertising interval"
         }
     }
 }

@@ -145,8 +145,9 @@ def test_sigkill_at_random_moments_never_damages_the_profile(harness_factory, ib
     the profile is always exactly the old bytes or a complete new version."""
     h = harness_factory('--rssi', 'constant:-59', '--beacon', f'{UUID},258,772,-59,20')
     p = write_profile(tmp_path / 'p.json', big='x' * 200_000)
-    # One second of samples, written with --force (under Apple's 10 s minimum), so 100 runs fit.
-    quick = ['--duration', '1', '--force']
+    # About a second of samples (one whole second after the first report), written with --force
+    # (under Apple's 10 s minimum), so 100 runs fit.
+    quick = ['--duration', '1.5', '--force']
     # How long one calibration takes here, to aim the kills.
     t0 = time.monotonic()
     r = calibrate(ibeacon_bin, h, '--profile', str(p), *quick)

@@ -75,21 +75,33 @@ lint: venv ## swift format lint --strict with the checked-in .swift-format; pyfl
 format: ## reformat the sources in place
 	$(SWIFT) format --in-place --recursive Sources Tests Package.swift
 
-install: build ## install to $(PREFIX)/bin, grant capabilities, install the systemd unit
+# File capabilities for the installed binary. advertise, stop and info on hciN go through the
+# kernel's management interface and need cap_net_admin only; scan, calibrate and raw:hciN use raw
+# HCI and need cap_net_raw too. An advertising-only machine: make install CAPS=cap_net_admin
+CAPS ?= cap_net_raw,cap_net_admin
+
+install: build ## install to $(PREFIX)/bin, grant capabilities ($(CAPS)), install the systemd unit
 	install -D -m 0755 .build/release/ibeacon $(DESTDIR)$(PREFIX)/bin/ibeacon
-	@if command -v setcap >/dev/null && setcap cap_net_raw,cap_net_admin+ep $(DESTDIR)$(PREFIX)/bin/ibeacon 2>/dev/null; then \
-	  echo "granted cap_net_raw,cap_net_admin to $(PREFIX)/bin/ibeacon"; \
+	@if command -v setcap >/dev/null && setcap $(CAPS)+ep $(DESTDIR)$(PREFIX)/bin/ibeacon 2>/dev/null; then \
+	  echo "granted $(CAPS) to $(PREFIX)/bin/ibeacon (advertising through the kernel needs cap_net_admin only)"; \
 	else \
-	  echo "could not grant capabilities; run: sudo setcap cap_net_raw,cap_net_admin+ep $(PREFIX)/bin/ibeacon"; \
+	  echo "could not grant capabilities; run: sudo setcap $(CAPS)+ep $(PREFIX)/bin/ibeacon"; \
 	fi
 	@if [ -f contrib/ibeacon@.service ]; then \
 	  sed 's|@BINDIR@|$(PREFIX)/bin|g' contrib/ibeacon@.service > ibeacon@.service.tmp && \
 	  install -D -m 0644 ibeacon@.service.tmp $(DESTDIR)/etc/systemd/system/ibeacon@.service && rm -f ibeacon@.service.tmp && \
 	  echo "installed /etc/systemd/system/ibeacon@.service (profiles go in /etc/ibeacon/NAME.json)"; \
 	fi
+	@if [ -f contrib/ibeacon-monitor@.service ]; then \
+	  sed 's|@BINDIR@|$(PREFIX)/bin|g' contrib/ibeacon-monitor@.service > ibeacon-monitor@.service.tmp && \
+	  install -D -m 0644 ibeacon-monitor@.service.tmp $(DESTDIR)/etc/systemd/system/ibeacon-monitor@.service && \
+	  rm -f ibeacon-monitor@.service.tmp && \
+	  echo "installed /etc/systemd/system/ibeacon-monitor@.service (regions and hook go in /etc/ibeacon/NAME.monitor)"; \
+	fi
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/ibeacon $(DESTDIR)/etc/systemd/system/ibeacon@.service
+	rm -f $(DESTDIR)$(PREFIX)/bin/ibeacon $(DESTDIR)/etc/systemd/system/ibeacon@.service \
+	  $(DESTDIR)/etc/systemd/system/ibeacon-monitor@.service
 
 run: build ## advertise $(PROFILE) on $(DEVICE); falls back to the emulated demo without an adapter
 	@scripts/run.sh "$(PROFILE)" "$(DEVICE)"

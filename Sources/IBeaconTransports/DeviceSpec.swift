@@ -10,11 +10,12 @@ public enum SerialFlowControl: Sendable, Hashable {
 
 /// Which controller to talk to, as the user wrote it with `--device`.
 ///
-/// Accepted forms: `hciN` (or plain `N`), `serial:PATH[,BAUD][,rtscts]`, `tcp:HOST:PORT`
-/// (`tcp:[::1]:PORT` for IPv6), `btsnoop:FILE` (offline replay of a capture).
+/// Accepted forms: `hciN` (or plain `N`), `raw:hciN`, `serial:PATH[,BAUD][,rtscts]`,
+/// `tcp:HOST:PORT` (`tcp:[::1]:PORT` for IPv6), `btsnoop:FILE` (offline replay of a capture).
 public enum DeviceSpec: Sendable, Hashable, CustomStringConvertible {
-    /// A BlueZ adapter, reached through a raw HCI socket.
-    case hci(index: UInt16)
+    /// A BlueZ adapter. `advertise`, `stop`, `info` reach it through the kernel's management
+    /// interface when the kernel manages it; `raw` (spelled `raw:hciN`) forces the raw HCI socket.
+    case hci(index: UInt16, raw: Bool = false)
     /// An H4 controller on a serial line.
     case serial(path: String, baudRate: Int, flowControl: SerialFlowControl)
     /// An H4 controller behind a TCP socket (e.g. Bumble's `tcp-server:` transport).
@@ -33,7 +34,7 @@ public enum DeviceSpec: Sendable, Hashable, CustomStringConvertible {
 
     /// What every error message lists.
     public static let acceptedForms =
-        "hciN (e.g. hci0), serial:/dev/ttyACM0[,BAUD][,rtscts], tcp:HOST:PORT or btsnoop:FILE"
+        "hciN (e.g. hci0), raw:hciN, serial:/dev/ttyACM0[,BAUD][,rtscts], tcp:HOST:PORT or btsnoop:FILE"
 
     /// Parses a device specification. Throws `TransportError(.badSpecification, …)` naming the
     /// accepted forms.
@@ -88,19 +89,21 @@ public enum DeviceSpec: Sendable, Hashable, CustomStringConvertible {
             guard !rest.isEmpty else { throw bad("the capture file name is missing") }
             self = .btsnoop(path: String(rest))
         } else {
-            let digits = text.strippingPrefix("hci") ?? Substring(text)
+            let raw = text.hasPrefix("raw:")
+            let name = text.strippingPrefix("raw:").map(String.init) ?? text
+            let digits = name.strippingPrefix("hci") ?? Substring(name)
             guard !digits.isEmpty, digits.allSatisfy(\.isASCIIDigit), digits.count <= 5,
                 let index = Int(digits), index < 0xFFFF  // 0xFFFF is HCI_DEV_NONE
             else { throw bad("unrecognised device") }
-            self = .hci(index: UInt16(index))
+            self = .hci(index: UInt16(index), raw: raw)
         }
     }
 
     /// The canonical spelling; parsing it gives back the same value.
     public var description: String {
         switch self {
-        case .hci(let index):
-            return "hci\(index)"
+        case .hci(let index, let raw):
+            return (raw ? "raw:" : "") + "hci\(index)"
         case .serial(let path, let baudRate, let flowControl):
             return "serial:\(path),\(baudRate)" + (flowControl == .rtsCts ? ",rtscts" : "")
         case .tcp(let host, let port):
@@ -125,7 +128,7 @@ extension Character {
 /// controller: `btsnoop:` specifications are read by `CaptureSightingSource`.
 public func openTransport(_ spec: DeviceSpec, logger: Logger) throws(TransportError) -> any HCITransport {
     switch spec {
-    case .hci(let index):
+    case .hci(let index, _):
         return try BlueZHCITransport(index: index, logger: logger)
     case .serial(let path, let baudRate, let flowControl):
         return try H4StreamTransport.openSerial(

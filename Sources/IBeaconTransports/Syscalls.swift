@@ -365,6 +365,22 @@ enum Sys {
         _ = try retryingOnInterrupt { ioctl(fd.rawValue, ibeacon_HCIDEVUP, Int32(index)) }
     }
 
+    /// `bind(2)` to `{HCI_DEV_NONE, HCI_CHANNEL_CONTROL}`: the kernel's management interface
+    /// (BlueZ doc/mgmt-api.txt). Needs CAP_NET_ADMIN for commands that change state.
+    static func bindHCIControl(_ fd: FileDescriptor) throws(Errno) {
+        var address = sockaddr_hci()
+        address.hci_family = sa_family_t(AF_BLUETOOTH)
+        address.hci_dev = UInt16(HCI_DEV_NONE)
+        address.hci_channel = UInt16(HCI_CHANNEL_CONTROL)
+        _ = try retryingOnInterrupt {
+            withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd.rawValue, $0, socklen_t(MemoryLayout<sockaddr_hci>.size))
+                }
+            }
+        }
+    }
+
     /// `bind(2)` to adapter `index` on `HCI_CHANNEL_RAW`: shares the controller with the kernel.
     static func bindHCIRaw(_ fd: FileDescriptor, index: UInt16) throws(Errno) {
         var address = sockaddr_hci()
@@ -432,5 +448,105 @@ enum Sys {
         var ts = timespec()
         _ = clock_gettime(CLOCK_REALTIME, &ts)
         return Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1000
+    }
+}
+
+// MARK: - Processes (event hooks)
+
+/// How a child process ended (`waitpid(2)` status).
+public enum ProcessTermination: Sendable, Equatable, CustomStringConvertible {
+    case exited(Int32)
+    case signalled(Int32)
+
+    public var description: String {
+        switch self {
+        case .exited(let code): "exited with status \(code)"
+        case .signalled(let signal): "was killed by signal \(signal)"
+        }
+    }
+}
+
+extension Sys {
+    /// `posix_spawnp(3)` of `arguments` (PATH searched for the program) with exactly
+    /// `environment` (`NAME=value` strings). The child gets its own process group (so a timeout
+    /// can end it and whatever it started), the default disposition of every standard signal
+    /// (this process ignores SIGINT, SIGTERM, SIGPIPE and others while it handles them, and
+    /// ignored dispositions survive exec), an empty signal mask,
+    /// stdin from /dev/null, and stdout joined to stderr (the hook must not write into the JSON
+    /// on stdout). Every descriptor this module opens is close-on-exec, so the child gets no other.
+    static func spawn(_ arguments: [String], environment: [String]) throws(Errno) -> pid_t {
+        guard let program = arguments.first else { throw .invalidArgument }
+        var actions = posix_spawn_file_actions_t()
+        var attributes = posix_spawnattr_t()
+        posix_spawn_file_actions_init(&actions)
+        posix_spawnattr_init(&attributes)
+        defer {
+            posix_spawn_file_actions_destroy(&actions)
+            posix_spawnattr_destroy(&attributes)
+        }
+        posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, STDERR_FILENO, STDOUT_FILENO)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for signal: Int32 in 1...31 where signal != SIGKILL && signal != SIGSTOP { sigaddset(&defaults, signal) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        var mask = sigset_t()
+        sigemptyset(&mask)
+        posix_spawnattr_setsigmask(&attributes, &mask)
+        posix_spawnattr_setpgroup(&attributes, 0)
+        posix_spawnattr_setflags(
+            &attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+        let argv = arguments.map { strdup($0) } + [nil]
+        let envp = environment.map { strdup($0) } + [nil]
+        defer {
+            for p in argv { free(p) }
+            for p in envp { free(p) }
+        }
+        var pid = pid_t()
+        let rc = posix_spawnp(&pid, program, &actions, &attributes, argv, envp)
+        guard rc == 0 else { throw Errno(rawValue: rc) }
+        return pid
+    }
+
+    /// `waitpid(pid, WNOHANG)`: nil while the child runs.
+    static func reap(_ pid: pid_t) throws(Errno) -> ProcessTermination? {
+        var status: Int32 = 0
+        let rc = try retryingOnInterrupt { waitpid(pid, &status, WNOHANG) }
+        if rc == 0 { return nil }
+        // WIFEXITED / WEXITSTATUS / WTERMSIG are macros Swift does not import.
+        let signal = status & 0x7F
+        return signal == 0 ? .exited((status >> 8) & 0xFF) : .signalled(signal)
+    }
+
+    /// `kill(-pid, signal)`: the whole process group a spawned child leads.
+    static func signalProcessGroup(_ pid: pid_t, _ signal: Int32) {
+        _ = kill(-pid, signal)
+    }
+
+    /// This process's environment (`environ`), as `NAME=value` strings.
+    static func environment() -> [String] {
+        var out: [String] = []
+        var p = environ
+        while let entry = p.pointee {
+            out.append(String(cString: entry))
+            p += 1
+        }
+        return out
+    }
+
+    /// Where `posix_spawnp` will find `program`: itself when it names a path, else the first
+    /// executable file of that name in `$PATH` (`access(2)` with `X_OK`); nil when there is none.
+    static func findExecutable(_ program: String, path: String?) -> String? {
+        if program.contains("/") { return access(program, X_OK) == 0 ? program : nil }
+        for directory in (path ?? "/usr/local/bin:/usr/bin:/bin").split(
+            separator: ":", omittingEmptySubsequences: false)
+        {
+            let candidate = (directory.isEmpty ? "." : String(directory)) + "/" + program
+            var info = stat()
+            if stat(candidate, &info) == 0, info.st_mode & S_IFMT == S_IFREG, access(candidate, X_OK) == 0 {
+                return candidate
+            }
+        }
+        return nil
     }
 }

@@ -64,6 +64,32 @@ struct AdvertiseCommand: AsyncParsableCommand {
         let logger = logging.makeLogger()
         try await reporting {
             let specs = try profile.map { path in try beaconSpec(path: path, forceRandomAddress: randomAddress) }
+            if let kernel = try await device.kernelPath(logger: logger) {
+                if mode != .auto {
+                    logger.warning("--mode \(mode.rawValue) applies to raw HCI only; the kernel chooses the commands")
+                }
+                let json = self.json
+                let duration = self.duration
+                try await runUntilSignalled {
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        group.addTask {
+                            try await advertiseThroughKernel(kernel, specs: specs, json: json, logger: logger) { line in
+                                printOut(line)
+                                SystemdNotifier.notify(
+                                    "READY=1\nSTATUS=advertising \(specs.count) beacon(s) on \(kernel.name) through the kernel",
+                                    environment: ProcessInfo.processInfo.environment)
+                            }
+                        }
+                        if let duration {
+                            group.addTask { try await Task.sleep(for: .milliseconds(Int64(duration * 1000))) }
+                        }
+                        try await group.next()
+                        group.cancelAll()
+                        try await group.waitForAll()
+                    }
+                }
+                return
+            }
             let transportSpec = try device.spec()
             let advertiser = Advertiser(
                 beacons: specs, mode: mode, ownsController: transportSpec.isExclusive, logger: logger)
@@ -135,8 +161,13 @@ func statusLine(_ status: AdvertisingStatus, device: String, json: Bool) -> Stri
 struct StopCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "stop",
-        abstract: "Turn off advertising that anything left on (this tool or another).",
-        discussion: "Works whether legacy or extended advertising was used. Exits 0 if nothing was advertising.")
+        abstract: "Turn off advertising left on by ibeacon (hciN) or by anything (raw HCI).",
+        discussion: """
+            On hciN through the kernel: removes the advertising instances ibeacon recorded in \
+            /run/ibeacon (or $IBEACON_RUNTIME_DIR) for that adapter, and no other program's. With \
+            raw:hciN, serial: or tcp:, turns the controller's advertising off whoever set it, \
+            legacy or extended. Exits 0 if nothing was advertising.
+            """)
 
     @OptionGroup var device: DeviceOptions
     @OptionGroup var logging: LoggingOptions
@@ -144,6 +175,10 @@ struct StopCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = logging.makeLogger()
         try await reporting {
+            if let kernel = try await device.kernelPath(logger: logger) {
+                printOut(try await stopThroughKernel(kernel, logger: logger))
+                return
+            }
             let client = try await device.connect(logger: logger)
             let mode = try await Advertiser.stopAny(on: client, logger: logger)
             await client.close()

@@ -53,7 +53,8 @@ enum Exit {
           75  controller did not answer in time, or the file is locked by another
               ibeacon
           76  controller rejected a command (the message names command and status)
-          77  permission denied (capabilities CAP_NET_RAW/CAP_NET_ADMIN)
+          77  permission denied (capability CAP_NET_ADMIN; raw HCI also
+              CAP_NET_RAW)
           79  btsnoop:FILE cut short or damaged: every complete record was read,
               the warning names the byte offset
           80  calibrate: precision not reached by --duration; nothing written
@@ -103,6 +104,24 @@ func classify(_ error: any Error) -> (message: String, code: Int32) {
         case .transport(let t): return (e.description, exitCode(for: t.kind))
         case .closed: return (e.description, Exit.ioError)
         }
+    case let e as MgmtError:
+        switch e {
+        case .commandFailed(_, _, let status):
+            switch status {
+            case .permissionDenied: return (e.description, Exit.permission)
+            case .invalidIndex, .rfkilled, .notSupported: return (e.description, Exit.unavailable)
+            case .busy: return (e.description, Exit.tempFail)
+            default: return (e.description, Exit.controllerError)
+            }
+        case .badReply: return (e.description, Exit.controllerError)
+        case .timeout: return (e.description, Exit.tempFail)
+        case .transport(let t): return (e.description, exitCode(for: t.kind))
+        case .closed: return (e.description, Exit.ioError)
+        }
+    case let e as MgmtAdvertisingError:
+        return (e.description, Exit.unavailable)
+    case let e as MgmtParameterError:
+        return (e.description, Exit.dataError)
     case let e as DecodingError:
         return (e.description, Exit.dataError)
     case let e as CalibrationError:

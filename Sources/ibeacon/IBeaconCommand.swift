@@ -22,7 +22,7 @@ struct IBeaconCommand: AsyncParsableCommand {
         subcommands: [
             ProfileCommand.self, EncodeCommand.self, DecodeCommand.self, DevicesCommand.self,
             InfoCommand.self, AdvertiseCommand.self, StopCommand.self, ScanCommand.self,
-            CalibrateCommand.self,
+            CalibrateCommand.self, MonitorCommand.self,
         ]
     )
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import IBeaconCore
 import IBeaconHost
+import IBeaconTransports
 
 struct InfoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -9,7 +10,10 @@ struct InfoCommand: AsyncParsableCommand {
         discussion: """
             Address, HCI/LMP version, manufacturer, the LE features that matter (extended \
             advertising, 2M and coded PHY), advertising sets and maximum data length when extended \
-            advertising exists, and the TX power the controller reports. Changes nothing.
+            advertising exists, and the TX power the controller reports. Changes nothing. \
+            On hciN managed by the kernel it asks the kernel's management interface instead \
+            (no capability needed): address, name, settings, and the advertising instances \
+            (maximum, in use, supported flags); raw:hciN asks the controller over raw HCI.
             """)
 
     @OptionGroup var device: DeviceOptions
@@ -20,6 +24,10 @@ struct InfoCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = logging.makeLogger()
         try await reporting {
+            if let kernel = try await device.kernelPath(logger: logger) {
+                try await printKernelInfo(kernel, json: json)
+                return
+            }
             let client = try await device.connect(logger: logger)
             defer { Task { await client.close() } }
             let info = try await ControllerInfo.read(from: client)
@@ -46,6 +54,7 @@ struct InfoCommand: AsyncParsableCommand {
                 return
             }
             printOut("device:              \(device.deviceText)")
+            printOut("path:                raw HCI (the controller's own answers)")
             printOut("address:             \(info.address)")
             if let v = info.version {
                 printOut(
@@ -71,4 +80,49 @@ struct InfoCommand: AsyncParsableCommand {
 /// `Bluetooth 5.4` for HCI/LMP version numbers, from Core's table (Assigned Numbers §2.1).
 func coreVersionName(_ v: UInt8) -> String {
     ReadLocalVersionInformation.ReturnParameters.coreVersionName(v).map { "Bluetooth \($0)" } ?? "unknown version"
+}
+
+/// `info` through the kernel's management interface.
+func printKernelInfo(_ kernel: KernelPath, json: Bool) async throws {
+    defer { Task { await kernel.client.close() } }
+    let index = MgmtIndex(kernel.index)
+    let info = try await kernel.client.execute(MgmtReadControllerInfo(), index: index)
+    let features = try? await kernel.client.execute(MgmtReadAdvertisingFeatures(), index: index)
+    let version = try? await kernel.client.execute(MgmtReadVersion(), index: .none)
+    if json {
+        printOut(
+            jsonLine([
+                "device": kernel.name, "path": "mgmt", "address": info.address.description, "name": info.name,
+                "manufacturer": Int(info.manufacturer),
+                "manufacturerName": CompanyIdentifier(rawValue: info.manufacturer).description,
+                "powered": info.currentSettings.contains(.powered),
+                "lowEnergy": info.currentSettings.contains(.lowEnergy),
+                "settings": info.currentSettings.description,
+                "supportedSettings": info.supportedSettings.description,
+                "managementVersion": version.map { "\($0.version).\($0.revision)" },
+                "maxAdvertisingInstances": features.map { Int($0.maxInstances) },
+                "advertisingInstances": features.map { $0.instances.map { Int($0) } },
+                "maxAdvertisingDataLength": features.map { Int($0.maxAdvertisingDataLength) },
+                "advertisingFlags": features.map { $0.supportedFlags.description },
+                "canSetTxPower": features.map { $0.supportedFlags.contains(.canSetTxPower) },
+            ]))
+        return
+    }
+    printOut("device:              \(kernel.name)")
+    printOut(
+        "path:                the kernel's management interface"
+            + (version.map { " \($0.version).\($0.revision)" } ?? "") + " (raw:\(kernel.name) for raw HCI)")
+    printOut("address:             \(info.address)")
+    printOut("name:                \(info.name)")
+    printOut("manufacturer:        \(CompanyIdentifier(rawValue: info.manufacturer))")
+    printOut("powered:             \(info.currentSettings.contains(.powered) ? "yes" : "no")")
+    printOut("Low Energy:          \(info.currentSettings.contains(.lowEnergy) ? "on" : "off")")
+    printOut("settings:            \(info.currentSettings)")
+    if let f = features {
+        let used = f.instances.isEmpty ? "none" : f.instances.map(String.init).joined(separator: ", ")
+        printOut("advertising instances: \(f.maxInstances) (in use: \(used))")
+        printOut("max adv data length: \(f.maxAdvertisingDataLength) bytes")
+        printOut("advertising flags:   \(f.supportedFlags)")
+        printOut("TX power settable:   \(f.supportedFlags.contains(.canSetTxPower) ? "yes" : "no")")
+    }
 }

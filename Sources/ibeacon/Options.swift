@@ -80,7 +80,7 @@ struct DeviceOptions: ParsableArguments {
     @Option(
         name: .shortAndLong,
         help: ArgumentHelp(
-            "Controller: hciN, serial:PATH[,BAUD][,rtscts], tcp:HOST:PORT; or a capture to read, btsnoop:FILE (default: $IBEACON_DEVICE, else hci0).",
+            "Controller: hciN (through the kernel's management interface for advertise, stop and info; raw HCI for scan and calibrate), raw:hciN (raw HCI always), serial:PATH[,BAUD][,rtscts], tcp:HOST:PORT; or a capture to read, btsnoop:FILE (default: $IBEACON_DEVICE, else hci0).",
             valueName: "spec"))
     var device: String?
 

@@ -93,6 +93,10 @@ Control over stdin, one command per line, each acknowledged with an "ack" event:
                 as a second program on a shared raw HCI socket would.
     disconnect  close the H4 TCP connection / the pty (a new pty is opened and
                 announced with a "pty" event).
+    beacon-off N / beacon-on N
+                the N-th --beacon (counted from 0) stops / starts advertising,
+                while the DUT's client stays connected; the ack carries "t", the
+                time.monotonic() just before the switch.
     cut-mid-packet  send the first 4 of the 7 bytes of a Command Complete event,
                 then close the connection in an orderly way (TCP FIN; pty: closed
                 and reopened as for disconnect).
@@ -1390,6 +1394,31 @@ async def start_peer_device(
     return device
 
 
+async def start_beacon(device: Device, spec: 'BeaconSpec') -> None:
+    await device.start_advertising(
+        advertising_type=AdvertisingType.UNDIRECTED,
+        own_address_type=hci.OwnAddressType.RANDOM,
+        advertising_data=spec.advertising_data(),
+        advertising_interval_min=spec.interval_ms,
+        advertising_interval_max=spec.interval_ms,
+    )
+
+
+async def switch_beacon(beacon_devices: list[tuple[Device, 'BeaconSpec']], argument: str, on: bool) -> dict[str, Any]:
+    """beacon-on / beacon-off N: the N-th --beacon (from 0) starts or stops advertising; the
+    observer's link is untouched. Returns fields for the ack (the switch time, or an error)."""
+    try:
+        device, spec = beacon_devices[int(argument)]
+    except (ValueError, IndexError):
+        return {'ok': False, 'error': f'no beacon {argument!r} (0..{len(beacon_devices) - 1})'}
+    t = time.monotonic()  # before: the first advertisement may go out inside start_advertising
+    if on and not device.is_advertising:
+        await start_beacon(device, spec)
+    elif not on and device.is_advertising:
+        await device.stop_advertising()
+    return {'t': t, 'beacon': int(argument), 'on': on}
+
+
 async def run(args: argparse.Namespace) -> int:
     link = LocalLink()
     faults = dict(parse_fault(f) for f in args.fail)
@@ -1412,6 +1441,7 @@ async def run(args: argparse.Namespace) -> int:
     devices: list[Device] = []
     ready: dict[str, Any] = {'event': 'ready', 'address': args.address, 'features': args.features}
     beacons = []
+    beacon_devices: list[tuple[Device, BeaconSpec]] = []
     for index, spec_text in enumerate(args.beacon):
         spec = BeaconSpec.parse(spec_text, index)
         controller = HarnessController(
@@ -1420,14 +1450,9 @@ async def run(args: argparse.Namespace) -> int:
             random.Random(args.seed + 3000 + index), use_adv_delay=use_adv_delay,
         )
         device = await start_peer_device(f'beacon{index}', controller, spec.address)
-        await device.start_advertising(
-            advertising_type=AdvertisingType.UNDIRECTED,
-            own_address_type=hci.OwnAddressType.RANDOM,
-            advertising_data=spec.advertising_data(),
-            advertising_interval_min=spec.interval_ms,
-            advertising_interval_max=spec.interval_ms,
-        )
+        await start_beacon(device, spec)
         devices.append(device)
+        beacon_devices.append((device, spec))
         beacons.append(spec.address)
     if beacons:
         ready['beacons'] = beacons
@@ -1508,6 +1533,8 @@ async def run(args: argparse.Namespace) -> int:
                 tcp_server.disconnect()
             elif pty_server is not None:
                 emit({'event': 'pty', 'pty': pty_server.disconnect()})
+        elif cmd.split()[0] in ('beacon-on', 'beacon-off') and len(cmd.split()) == 2:
+            ack.update(await switch_beacon(beacon_devices, cmd.split()[1], cmd.startswith('beacon-on')))
         elif cmd == 'quit':
             emit(ack)
             break

@@ -1,0 +1,457 @@
+/// A management command: its code, how its parameters are written, and how its return
+/// parameters are read (one type per command; mgmt-api.txt section named in each doc comment).
+public protocol MgmtCommand: Sendable {
+    associatedtype ReturnParameters: Sendable
+    static var opcode: MgmtOpcode { get }
+    /// The command parameters, without the header.
+    func encodeParameters() -> [UInt8]
+    /// Reads the Return_Parameters of a successful Command Complete.
+    static func decodeReturn(_ bytes: [UInt8]) throws(DecodingError) -> ReturnParameters
+}
+
+extension MgmtCommand {
+    public func packet(index: MgmtIndex) -> MgmtPacket {
+        MgmtPacket(code: Self.opcode.rawValue, index: index, parameters: encodeParameters())
+    }
+}
+
+/// The management settings bitmask (mgmt-api.txt "Read Controller Information Command").
+public struct MgmtSettings: OptionSet, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt32
+    public init(rawValue: UInt32) { self.rawValue = rawValue }
+
+    public static let powered = MgmtSettings(rawValue: 1 << 0)
+    public static let connectable = MgmtSettings(rawValue: 1 << 1)
+    public static let fastConnectable = MgmtSettings(rawValue: 1 << 2)
+    public static let discoverable = MgmtSettings(rawValue: 1 << 3)
+    public static let bondable = MgmtSettings(rawValue: 1 << 4)
+    public static let linkLevelSecurity = MgmtSettings(rawValue: 1 << 5)
+    public static let secureSimplePairing = MgmtSettings(rawValue: 1 << 6)
+    public static let brEdr = MgmtSettings(rawValue: 1 << 7)
+    public static let highSpeed = MgmtSettings(rawValue: 1 << 8)
+    public static let lowEnergy = MgmtSettings(rawValue: 1 << 9)
+    public static let advertising = MgmtSettings(rawValue: 1 << 10)
+    public static let secureConnections = MgmtSettings(rawValue: 1 << 11)
+    public static let debugKeys = MgmtSettings(rawValue: 1 << 12)
+    public static let privacy = MgmtSettings(rawValue: 1 << 13)
+    public static let controllerConfiguration = MgmtSettings(rawValue: 1 << 14)
+    public static let staticAddress = MgmtSettings(rawValue: 1 << 15)
+    public static let phyConfiguration = MgmtSettings(rawValue: 1 << 16)
+    public static let widebandSpeech = MgmtSettings(rawValue: 1 << 17)
+    public static let qualityReport = MgmtSettings(rawValue: 1 << 18)
+
+    static let names = [
+        "powered", "connectable", "fast-connectable", "discoverable", "bondable", "link-security", "ssp",
+        "br/edr", "hs", "le", "advertising", "secure-conn", "debug-keys", "privacy", "configuration",
+        "static-addr", "phy-configuration", "wide-band-speech", "quality-report",
+    ]
+
+    /// `powered le advertising` (btmgmt's names); unknown bits as `bit20`.
+    public var description: String {
+        (0..<32).filter { rawValue & (1 << UInt32($0)) != 0 }
+            .map { $0 < Self.names.count ? Self.names[$0] : "bit\($0)" }
+            .joined(separator: " ")
+    }
+}
+
+/// The Flags of Add Advertising / Add Extended Advertising Parameters and the Supported_Flags
+/// of Read Advertising Features (mgmt-api.txt, bits 0–16).
+public struct MgmtAdvertisingFlags: OptionSet, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt32
+    public init(rawValue: UInt32) { self.rawValue = rawValue }
+
+    /// Bit 0. Without it the instance is non-connectable unless the adapter's global
+    /// connectable setting is on ("the controller will use advertising based on the
+    /// connectable setting").
+    public static let connectable = MgmtAdvertisingFlags(rawValue: 1 << 0)
+    public static let discoverable = MgmtAdvertisingFlags(rawValue: 1 << 1)
+    public static let limitedDiscoverable = MgmtAdvertisingFlags(rawValue: 1 << 2)
+    public static let managedFlags = MgmtAdvertisingFlags(rawValue: 1 << 3)
+    /// Bit 4: adds a TX Power AD field; it does not set the power.
+    public static let txPowerField = MgmtAdvertisingFlags(rawValue: 1 << 4)
+    public static let appearance = MgmtAdvertisingFlags(rawValue: 1 << 5)
+    public static let localName = MgmtAdvertisingFlags(rawValue: 1 << 6)
+    public static let secondaryLE1M = MgmtAdvertisingFlags(rawValue: 1 << 7)
+    public static let secondaryLE2M = MgmtAdvertisingFlags(rawValue: 1 << 8)
+    public static let secondaryLECoded = MgmtAdvertisingFlags(rawValue: 1 << 9)
+    /// Bit 10 (Supported_Flags only): the TX Power parameter can be honoured.
+    public static let canSetTxPower = MgmtAdvertisingFlags(rawValue: 1 << 10)
+    /// Bit 11 (Supported_Flags only): the controller offloads advertising.
+    public static let hardwareOffload = MgmtAdvertisingFlags(rawValue: 1 << 11)
+    /// Bits 12–16: which fields of Add Extended Advertising Parameters were set by the caller.
+    public static let useDuration = MgmtAdvertisingFlags(rawValue: 1 << 12)
+    public static let useTimeout = MgmtAdvertisingFlags(rawValue: 1 << 13)
+    public static let useIntervals = MgmtAdvertisingFlags(rawValue: 1 << 14)
+    public static let useTxPower = MgmtAdvertisingFlags(rawValue: 1 << 15)
+    public static let scanResponse = MgmtAdvertisingFlags(rawValue: 1 << 16)
+
+    static let names = [
+        "connectable", "discoverable", "limited-discoverable", "managed-flags", "tx-power-field",
+        "appearance", "local-name", "secondary-1M", "secondary-2M", "secondary-coded", "can-set-tx-power",
+        "hw-offload", "duration", "timeout", "intervals", "tx-power", "scan-response",
+    ]
+
+    public var description: String {
+        (0..<32).filter { rawValue & (1 << UInt32($0)) != 0 }
+            .map { $0 < Self.names.count ? Self.names[$0] : "bit\($0)" }
+            .joined(separator: " ")
+    }
+}
+
+/// Read Management Version Information (0x0001, non-controller). Returns Version (1), Revision (2).
+public struct MgmtReadVersion: MgmtCommand {
+    public struct ReturnParameters: Sendable, Equatable {
+        public var version: UInt8
+        public var revision: UInt16
+        public var description: String { "\(version).\(revision)" }
+    }
+    public static let opcode = MgmtOpcode.readVersion
+    public init() {}
+    public func encodeParameters() -> [UInt8] { [] }
+    public static func decodeReturn(_ bytes: [UInt8]) throws(DecodingError) -> ReturnParameters {
+        var r = ByteReader(bytes)
+        let v = try r.readUInt8("Version")
+        let rev = try r.readUInt16LE("Revision")
+        return ReturnParameters(version: v, revision: rev)
+    }
+}
+
+/// Read Controller Index List (0x0003, non-controller). Returns Num_Controllers (2),
+/// Controller_Index[i] (2 each).
+public struct MgmtReadIndexList: MgmtCommand {
+    public static let opcode = MgmtOpcode.readIndexList
+    public init() {}
+    public func encodeParameters() -> [UInt8] { [] }
+    public static func decodeReturn(_ bytes: [UInt8]) throws(DecodingError) -> [UInt16] {
+        var r = ByteReader(bytes)
+        let count = Int(try r.readUInt16LE("Num_Controllers"))
+        var indices: [UInt16] = []
+        for i in 0..<count { indices.append(try r.readUInt16LE("Controller_Index[\(i)]")) }
+        try r.expectEnd("Read Controller Index List return parameters")
+        return indices
+    }
+}
+
+/// Read Controller Information (0x0004). Returns Address (6), Bluetooth_Version (1),
+/// Manufacturer (2), Supported_Settings (4), Current_Settings (4), Class_Of_Device (3),
+/// Name (249), Short_Name (11): 280 bytes.
+public struct MgmtReadControllerInfo: MgmtCommand {
+    public struct ReturnParameters: Sendable, Equatable {
+        public var address: BDAddress
+        public var bluetoothVersion: UInt8
+        public var manufacturer: UInt16
+        public var supportedSettings: MgmtSettings
+        public var currentSettings: MgmtSettings
+        public var classOfDevice: UInt32
+        public var name: String
+        public var shortName: String
+    }
+    public static let opcode = MgmtOpcode.readControllerInfo
+    public init() {}
+    public func encodeParameters() -> [UInt8] { [] }
+    public static func decodeReturn(_ bytes: [UInt8]) throws(DecodingError) -> ReturnParameters {
+        var r = ByteReader(bytes)
+        let address = try BDAddress.read(from: &r, "Address")
+        let version = try r.readUInt8("Bluetooth_Version")
+        let manufacturer = try r.readUInt16LE("Manufacturer")
+        let supported = MgmtSettings(rawValue: try r.readUInt32LE("Supported_Settings"))
+        let current = MgmtSettings(rawValue: try r.readUInt32LE("Current_Settings"))
+        let cod = try r.readUInt24LE("Class_Of_Device")
+        let name = cString(try r.readBytes(249, "Name"))
+        let short = cString(try r.readBytes(11, "Short_Name"))
+        return ReturnParameters(
+            address: address, bluetoothVersion: version, manufacturer: manufacturer, supportedSettings: supported,
+            currentSettings: current, classOfDevice: cod, name: name, shortName: short)
+    }
+}
+
+/// A NUL-padded name field; invalid UTF-8 is replaced, never trusted.
+func cString(_ bytes: [UInt8]) -> String {
+    String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
+}
+
+/// Read Advertising Features (0x003D). Returns Supported_Flags (4), Max_Adv_Data_Len (1),
+/// Max_Scan_Rsp_Len (1), Max_Instances (1), Num_Instances (1), Instance[i] (1 each).
+public struct MgmtReadAdvertisingFeatures: MgmtCommand {
+    public struct ReturnParameters: Sendable, Equatable {
+        public var supportedFlags: MgmtAdvertisingFlags
+        public var maxAdvertisingDataLength: UInt8
+        public var maxScanResponseLength: UInt8
+        public var maxInstances: UInt8
+        /// The instances registered now, by any program.
+        public var instances: [UInt8]
+
+        public init(
+            supportedFlags: MgmtAdvertisingFlags, maxAdvertisingDataLength: UInt8, maxScanResponseLength: UInt8,
+            maxInstances: UInt8, instances: [UInt8]
+        ) {
+            self.supportedFlags = supportedFlags
+            self.maxAdvertisingDataLength = maxAdvertisingDataLength
+            self.maxScanResponseLength = maxScanResponseLength
+            self.maxInstances = maxInstances
+            self.instances = instances
+        }
+    }
+    public static let opcode = MgmtOpcode.readAdvertisingFeatures
+    public init() {}
+    public func encodeParameters() -> [UInt8] { [] }
+    public static func decodeReturn(_ bytes: [UInt8]) throws(DecodingError) -> ReturnParameters {
+        var r = ByteReader(bytes)
+        let flags = MgmtAdvertisingFlags(rawValue: try r.readUInt32LE("Supported_Flags"))
+        let maxData = try r.readUInt8("Max_Adv_Data_Len")
+        let maxScan = try r.readUInt8("Max_Scan_Rsp_Len")
+        let maxInstances = try r.readUInt8("Max_Instances")
+        let count = Int(try r.readUInt8("Num_Instances"))
+        let instances = try r.readBytes(count, "Instance[]")
+        try r.expectEnd("Read Advertising Features return parameters")
+        return ReturnParameters(
+            supportedFlags: flags, maxAdvertisingDataLength: maxData, maxScanResponseLength: maxScan,
+            maxInstances: maxInstances, instances: instances)
+    }
+}
+
+/// Why an advertising command could not be built (validated at construction).
+public struct MgmtParameterError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var message: String
+    public var description: String { message }
+}
+
+/// Add Advertising (0x003E): Instance (1), Flags (4), Duration (2), Timeout (2),
+/// Adv_Data_Len (1), Scan_Rsp_Len (1), Adv_Data, Scan_Rsp. Returns Instance (1).
+/// The kernel advertises it at its default interval (`le_adv_min_interval`/`max`, 1.28 s
+/// unless changed with Set Default System Configuration); there is no interval parameter.
+public struct MgmtAddAdvertising: MgmtCommand {
+    public var instance: UInt8
+    public var flags: MgmtAdvertisingFlags
+    public var duration: UInt16
+    public var timeout: UInt16
+    public var advertisingData: [UInt8]
+    public var scanResponse: [UInt8]
+
+    public static let opcode = MgmtOpcode.addAdvertising
+
+    /// "The Instance identifier is a value between 1 and the number of supported instances.
+    /// The value 0 is reserved."
+    public init(
+        instance: UInt8, flags: MgmtAdvertisingFlags = [], duration: UInt16 = 0, timeout: UInt16 = 0,
+        advertisingData: [UInt8], scanResponse: [UInt8] = []
+    ) throws(MgmtParameterError) {
+        guard instance != 0 else { throw MgmtParameterError(message: "advertising instance 0 is reserved") }
+        guard advertisingData.count <= 255, scanResponse.count <= 255 else {
+            throw MgmtParameterError(message: "advertising data and scan response are at most 255 bytes each")
+        }
+        self.instance = instance
+        self.flags = flags
+        self.duration = duration
+        self.timeout = timeout
+        self.advertisingData = advertisingData
+        self.scanResponse = scanResponse
+    }
+
+    public func encodeParameters() -> [UInt8] {
+        var w = ByteWriter()
+        w.uint8(instance)
+        w.uint32LE(flags.rawValue)
+        w.uint16LE(duration)
+        w.uint16LE(timeout)
+        w.uint8(UInt8(advertisingData.count))
+        w.uint8(UInt8(scanResponse.count))
+        w.append(advertisingData)
+        w.append(scanResponse)
+        return w.bytes
+    }
+
+    public static func decodeReturn(_ bytes: [UInt8]) throws(DecodingError) -> UInt8 {
+        try decodeInstance(bytes, "Add Advertising")
+    }
+}
+
+func decodeInstance(_ bytes: [UInt8], _ command: String) throws(DecodingError) -> UInt8 {
+    var r = ByteReader(bytes)
+    let instance = try r.readUInt8("Instance")
+    try r.expectEnd("\(command) return parameters")
+    return instance
+}
+
+/// Remove Advertising (0x003F): Instance (1). Returns Instance (1). Instance 0 removes every
+/// instance of every program, so this type refuses it.
+public struct MgmtRemoveAdvertising: MgmtCommand {
+    public var instance: UInt8
+    public static let opcode = MgmtOpcode.removeAdvertising
+
+    public init(instance: UInt8) throws(MgmtParameterError) {
+        guard instance != 0 else {
+            throw MgmtParameterError(message: "instance 0 would remove every program's advertising")
+        }
+        self.instance = instance
+    }
+
+    public func encodeParameters() -> [UInt8] { [instance] }
+    public static func decodeReturn(_ bytes: [UInt8]) throws(DecodingError) -> UInt8 {
+        try decodeInstance(bytes, "Remove Advertising")
+    }
+}
+
+/// Add Extended Advertising Parameters (0x0054, kernel ≥ 5.12): Instance (1), Flags (4),
+/// Duration (2), Timeout (2), MinInterval (4), MaxInterval (4), TxPower (1). Returns
+/// Instance (1), TxPower (1), MaxAdvDataLen (1), MaxScanRspLen (1).
+public struct MgmtAddExtendedAdvertisingParameters: MgmtCommand {
+    public struct ReturnParameters: Sendable, Equatable {
+        public var instance: UInt8
+        /// The power the controller selected.
+        public var txPower: Int8
+        public var maxAdvertisingDataLength: UInt8
+        public var maxScanResponseLength: UInt8
+    }
+
+    public var instance: UInt8
+    public var flags: MgmtAdvertisingFlags
+    public var duration: UInt16
+    public var timeout: UInt16
+    /// In 0.625 ms slots.
+    public var minInterval: UInt32
+    public var maxInterval: UInt32
+    public var txPower: Int8
+
+    public static let opcode = MgmtOpcode.addExtendedAdvertisingParameters
+    /// "both must have values in the range [0x000020, 0xFFFFFF]".
+    public static let intervalRange: ClosedRange<UInt32> = 0x20...0xFF_FFFF
+    /// "The acceptable range for requested Tx Power is … [-127, +20] dBm".
+    public static let txPowerRange: ClosedRange<Int8> = -127...20
+    /// TxPower when the host has no preference (not flagged, so the kernel ignores it).
+    public static let noTxPowerPreference: Int8 = 127
+
+    /// Non-connectable (no Connectable flag), legacy PDUs (no secondary PHY flag), with the
+    /// interval and, when given, the TX power flagged as set by the caller.
+    public init(instance: UInt8, interval: AdvertisingInterval, txPower: Int8?) throws(MgmtParameterError) {
+        guard instance != 0 else { throw MgmtParameterError(message: "advertising instance 0 is reserved") }
+        let slots = interval.slots
+        guard Self.intervalRange.contains(slots) else {
+            throw MgmtParameterError(message: "advertising interval \(interval) is outside 0x20…0xFFFFFF slots")
+        }
+        var flags: MgmtAdvertisingFlags = [.useIntervals]
+        if let txPower {
+            guard Self.txPowerRange.contains(txPower) else {
+                throw MgmtParameterError(message: "TX power \(txPower) dBm is outside -127…20 dBm")
+            }
+            flags.insert(.useTxPower)
+        }
+        self.instance = instance
+        self.flags = flags
+        self.duration = 0
+        self.timeout = 0
+        self.minInterval = slots
+        self.maxInterval = slots
+        self.txPower = txPower ?? Self.noTxPowerPreference
+    }
+
+    public func encodeParameters() -> [UInt8] {
+        var w = ByteWriter()
+        w.uint8(instance)
+        w.uint32LE(flags.rawValue)
+        w.uint16LE(duration)
+        w.uint16LE(timeout)
+        w.uint32LE(minInterval)
+        w.uint32LE(maxInterval)
+        w.int8(txPower)
+        return w.bytes
+    }
+
+    public static func decodeReturn(_ bytes: [UInt8]) throws(DecodingError) -> ReturnParameters {
+        var r = ByteReader(bytes)
+        let instance = try r.readUInt8("Instance")
+        let tx = try r.readInt8("TxPower")
+        let maxData = try r.readUInt8("MaxAdvDataLen")
+        let maxScan = try r.readUInt8("MaxScanRspLen")
+        try r.expectEnd("Add Extended Advertising Parameters return parameters")
+        return ReturnParameters(
+            instance: instance, txPower: tx, maxAdvertisingDataLength: maxData, maxScanResponseLength: maxScan)
+    }
+}
+
+/// Add Extended Advertising Data (0x0055): Instance (1), Advertising Data Length (1),
+/// Scan Response Length (1), Advertising Data, Scan Response. Returns Instance (1).
+public struct MgmtAddExtendedAdvertisingData: MgmtCommand {
+    public var instance: UInt8
+    public var advertisingData: [UInt8]
+    public var scanResponse: [UInt8]
+    public static let opcode = MgmtOpcode.addExtendedAdvertisingData
+
+    public init(instance: UInt8, advertisingData: [UInt8], scanResponse: [UInt8] = []) throws(MgmtParameterError) {
+        guard instance != 0 else { throw MgmtParameterError(message: "advertising instance 0 is reserved") }
+        guard advertisingData.count <= 255, scanResponse.count <= 255 else {
+            throw MgmtParameterError(message: "advertising data and scan response are at most 255 bytes each")
+        }
+        self.instance = instance
+        self.advertisingData = advertisingData
+        self.scanResponse = scanResponse
+    }
+
+    public func encodeParameters() -> [UInt8] {
+        var w = ByteWriter()
+        w.uint8(instance)
+        w.uint8(UInt8(advertisingData.count))
+        w.uint8(UInt8(scanResponse.count))
+        w.append(advertisingData)
+        w.append(scanResponse)
+        return w.bytes
+    }
+
+    public static func decodeReturn(_ bytes: [UInt8]) throws(DecodingError) -> UInt8 {
+        try decodeInstance(bytes, "Add Extended Advertising Data")
+    }
+}
+
+/// What the kernel sends on the control channel.
+public enum MgmtEvent: Sendable, Equatable {
+    /// Command Complete (0x0001): Command_Opcode (2), Status (1), Return_Parameters.
+    case commandComplete(index: MgmtIndex, opcode: MgmtOpcode, status: MgmtStatus, returnParameters: [UInt8])
+    /// Command Status (0x0002): Command_Opcode (2), Status (1).
+    case commandStatus(index: MgmtIndex, opcode: MgmtOpcode, status: MgmtStatus)
+    /// Controller Error (0x0003): Error_Code (1).
+    case controllerError(index: MgmtIndex, code: UInt8)
+    /// Index Added (0x0004), no parameters.
+    case indexAdded(MgmtIndex)
+    /// Index Removed (0x0005), no parameters.
+    case indexRemoved(MgmtIndex)
+    /// New Settings (0x0006): Current_Settings (4).
+    case newSettings(index: MgmtIndex, MgmtSettings)
+    /// Advertising Added (0x0023): Instance (1). Sent to every socket but the one that added it.
+    case advertisingAdded(index: MgmtIndex, instance: UInt8)
+    /// Advertising Removed (0x0024): Instance (1).
+    case advertisingRemoved(index: MgmtIndex, instance: UInt8)
+    case unknown(MgmtPacket)
+
+    /// Decodes an event; codes it does not know become `.unknown`, malformed known ones throw.
+    public init(_ packet: MgmtPacket) throws(DecodingError) {
+        var r = ByteReader(packet.parameters)
+        let index = packet.index
+        switch MgmtEventCode(rawValue: packet.code) {
+        case .commandComplete:
+            let op = MgmtOpcode(rawValue: try r.readUInt16LE("Command Complete opcode"))
+            let status = MgmtStatus(rawValue: try r.readUInt8("Command Complete status"))
+            self = .commandComplete(index: index, opcode: op, status: status, returnParameters: r.readRest())
+            return
+        case .commandStatus:
+            let op = MgmtOpcode(rawValue: try r.readUInt16LE("Command Status opcode"))
+            let status = MgmtStatus(rawValue: try r.readUInt8("Command Status status"))
+            self = .commandStatus(index: index, opcode: op, status: status)
+        case .controllerError:
+            self = .controllerError(index: index, code: try r.readUInt8("Controller Error code"))
+        case .indexAdded:
+            self = .indexAdded(index)
+        case .indexRemoved:
+            self = .indexRemoved(index)
+        case .newSettings:
+            self = .newSettings(index: index, MgmtSettings(rawValue: try r.readUInt32LE("Current_Settings")))
+        case .advertisingAdded:
+            self = .advertisingAdded(index: index, instance: try r.readUInt8("Advertising Added instance"))
+        case .advertisingRemoved:
+            self = .advertisingRemoved(index: index, instance: try r.readUInt8("Advertising Removed instance"))
+        default:
+            self = .unknown(packet)
+            return
+        }
+        try r.expectEnd(MgmtEventCode(rawValue: packet.code).description)
+    }
+}

@@ -1,0 +1,314 @@
+import IBeaconCore
+import Logging
+
+/// Which management commands registered an instance.
+public enum MgmtAdvertisingMethod: String, Sendable {
+    /// Add Extended Advertising Parameters + Data (kernel ≥ 5.12): the profile's interval and
+    /// TX power are honoured.
+    case extendedParameters = "add-ext-adv"
+    /// Add Advertising (older kernels): the kernel uses its default advertising interval.
+    case addAdvertising = "add-adv"
+}
+
+/// One beacon registered with the kernel as an advertising instance.
+public struct MgmtInstance: Sendable, Equatable {
+    public var spec: BeaconSpec
+    public var instance: UInt8
+    public var method: MgmtAdvertisingMethod
+    /// The power the controller selected, when the kernel says (extended parameters only).
+    public var txPower: Int8?
+}
+
+/// What is on the air after a successful start, for the status line.
+public struct MgmtAdvertisingStatus: Sendable {
+    public var index: MgmtIndex
+    public var instances: [MgmtInstance]
+    public var warnings: [String]
+}
+
+/// Why the management path cannot advertise (besides a command failing).
+public struct MgmtAdvertisingError: Error, Sendable, CustomStringConvertible {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+/// Registers iBeacons as kernel advertising instances and takes them away again, touching
+/// only instance numbers it registered itself.
+public struct MgmtAdvertiser: Sendable {
+    public var beacons: [BeaconSpec]
+    public var index: MgmtIndex
+    public var logger: Logger
+
+    public init(beacons: [BeaconSpec], index: MgmtIndex, logger: Logger) {
+        self.beacons = beacons
+        self.index = index
+        self.logger = logger
+    }
+
+    /// The lowest `count` instance numbers in 1…maxInstances that no program uses and that are
+    /// not in `reserved`. Never 0 (reserved by mgmt-api.txt).
+    public static func freeInstances(
+        _ count: Int, features: MgmtReadAdvertisingFeatures.ReturnParameters, reserved: Set<UInt8> = []
+    ) throws(MgmtAdvertisingError) -> [UInt8] {
+        let used = Set(features.instances).union(reserved)
+        let free = features.maxInstances == 0 ? [] : (1...features.maxInstances).filter { !used.contains($0) }
+        guard free.count >= count else {
+            throw MgmtAdvertisingError(
+                "the kernel has \(free.count) free advertising instance(s) of \(features.maxInstances) "
+                    + "(in use: \(features.instances.map(String.init).joined(separator: ", "))), "
+                    + "\(count) needed; remove other advertisements (`btmgmt rm-adv N`) or advertise fewer profiles")
+        }
+        return Array(free.prefix(count))
+    }
+
+    /// Registers `spec` as `instance`: extended parameters first, Add Advertising if the kernel
+    /// does not know that command (Unknown Command / Not Supported).
+    public func add(_ spec: BeaconSpec, instance: UInt8, on client: MgmtClient) async throws -> MgmtInstance {
+        let data = spec.beacon.advertisingData
+        let interval = try AdvertisingInterval(milliseconds: spec.intervalMilliseconds, for: .extended)
+        do {
+            let rp = try await client.execute(
+                MgmtAddExtendedAdvertisingParameters(instance: instance, interval: interval, txPower: spec.txPower),
+                index: index)
+            _ = try await client.execute(
+                MgmtAddExtendedAdvertisingData(instance: instance, advertisingData: data), index: index)
+            return MgmtInstance(spec: spec, instance: instance, method: .extendedParameters, txPower: rp.txPower)
+        } catch MgmtError.commandFailed(_, _, let status) where status == .unknownCommand || status == .notSupported {
+            let why =
+                "this kernel has no Add Extended Advertising Parameters (before 5.12): using Add Advertising; "
+                + "the kernel then advertises at its default interval (1.28 s unless configured), "
+                + "not the profile's \(spec.intervalMilliseconds) ms"
+            logger.notice("\(why)")
+            _ = try await client.execute(
+                MgmtAddAdvertising(instance: instance, advertisingData: data), index: index)
+            return MgmtInstance(spec: spec, instance: instance, method: .addAdvertising, txPower: nil)
+        }
+    }
+
+    /// Removes our instances (best effort: one that is already gone is not an error).
+    public func remove(_ instances: [UInt8], on client: MgmtClient) async {
+        for instance in instances {
+            do {
+                _ = try await client.execute(MgmtRemoveAdvertising(instance: instance), index: index)
+                logger.debug("removed advertising instance \(instance) on \(index)")
+            } catch MgmtError.commandFailed(_, _, .invalidParameters) {
+                // Already removed (by another program, or a power cycle for timed instances).
+            } catch {
+                logger.warning("could not remove advertising instance \(instance) on \(index): \(error)")
+            }
+        }
+    }
+
+    /// Warnings for what the management path cannot honour.
+    func warnings(features: MgmtReadAdvertisingFeatures.ReturnParameters) -> [String] {
+        var out: [String] = []
+        if beacons.contains(where: { $0.randomAddress != nil }) {
+            out.append(
+                "through the kernel the advertising address is chosen by the kernel (a non-resolvable random "
+                    + "address when the adapter is not connectable); the profile's static random address is not used")
+        }
+        if beacons.contains(where: { $0.txPower != nil }), !features.supportedFlags.contains(.canSetTxPower) {
+            out.append(
+                "this controller cannot set the advertising TX power through the kernel; the profile's TX power is a request only"
+            )
+        }
+        return out
+    }
+}
+
+/// Keeps the beacons registered with the kernel until cancelled: reacts to Advertising
+/// Removed/Added, New Settings and Index Removed/Added by putting its own instances back (and
+/// saying why), waits while the adapter is powered off, and removes its instances on the way out.
+public struct MgmtAdvertisingSession: Sendable {
+    public var advertiser: MgmtAdvertiser
+    public var client: MgmtClient
+    public var logger: Logger
+    public var clock: any Clock<Duration>
+    /// Called whenever the set of our instance numbers changes (the CLI records them for `stop`).
+    public var onInstancesChanged: @Sendable ([UInt8]) -> Void
+
+    public init(
+        advertiser: MgmtAdvertiser, client: MgmtClient, logger: Logger, clock: any Clock<Duration> = ContinuousClock(),
+        onInstancesChanged: @escaping @Sendable ([UInt8]) -> Void = { _ in }
+    ) {
+        self.clock = clock
+        self.advertiser = advertiser
+        self.client = client
+        self.logger = logger
+        self.onInstancesChanged = onInstancesChanged
+    }
+
+    /// Our beacons, by position in `advertiser.beacons`, with their instance when registered.
+    struct State {
+        var registered: [MgmtInstance?]
+        var powered: Bool
+        var present = true
+        var instances: [UInt8] { registered.compactMap { $0?.instance } }
+    }
+
+    private var index: MgmtIndex { advertiser.index }
+    private var name: String { index.description }
+
+    /// Runs until cancelled. Errors before the first registration are thrown; later ones are logged.
+    public func run(onReady: @Sendable (MgmtAdvertisingStatus) -> Void) async throws {
+        let info = try await client.execute(MgmtReadControllerInfo(), index: index)
+        guard info.supportedSettings.contains(.lowEnergy) else {
+            throw MgmtAdvertisingError("\(name) does not support Bluetooth Low Energy; it cannot advertise an iBeacon")
+        }
+        var state = State(
+            registered: Array(repeating: nil, count: advertiser.beacons.count),
+            powered: info.currentSettings.contains(.powered))
+        var readyReported = false
+        func reportReadyIfDone(_ warnings: [String]) {
+            guard !readyReported, state.registered.allSatisfy({ $0 != nil }) else { return }
+            readyReported = true
+            onReady(
+                MgmtAdvertisingStatus(index: index, instances: state.registered.compactMap { $0 }, warnings: warnings))
+        }
+        var warnings: [String] = []
+        if state.powered {
+            warnings = try await register(&state, why: nil, throwing: true)
+            reportReadyIfDone(warnings)
+        } else {
+            logger.warning(
+                "\(name) is powered off; advertising will start when it is powered on (e.g. `bluetoothctl power on`)")
+        }
+
+        for await event in client.events {
+            if Task.isCancelled { break }
+            var why: String?
+            switch event {
+            case .advertisingRemoved(index, let instance) where state.instances.contains(instance):
+                forget(&state, instance: instance)
+                why =
+                    "instance \(instance) was removed by another program (Advertising Removed; e.g. bluetoothd "
+                    + "starting, or `btmgmt rm-adv`)"
+            case .advertisingAdded(index, let instance) where state.instances.contains(instance):
+                // The kernel reports our own additions to every socket but ours: this is someone else
+                // writing over our instance number.
+                forget(&state, instance: instance)
+                why = "another program registered instance \(instance), which was ours (Advertising Added)"
+            case .newSettings(index, let settings):
+                let powered = settings.contains(.powered)
+                if powered == state.powered { continue }
+                state.powered = powered
+                if !powered {
+                    logger.warning("\(name) was powered off (New Settings); waiting for it to be powered on again")
+                    continue
+                }
+                why = "\(name) was powered on again (New Settings)"
+            case .indexRemoved(index):
+                state.present = false
+                state.powered = false
+                for i in state.registered.indices { state.registered[i] = nil }
+                onInstancesChanged(state.instances)
+                logger.warning("\(name) was removed (Index Removed); waiting for it to come back")
+                continue
+            case .indexAdded(index):
+                state.present = true
+                let info = try? await client.execute(MgmtReadControllerInfo(), index: index)
+                state.powered = info?.currentSettings.contains(.powered) ?? false
+                if !state.powered {
+                    logger.warning("\(name) is back (Index Added) but powered off; waiting for it to be powered on")
+                    continue
+                }
+                why = "\(name) is back (Index Added)"
+            default:
+                continue
+            }
+            guard let why, state.powered, state.present else { continue }
+            let refresh: Bool
+            if case .advertisingRemoved = event {
+                refresh = false
+            } else if case .advertisingAdded = event {
+                refresh = false
+            } else {
+                refresh = true
+            }
+            let started = ContinuousClock.now
+            // The kernel may still be busy with the adapter (an HCI reset answers the first
+            // commands with Failed): retry a few times, unless the adapter was powered off.
+            var delay = Duration.milliseconds(100)
+            for attempt in 1...6 {
+                do {
+                    let w = try await register(&state, why: why, throwing: false, refresh: refresh)
+                    if !readyReported { warnings = w }
+                    reportReadyIfDone(warnings)
+                    let elapsed = started.duration(to: ContinuousClock.now)
+                    logger.notice("advertising checked and restored after \(elapsed.formattedSeconds) (\(why))")
+                    break
+                } catch {
+                    let info = try? await client.execute(MgmtReadControllerInfo(), index: index)
+                    if let info, !info.currentSettings.contains(.powered) {
+                        // The kernel removes instances as it powers the adapter off, before New
+                        // Settings says so: a refusal then only means "wait for the power".
+                        logger.debug("\(name) is powering off; waiting for it to be powered on (\(error))")
+                        break
+                    }
+                    if attempt == 6 || Task.isCancelled {
+                        logger.error("putting the advertising back failed: \(error)")
+                        break
+                    }
+                    logger.info("putting the advertising back failed (\(error)); retrying in \(delay.formattedSeconds)")
+                    try? await clock.sleep(for: delay)
+                    delay *= 2
+                }
+            }
+        }
+        if let error = await client.linkError { throw error }
+        await advertiser.remove(state.instances, on: client)
+        onInstancesChanged([])
+    }
+
+    private func forget(_ state: inout State, instance: UInt8) {
+        for i in state.registered.indices where state.registered[i]?.instance == instance {
+            state.registered[i] = nil
+        }
+    }
+
+    /// Registers every beacon that is missing (not registered, or its instance number no longer
+    /// listed by the kernel), keeping its old number when that is still free. With `refresh`,
+    /// also registers again the ones still listed (same number: the kernel updates the instance
+    /// and programs the controller again), for when the controller may have lost them while the
+    /// kernel kept them (a power cycle, an HCI reset).
+    private func register(_ state: inout State, why: String?, throwing: Bool, refresh: Bool = false) async throws
+        -> [String]
+    {
+        let features = try await client.execute(MgmtReadAdvertisingFeatures(), index: index)
+        let listed = Set(features.instances)
+        for i in state.registered.indices {
+            if let r = state.registered[i], !listed.contains(r.instance) {
+                if let why { logger.warning("\(r.spec.label): instance \(r.instance) is gone (\(why))") }
+                state.registered[i] = nil
+            }
+        }
+        let missing = state.registered.indices.filter { state.registered[$0] == nil }
+        let kept = refresh ? state.registered.indices.filter { state.registered[$0] != nil } : []
+        if missing.isEmpty && kept.isEmpty { return advertiser.warnings(features: features) }
+        let fresh = try MgmtAdvertiser.freeInstances(
+            missing.count, features: features, reserved: Set(state.instances))
+        let plan = zip(missing, fresh).map { ($0, $1, false) } + kept.map { ($0, state.registered[$0]!.instance, true) }
+        for (slot, number, again) in plan {
+            let spec = advertiser.beacons[slot]
+            do {
+                let added = try await advertiser.add(spec, instance: number, on: client)
+                state.registered[slot] = added
+                if let why {
+                    logger.warning(
+                        "\(spec.label): \(again ? "registered again" : "put back") as instance \(number) (cause: \(why))"
+                    )
+                }
+            } catch {
+                onInstancesChanged(state.instances)
+                if throwing {
+                    await advertiser.remove(state.instances, on: client)
+                    onInstancesChanged([])
+                }
+                throw error
+            }
+        }
+        onInstancesChanged(state.instances)
+        return advertiser.warnings(features: features)
+    }
+}

@@ -1,0 +1,168 @@
+import IBeaconCore
+import IBeaconHost
+
+/// A behavioural fake of the kernel's management interface for one adapter (index 0): it keeps
+/// advertising instances the way net/bluetooth/mgmt.c does, answers as mgmt-api.txt says
+/// (Rejected when not powered, Invalid Parameters for an unknown instance, Advertising
+/// Added/Removed sent only to *other* sockets, so never to the client under test), and lets a
+/// test act as another program or power-cycle the adapter.
+public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
+    public let name = "fake-mgmt"
+    public let incoming: AsyncThrowingStream<[UInt8], any Error>
+    private let sink: AsyncThrowingStream<[UInt8], any Error>.Continuation
+    private let lock = Lock()
+
+    public struct Instance: Sendable, Equatable {
+        public var flags: MgmtAdvertisingFlags
+        public var minInterval: UInt32?
+        public var txPower: Int8?
+        public var data: [UInt8]
+        /// Who registered it: "test" for the client under test, else the other program's name.
+        public var owner: String
+    }
+
+    public var maxInstances: UInt8 = 5
+    /// False: Add Extended Advertising Parameters answers Unknown Command (kernel < 5.12).
+    public var supportsExtendedParameters = true
+    private var _powered: Bool
+    private var _instances: [UInt8: Instance] = [:]
+    private var _opcodes: [MgmtOpcode] = []
+
+    public init(powered: Bool = true) {
+        _powered = powered
+        (incoming, sink) = AsyncThrowingStream.makeStream(of: [UInt8].self, throwing: (any Error).self)
+    }
+
+    public var instances: [UInt8: Instance] { lock.withLock { _instances } }
+    public var powered: Bool { lock.withLock { _powered } }
+    /// Every command the client sent, in order.
+    public var opcodes: [MgmtOpcode] { lock.withLock { _opcodes } }
+
+    // MARK: - other programs and the adapter
+
+    /// Another program adds an instance (e.g. `btmgmt add-adv`); the client sees Advertising Added.
+    public func otherProgramAdds(_ instance: UInt8, data: [UInt8] = [0x03, 0xFF, 0xCA, 0xFE], owner: String = "btmgmt")
+    {
+        lock.withLock { _instances[instance] = Instance(flags: [], data: data, owner: owner) }
+        emit(.advertisingAdded, [instance])
+    }
+
+    /// Another program removes an instance; the client sees Advertising Removed.
+    public func otherProgramRemoves(_ instance: UInt8) {
+        let existed = lock.withLock { _instances.removeValue(forKey: instance) != nil }
+        if existed { emit(.advertisingRemoved, [instance]) }
+    }
+
+    /// Powers the adapter off (New Settings); like the kernel, instances without a timeout stay.
+    public func powerOff() {
+        lock.withLock { _powered = false }
+        emit(.newSettings, settingsBytes(powered: false))
+    }
+
+    public func powerOn() {
+        lock.withLock { _powered = true }
+        emit(.newSettings, settingsBytes(powered: true))
+    }
+
+    private func settingsBytes(powered: Bool) -> [UInt8] {
+        var w = ByteWriter()
+        w.uint32LE((powered ? MgmtSettings.powered.rawValue : 0) | MgmtSettings.lowEnergy.rawValue)
+        return w.bytes
+    }
+
+    private func emit(_ code: MgmtEventCode, _ parameters: [UInt8], index: MgmtIndex = MgmtIndex(0)) {
+        sink.yield(MgmtPacket(code: code.rawValue, index: index, parameters: parameters).bytes)
+    }
+
+    // MARK: - MgmtTransport
+
+    public func send(_ bytes: [UInt8]) throws {
+        let packet = try MgmtPacket(decoding: bytes)
+        let opcode = MgmtOpcode(rawValue: packet.code)
+        lock.withLock { _opcodes.append(opcode) }
+        let (status, reply) = answer(opcode, packet)
+        if status.isSuccess {
+            var w = ByteWriter()
+            w.uint16LE(opcode.rawValue)
+            w.uint8(status.rawValue)
+            w.append(reply)
+            emit(.commandComplete, w.bytes, index: packet.index)
+        } else {
+            var w = ByteWriter()
+            w.uint16LE(opcode.rawValue)
+            w.uint8(status.rawValue)
+            emit(.commandStatus, w.bytes, index: packet.index)
+        }
+    }
+
+    public func close() { sink.finish() }
+
+    private func answer(_ opcode: MgmtOpcode, _ packet: MgmtPacket) -> (MgmtStatus, [UInt8]) {
+        lock.withLock {
+            var r = ByteReader(packet.parameters)
+            switch opcode {
+            case .readIndexList:
+                return (.success, [1, 0, 0, 0])
+            case .readControllerInfo:
+                var w = ByteWriter()
+                w.append([0x00, 0x00, 0x00, 0x01, 0xAA, 0x00])  // 00:AA:01:00:00:00
+                w.uint8(9)
+                w.uint16LE(1521)
+                w.uint32LE(0x0001_FFFF)
+                w.uint32LE((_powered ? MgmtSettings.powered.rawValue : 0) | MgmtSettings.lowEnergy.rawValue)
+                w.uint24LE(0)
+                w.append([UInt8](repeating: 0, count: 249 + 11))
+                return (.success, w.bytes)
+            case .readAdvertisingFeatures:
+                var w = ByteWriter()
+                w.uint32LE(0x0000_FFFF)
+                w.uint8(31)
+                w.uint8(31)
+                w.uint8(maxInstances)
+                let numbers = _instances.keys.sorted()
+                w.uint8(UInt8(numbers.count))
+                w.append(numbers)
+                return (.success, w.bytes)
+            case .addExtendedAdvertisingParameters:
+                guard supportsExtendedParameters else { return (.unknownCommand, []) }
+                guard _powered else { return (.rejected, []) }
+                guard let instance = try? r.readUInt8(), instance >= 1, instance <= maxInstances,
+                    let flags = try? r.readUInt32LE(), (try? r.readBytes(4)) != nil,
+                    let minInterval = try? r.readUInt32LE(), (try? r.readUInt32LE()) != nil,
+                    let tx = try? r.readInt8()
+                else { return (.invalidParameters, []) }
+                let f = MgmtAdvertisingFlags(rawValue: flags)
+                _instances[instance] = Instance(
+                    flags: f, minInterval: f.contains(.useIntervals) ? minInterval : nil,
+                    txPower: f.contains(.useTxPower) ? tx : nil, data: [], owner: "test")
+                return (.success, [instance, UInt8(bitPattern: f.contains(.useTxPower) ? tx : 0), 31, 31])
+            case .addExtendedAdvertisingData:
+                guard let instance = try? r.readUInt8(), _instances[instance] != nil,
+                    let length = try? r.readUInt8(), (try? r.readUInt8()) != nil,
+                    let data = try? r.readBytes(Int(length))
+                else { return (.invalidParameters, []) }
+                _instances[instance]?.data = data
+                return (.success, [instance])
+            case .addAdvertising:
+                guard let instance = try? r.readUInt8(), instance >= 1, instance <= maxInstances,
+                    let flags = try? r.readUInt32LE(), (try? r.readBytes(4)) != nil,
+                    let length = try? r.readUInt8(), (try? r.readUInt8()) != nil,
+                    let data = try? r.readBytes(Int(length))
+                else { return (.invalidParameters, []) }
+                _instances[instance] = Instance(
+                    flags: MgmtAdvertisingFlags(rawValue: flags), data: data, owner: "test")
+                return (.success, [instance])
+            case .removeAdvertising:
+                guard let instance = try? r.readUInt8() else { return (.invalidParameters, []) }
+                if instance == 0 {
+                    _instances.removeAll()
+                    return (.success, [0])
+                }
+                guard _instances.removeValue(forKey: instance) != nil else { return (.invalidParameters, []) }
+                return (.success, [instance])
+            default:
+                return (.unknownCommand, [])
+            }
+        }
+    }
+}

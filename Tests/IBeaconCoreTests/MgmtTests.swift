@@ -1,0 +1,166 @@
+import IBeaconCore
+import IBeaconTestSupport
+import Testing
+
+/// Golden bytes written by hand from BlueZ doc/mgmt-api.txt ("Packet Structures": code, index,
+/// parameter length, little-endian; then each command's parameter table), not from the encoder.
+@Suite struct MgmtCodecTests {
+    /// An iBeacon's 30 bytes (content irrelevant to the layout; lopsided so a swap shows).
+    let data: [UInt8] =
+        [0x02, 0x01, 0x06, 0x1A, 0xFF, 0x4C, 0x00, 0x02, 0x15] + (1...16).map { UInt8($0) } + [
+            0x01, 0x02, 0x03, 0x04, 0xC5,
+        ]
+
+    @Test func addExtendedAdvertisingParameters() throws {
+        let command = try MgmtAddExtendedAdvertisingParameters(
+            instance: 2, interval: AdvertisingInterval(milliseconds: 100, for: .extended), txPower: -4)
+        #expect(
+            command.packet(index: MgmtIndex(1)).bytes == [
+                0x54, 0x00,  // Command Code 0x0054
+                0x01, 0x00,  // Controller Index: hci1
+                0x12, 0x00,  // Parameter Length: 18
+                0x02,  // Instance
+                0x00, 0xC0, 0x00, 0x00,  // Flags: bit 14 (intervals) | bit 15 (tx power); not connectable
+                0x00, 0x00,  // Duration
+                0x00, 0x00,  // Timeout (none: survives a power cycle)
+                0xA0, 0x00, 0x00, 0x00,  // MinInterval 160 × 0.625 ms = 100 ms
+                0xA0, 0x00, 0x00, 0x00,  // MaxInterval
+                0xFC,  // TxPower -4 dBm
+            ])
+    }
+
+    @Test func addExtendedAdvertisingParametersWithoutTxPowerLeavesItUnflagged() throws {
+        let command = try MgmtAddExtendedAdvertisingParameters(
+            instance: 1, interval: AdvertisingInterval(milliseconds: 1000, for: .extended), txPower: nil)
+        let p = command.encodeParameters()
+        #expect(Array(p[1...4]) == [0x00, 0x40, 0x00, 0x00])  // bit 14 only
+        #expect(Array(p[9...12]) == [0x40, 0x06, 0x00, 0x00])  // 1600 slots
+        #expect(p[17] == 0x7F)  // 127: no preference
+    }
+
+    @Test func addExtendedAdvertisingParametersReturn() throws {
+        // Instance 2, TxPower -4, MaxAdvDataLen 31, MaxScanRspLen 31.
+        let rp = try MgmtAddExtendedAdvertisingParameters.decodeReturn([0x02, 0xFC, 0x1F, 0x1F])
+        #expect(rp.instance == 2)
+        #expect(rp.txPower == -4)
+        #expect(rp.maxAdvertisingDataLength == 31)
+        #expect(rp.maxScanResponseLength == 31)
+        #expect(throws: DecodingError.self) { try MgmtAddExtendedAdvertisingParameters.decodeReturn([0x02, 0xFC]) }
+    }
+
+    @Test func addExtendedAdvertisingData() throws {
+        let bytes = try MgmtAddExtendedAdvertisingData(instance: 2, advertisingData: data).packet(index: MgmtIndex(0))
+            .bytes
+        #expect(Array(bytes[0..<9]) == [0x55, 0x00, 0x00, 0x00, 0x21, 0x00, 0x02, 0x1E, 0x00])  // 33 = 3 + 30
+        #expect(Array(bytes[9...]) == data)
+    }
+
+    @Test func addAdvertising() throws {
+        let bytes = try MgmtAddAdvertising(instance: 3, advertisingData: data).packet(index: MgmtIndex(0)).bytes
+        #expect(
+            Array(bytes[0..<17]) == [
+                0x3E, 0x00, 0x00, 0x00, 0x29, 0x00,  // Add Advertising, hci0, 41 bytes
+                0x03,  // Instance
+                0x00, 0x00, 0x00, 0x00,  // Flags: none (non-connectable, our own Flags AD kept)
+                0x00, 0x00, 0x00, 0x00,  // Duration, Timeout
+                0x1E, 0x00,  // Adv_Data_Len 30, Scan_Rsp_Len 0
+            ])
+        #expect(Array(bytes[17...]) == data)
+    }
+
+    @Test func removeAdvertisingAndInstanceZeroRefused() throws {
+        #expect(
+            try MgmtRemoveAdvertising(instance: 2).packet(index: MgmtIndex(0)).bytes == [
+                0x3F, 0x00, 0x00, 0x00, 0x01, 0x00, 0x02,
+            ])
+        #expect(throws: MgmtParameterError.self) { try MgmtRemoveAdvertising(instance: 0) }
+        #expect(throws: MgmtParameterError.self) { try MgmtAddAdvertising(instance: 0, advertisingData: []) }
+        #expect(throws: MgmtParameterError.self) {
+            try MgmtAddExtendedAdvertisingParameters(
+                instance: 1, interval: AdvertisingInterval(milliseconds: 100, for: .extended), txPower: 21)
+        }
+    }
+
+    @Test func readAdvertisingFeaturesReply() throws {
+        let event = try MgmtEvent(
+            MgmtPacket(decoding: [
+                0x01, 0x00, 0x00, 0x00, 0x0D, 0x00,  // Command Complete, hci0, 13 bytes
+                0x3D, 0x00, 0x00,  // Read Advertising Features, Success
+                0x01, 0x04, 0x00, 0x00,  // Supported_Flags: connectable, can-set-tx-power
+                0xFB, 0x1F,  // Max_Adv_Data_Len 251, Max_Scan_Rsp_Len 31
+                0x05, 0x02, 0x01, 0x03,  // Max_Instances 5, Num_Instances 2: 1 and 3
+            ]))
+        guard case .commandComplete(MgmtIndex(0), .readAdvertisingFeatures, .success, let rp) = event else {
+            Issue.record("not a Command Complete: \(event)")
+            return
+        }
+        let features = try MgmtReadAdvertisingFeatures.decodeReturn(rp)
+        #expect(features.supportedFlags == [.connectable, .canSetTxPower])
+        #expect(features.maxAdvertisingDataLength == 251)
+        #expect(features.maxScanResponseLength == 31)
+        #expect(features.maxInstances == 5)
+        #expect(features.instances == [1, 3])
+    }
+
+    @Test func readControllerInfoReply() throws {
+        var bytes: [UInt8] = [0x00, 0x00, 0x00, 0x01, 0xAA, 0x00]  // 00:AA:01:00:00:00, LSB first
+        bytes += [0x09, 0xF1, 0x05]  // Bluetooth 5.0, manufacturer 1521
+        bytes += [0xFF, 0xFF, 0x00, 0x00]  // Supported_Settings
+        bytes += [0x01, 0x02, 0x00, 0x00]  // Current_Settings: powered, le
+        bytes += [0x0C, 0x01, 0x1A]  // Class_Of_Device 0x1A010C
+        bytes += Array("shop".utf8) + [UInt8](repeating: 0, count: 249 - 4)
+        bytes += [UInt8](repeating: 0, count: 11)
+        let info = try MgmtReadControllerInfo.decodeReturn(bytes)
+        #expect(info.address.description == "00:AA:01:00:00:00")
+        #expect(info.manufacturer == 1521)
+        #expect(info.currentSettings == [.powered, .lowEnergy])
+        #expect(info.classOfDevice == 0x1A_010C)
+        #expect(info.name == "shop")
+        #expect(info.currentSettings.description == "powered le")
+        #expect(throws: DecodingError.self) { try MgmtReadControllerInfo.decodeReturn(Array(bytes.dropLast())) }
+    }
+
+    @Test func events() throws {
+        #expect(
+            try MgmtEvent(MgmtPacket(decoding: [0x24, 0x00, 0x00, 0x00, 0x01, 0x00, 0x02]))
+                == .advertisingRemoved(index: MgmtIndex(0), instance: 2))
+        #expect(
+            try MgmtEvent(MgmtPacket(decoding: [0x23, 0x00, 0x01, 0x00, 0x01, 0x00, 0x04]))
+                == .advertisingAdded(index: MgmtIndex(1), instance: 4))
+        #expect(
+            try MgmtEvent(MgmtPacket(decoding: [0x06, 0x00, 0x01, 0x00, 0x04, 0x00, 0x01, 0x02, 0x00, 0x00]))
+                == .newSettings(index: MgmtIndex(1), [.powered, .lowEnergy]))
+        #expect(
+            try MgmtEvent(MgmtPacket(decoding: [0x05, 0x00, 0x00, 0x00, 0x00, 0x00])) == .indexRemoved(MgmtIndex(0)))
+        #expect(
+            try MgmtEvent(MgmtPacket(decoding: [0x02, 0x00, 0xFF, 0xFF, 0x03, 0x00, 0x3E, 0x00, 0x0D]))
+                == .commandStatus(index: .none, opcode: .addAdvertising, status: .invalidParameters))
+        let unknown = try MgmtPacket(decoding: [0x99, 0x00, 0x00, 0x00, 0x01, 0x00, 0x07])
+        #expect(try MgmtEvent(unknown) == .unknown(unknown))
+    }
+
+    @Test func malformedPacketsThrowAndNeverTrap() {
+        #expect(throws: DecodingError.self) { try MgmtPacket(decoding: [0x01, 0x00, 0x00]) }  // short header
+        #expect(throws: DecodingError.self) { try MgmtPacket(decoding: [0x24, 0x00, 0x00, 0x00, 0x02, 0x00, 0x02]) }
+        #expect(throws: DecodingError.self) {  // a byte past the stated length
+            try MgmtPacket(decoding: [0x24, 0x00, 0x00, 0x00, 0x01, 0x00, 0x02, 0x00])
+        }
+        #expect(throws: DecodingError.self) {  // Advertising Removed with no instance
+            try MgmtEvent(MgmtPacket(decoding: [0x24, 0x00, 0x00, 0x00, 0x00, 0x00]))
+        }
+        var rng = SplitMix64(seed: 12)
+        for _ in 0..<2000 {
+            let bytes = (0..<Int(rng.next() % 16)).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
+            if let packet = try? MgmtPacket(decoding: bytes) { _ = try? MgmtEvent(packet) }
+        }
+    }
+
+    @Test func statusesAreOpen() {
+        #expect(MgmtStatus.busy.description == "Busy (0x0A)")
+        #expect(MgmtStatus.permissionDenied.description == "Permission Denied (0x14)")
+        #expect(MgmtStatus(rawValue: 0x7F).description == "unknown management status (0x7F)")
+        #expect(MgmtStatus.permissionDenied.hint?.contains("CAP_NET_ADMIN") == true)
+        #expect(MgmtOpcode(rawValue: 0x003E).description == "Add Advertising (0x003E)")
+        #expect(MgmtOpcode(rawValue: 0x0099).description == "management command 0x0099")
+    }
+}

@@ -1,0 +1,156 @@
+import Foundation
+import IBeaconCore
+import IBeaconTestSupport
+import Logging
+import Synchronization
+import Testing
+
+@testable import IBeaconHost
+
+/// The advertising-instance logic against a fake kernel (`FakeMgmtKernel`): which numbers it
+/// takes, what it sends, that it puts its own instances back and never touches others'.
+@Suite struct MgmtAdvertisingTests {
+    static func spec(minor: UInt16, txPower: Int8? = nil, interval: Int = 100) -> BeaconSpec {
+        let beacon = IBeacon(
+            proximityUUID: UUID(uuidString: "F7826DA6-4FA2-4E98-8024-BC5B71E0893E")!, major: 0x0102, minor: minor,
+            measuredPower: -59)
+        return BeaconSpec(beacon: beacon, intervalMilliseconds: interval, txPower: txPower, label: "p\(minor).json")
+    }
+
+    /// Runs a session on `kernel` until `body` returns, then cancels it and waits for it to end.
+    static func withSession(
+        _ kernel: FakeMgmtKernel, beacons: [BeaconSpec],
+        _ body: @Sendable (_ ready: @Sendable () -> MgmtAdvertisingStatus?) async throws -> Void
+    ) async throws {
+        let client = MgmtClient(transport: kernel, logger: Logger(label: "test"), defaultTimeout: .seconds(5))
+        await client.start()
+        let status = Mutex<MgmtAdvertisingStatus?>(nil)
+        let session = MgmtAdvertisingSession(
+            advertiser: MgmtAdvertiser(beacons: beacons, index: MgmtIndex(0), logger: Logger(label: "test")),
+            client: client, logger: Logger(label: "test"))
+        let task = Task { try await session.run(onReady: { s in status.withLock { $0 = s } }) }
+        try await body { status.withLock { $0 } }
+        task.cancel()
+        try await task.value
+        await client.close()
+    }
+
+    @Test func takesFreeNumbersAroundAnotherProgramsAndSendsTheProfilesIntervalAndPower() async throws {
+        let kernel = FakeMgmtKernel()
+        kernel.otherProgramAdds(1)
+        try await Self.withSession(
+            kernel, beacons: [Self.spec(minor: 3, txPower: -4), Self.spec(minor: 4, interval: 250)]
+        ) {
+            ready in
+            #expect(await eventually { ready() != nil })
+            #expect(ready()?.instances.map(\.instance) == [2, 3])
+            let instances = kernel.instances
+            #expect(instances[1]?.owner == "btmgmt")
+            #expect(instances[2]?.minInterval == 160)
+            #expect(instances[2]?.txPower == -4)
+            #expect(instances[2]?.flags.contains(.connectable) == false)
+            #expect(instances[2]?.data == Self.spec(minor: 3).beacon.advertisingData)
+            #expect(instances[3]?.minInterval == 400)
+            #expect(instances[3]?.txPower == nil)
+        }
+        // On the way out: ours removed, the other program's kept.
+        #expect(kernel.instances.keys.sorted() == [1])
+    }
+
+    @Test func putsItsInstanceBackWhenAnotherProgramRemovesIt() async throws {
+        let kernel = FakeMgmtKernel()
+        try await Self.withSession(kernel, beacons: [Self.spec(minor: 3)]) { ready in
+            #expect(await eventually { ready() != nil })
+            kernel.otherProgramRemoves(1)
+            #expect(await eventually { kernel.instances[1]?.owner == "test" && kernel.opcodes.count > 4 })
+            #expect(kernel.instances[1]?.data == Self.spec(minor: 3).beacon.advertisingData)
+        }
+        #expect(kernel.instances.isEmpty)
+    }
+
+    @Test func movesToAnotherNumberWhenAnotherProgramTakesOurs() async throws {
+        let kernel = FakeMgmtKernel()
+        try await Self.withSession(kernel, beacons: [Self.spec(minor: 3)]) { ready in
+            #expect(await eventually { ready() != nil })
+            #expect(kernel.instances[1]?.owner == "test")
+            kernel.otherProgramAdds(1, owner: "bluetoothd")  // writes over instance 1
+            #expect(await eventually { kernel.instances[2]?.owner == "test" })
+            #expect(kernel.instances[1]?.owner == "bluetoothd")
+        }
+        // Instance 1 is no longer ours: it must survive our exit.
+        #expect(kernel.instances.keys.sorted() == [1])
+    }
+
+    @Test func waitsWhilePoweredOffAndRegistersOnPowerOn() async throws {
+        let kernel = FakeMgmtKernel(powered: false)
+        try await Self.withSession(kernel, beacons: [Self.spec(minor: 3)]) { ready in
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(ready() == nil)
+            #expect(kernel.instances.isEmpty)
+            kernel.powerOn()
+            #expect(await eventually { ready() != nil })
+            #expect(kernel.instances[1]?.owner == "test")
+        }
+    }
+
+    @Test func registersAgainAfterAPowerCycle() async throws {
+        let kernel = FakeMgmtKernel()
+        try await Self.withSession(kernel, beacons: [Self.spec(minor: 3)]) { ready in
+            #expect(await eventually { ready() != nil })
+            let before = kernel.opcodes.filter { $0 == .addExtendedAdvertisingParameters }.count
+            kernel.powerOff()
+            kernel.powerOn()
+            // The kernel kept the instance; it is programmed again (an HCI reset loses it in the
+            // controller while the kernel still lists it).
+            #expect(
+                await eventually {
+                    kernel.opcodes.filter { $0 == .addExtendedAdvertisingParameters }.count == before + 1
+                })
+            #expect(kernel.instances.keys.sorted() == [1])
+        }
+    }
+
+    @Test func fallsBackToAddAdvertisingOnAnOlderKernel() async throws {
+        let kernel = FakeMgmtKernel()
+        kernel.supportsExtendedParameters = false
+        try await Self.withSession(kernel, beacons: [Self.spec(minor: 3)]) { ready in
+            #expect(await eventually { ready() != nil })
+            #expect(ready()?.instances.first?.method == .addAdvertising)
+            #expect(kernel.opcodes.contains(.addAdvertising))
+            #expect(kernel.instances[1]?.minInterval == nil)
+        }
+    }
+
+    @Test func noFreeInstanceIsAnErrorNamingTheInstancesInUse() async throws {
+        let features = MgmtReadAdvertisingFeatures.ReturnParameters(
+            supportedFlags: [], maxAdvertisingDataLength: 31, maxScanResponseLength: 31, maxInstances: 2,
+            instances: [1, 2])
+        #expect(throws: MgmtAdvertisingError.self) { try MgmtAdvertiser.freeInstances(1, features: features) }
+        let some = MgmtReadAdvertisingFeatures.ReturnParameters(
+            supportedFlags: [], maxAdvertisingDataLength: 31, maxScanResponseLength: 31, maxInstances: 4,
+            instances: [2])
+        #expect(try MgmtAdvertiser.freeInstances(2, features: some) == [1, 3])
+        #expect(try MgmtAdvertiser.freeInstances(2, features: some, reserved: [1]) == [3, 4])
+    }
+
+    @Test func startFailsWithTheKernelsStatusAndLeavesNothingBehind() async throws {
+        let kernel = FakeMgmtKernel()
+        kernel.maxInstances = 1
+        kernel.otherProgramAdds(1)
+        let client = MgmtClient(transport: kernel, logger: Logger(label: "test"))
+        await client.start()
+        let session = MgmtAdvertisingSession(
+            advertiser: MgmtAdvertiser(beacons: [Self.spec(minor: 3)], index: MgmtIndex(0), logger: Logger(label: "t")),
+            client: client, logger: Logger(label: "test"))
+        // Bounded: a regression that starts advertising anyway must fail the test, not hang it.
+        let run = Task { try await session.run(onReady: { _ in }) }
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(10))
+            run.cancel()
+        }
+        await #expect(throws: MgmtAdvertisingError.self) { try await run.value }
+        watchdog.cancel()
+        #expect(kernel.instances.keys.sorted() == [1])
+        await client.close()
+    }
+}

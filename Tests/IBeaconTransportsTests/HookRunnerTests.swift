@@ -1,0 +1,162 @@
+import Glibc
+import Logging
+import Synchronization
+import Testing
+
+@testable import IBeaconTransports
+
+/// Keeps every message logged through it, for assertions.
+final class RecordingLog: Sendable {
+    let messages = Mutex<[(Logger.Level, String)]>([])
+
+    var logger: Logger {
+        var logger = Logger(label: "test") { _ in Handler(log: self) }
+        logger.logLevel = .trace
+        return logger
+    }
+
+    func contains(_ level: Logger.Level, _ text: String) -> Bool {
+        messages.withLock { $0.contains { $0.0 == level && $0.1.contains(text) } }
+    }
+
+    var all: String { messages.withLock { $0.map { "\($0.0): \($0.1)" }.joined(separator: "\n") } }
+
+    struct Handler: LogHandler {
+        let log: RecordingLog
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(event: LogEvent) {
+            log.messages.withLock { $0.append((event.level, event.message.description)) }
+        }
+    }
+}
+
+@Suite(.serialized) struct HookRunnerTests {
+    func waitUntil(seconds: Double = 10, _ condition: () -> Bool) async throws {
+        let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
+        while !condition() {
+            if ContinuousClock.now > deadline { return }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    let variables = [("IBEACON_EVENT", "enter"), ("IBEACON_REGION", "bakery shelf"), ("IBEACON_RSSI", "-61")]
+
+    @Test func runsTheCommandWithTheEventInItsEnvironmentAndNoShell() async throws {
+        let dir = try makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        let log = RecordingLog()
+        // The words reach sh as written: $IBEACON_* is expanded by the sh we start, not by
+        // a shell of ours (there is none), and the quoted region name stays one word.
+        let hook = try Hook(
+            command: "sh -c 'echo \"$IBEACON_EVENT|$IBEACON_REGION|$IBEACON_RSSI\" > \(dir)/out' ignored",
+            shell: false, timeout: .seconds(5))
+        let runner = HookRunner(hook: hook, logger: log.logger)
+        runner.submit(label: "enter of bakery", variables: variables)
+        await runner.finish(grace: .seconds(5))
+        #expect(String(decoding: try readWholeFile("\(dir)/out"), as: UTF8.self) == "enter|bakery shelf|-61\n")
+        #expect(runner.summary == .init(run: 1, failed: 0, dropped: 0))
+        #expect(log.contains(.info, "hook for enter of bakery: `sh -c"), "\(log.all)")
+    }
+
+    @Test func aShellCommandWhenAsked() async throws {
+        let dir = try makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        let hook = try Hook(
+            command: "echo \"$IBEACON_EVENT\" | tr a-z A-Z > \(dir)/out", shell: true, timeout: .seconds(5))
+        let runner = HookRunner(hook: hook, logger: RecordingLog().logger)
+        runner.submit(label: "enter of bakery", variables: variables)
+        await runner.finish(grace: .seconds(5))
+        #expect(String(decoding: try readWholeFile("\(dir)/out"), as: UTF8.self) == "ENTER\n")
+    }
+
+    @Test func aFailingCommandIsLoggedWithItsStatus() async throws {
+        let log = RecordingLog()
+        let runner = HookRunner(
+            hook: try Hook(command: "sh -c 'exit 3'", shell: false, timeout: .seconds(5)), logger: log.logger)
+        runner.submit(label: "exit of bakery", variables: variables)
+        await runner.finish(grace: .seconds(5))
+        #expect(runner.summary == .init(run: 1, failed: 1, dropped: 0))
+        #expect(
+            log.contains(.warning, "hook for exit of bakery failed: `sh -c 'exit 3'` exited with status 3"),
+            "\(log.all)")
+    }
+
+    @Test func aProgramThatCannotStartIsLogged() async throws {
+        let log = RecordingLog()
+        let hook = try Hook(command: "/nonexistent/alarm --now", shell: false, timeout: .seconds(5))
+        #expect(throws: HookError.self) { try hook.checkProgram() }
+        let runner = HookRunner(hook: hook, logger: log.logger)
+        runner.submit(label: "exit of bakery", variables: variables)
+        await runner.finish(grace: .seconds(5))
+        #expect(runner.summary.failed == 1)
+        #expect(log.contains(.error, "cannot run `/nonexistent/alarm --now`"), "\(log.all)")
+    }
+
+    @Test func programsAreLookedUpInPath() throws {
+        try Hook(command: "sh -c true", shell: false, timeout: .seconds(1)).checkProgram()
+        #expect(throws: HookError.self) {
+            try Hook(command: "no-such-program-ibeacon", shell: false, timeout: .seconds(1)).checkProgram()
+        }
+    }
+
+    /// A hook slower than its timeout is stopped with SIGTERM, even though this process ignores
+    /// SIGTERM (as `runUntilSignalled` makes it) and ignored signals survive exec.
+    @Test func aSlowCommandIsTerminatedAfterItsTimeout() async throws {
+        let log = RecordingLog()
+        let previous = signal(SIGTERM, SIG_IGN)
+        defer { signal(SIGTERM, previous) }
+        let runner = HookRunner(
+            hook: try Hook(command: "sleep 30", shell: false, timeout: .milliseconds(300)), logger: log.logger)
+        let started = ContinuousClock.now
+        runner.submit(label: "enter of bakery", variables: variables)
+        try await waitUntil { runner.summary.run == 1 }
+        let elapsed = started.duration(to: .now)
+        #expect(runner.summary == .init(run: 1, failed: 1, dropped: 0))
+        #expect(elapsed < .milliseconds(1500), "SIGTERM did not end it; SIGKILL did, 2 s later")
+        #expect(
+            log.contains(.warning, "took longer than 0.3 s (--exec-timeout) and was stopped (was killed by signal 15)"),
+            "\(log.all)")
+        await runner.finish(grace: .seconds(1))
+    }
+
+    /// Every signal this process ignores (the CLI ignores SIGHUP, SIGUSR1, SIGALRM… while it
+    /// handles them) is back to its default in the hook.
+    @Test func aHookGetsDefaultSignalDispositions() async throws {
+        let log = RecordingLog()
+        let previous = signal(SIGUSR1, SIG_IGN)
+        defer { signal(SIGUSR1, previous) }
+        let runner = HookRunner(
+            hook: try Hook(command: "sh -c 'kill -USR1 $$; exit 0'", shell: false, timeout: .seconds(5)),
+            logger: log.logger)
+        runner.submit(label: "enter of bakery", variables: variables)
+        await runner.finish(grace: .seconds(5))
+        #expect(log.contains(.warning, "was killed by signal \(SIGUSR1)"), "\(log.all)")
+    }
+
+    @Test func aSlowCommandNeverMakesTheCallerWaitAndTheOverflowIsDropped() async throws {
+        let log = RecordingLog()
+        let runner = HookRunner(
+            hook: try Hook(command: "sleep 1", shell: false, timeout: .seconds(10)), queueLimit: 2, logger: log.logger)
+        let started = ContinuousClock.now
+        for i in 0..<10 { runner.submit(label: "event \(i)", variables: variables) }
+        #expect(started.duration(to: .now) < .milliseconds(100))
+        // One running (or about to), two waiting: the rest dropped and logged.
+        #expect((7...8).contains(runner.summary.dropped), "\(runner.summary)")
+        #expect(log.contains(.warning, "hook queue full (2 waiting behind `sleep 1`): the hook for event 9 is dropped"))
+        // Out of grace: the running one is stopped, the queued ones are not started.
+        let finishing = ContinuousClock.now
+        await runner.finish(grace: .milliseconds(200))
+        #expect(finishing.duration(to: .now) < .seconds(2))
+        #expect(runner.summary.run <= 3)
+    }
+
+    @Test(arguments: ["", "   ", "echo 'unterminated"])
+    func emptyOrMalformedCommandsAreRejected(_ command: String) {
+        #expect(throws: HookError.self) { try Hook(command: command, shell: false, timeout: .seconds(1)) }
+    }
+}

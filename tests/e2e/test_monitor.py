@@ -1,0 +1,341 @@
+"""`ibeacon monitor` end to end: Bumble-emulated beacons switched on and off while `ibeacon`
+stays connected to its emulated controller (tests/harness/bumble_harness.py `beacon-on N` /
+`beacon-off N`); a peer scanner on the same emulated radio timestamps every advertisement, so
+enter and exit are measured from the first and last advertisement actually sent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support import BEACON_UUID, MAJOR, MINOR, run, wait_until
+
+OTHER_UUID = 'F7826DA6-4FA2-4E98-8024-BC5B71E0893E'
+BEACON = f'{BEACON_UUID},{MAJOR},{MINOR},-59,100,D0:00:00:00:00:01'
+BAKERY = f'bakery={BEACON_UUID}:{MAJOR}:{MINOR}'
+STORE = f'store={BEACON_UUID}'
+ELSEWHERE = f'elsewhere={OTHER_UUID}'
+
+
+class Monitor:
+    """`ibeacon monitor --json` running in the background; each stdout line is parsed and
+    stamped with time.monotonic() when it arrives (the harness uses the same clock)."""
+
+    def __init__(self, ibeacon_bin: Path, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [str(ibeacon_bin), 'monitor', '--json', *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        self.events: list[dict[str, Any]] = []
+        self.stderr = ''
+        self._lock = threading.Lock()
+        self._out = threading.Thread(target=self._read_stdout, daemon=True)
+        self._err = threading.Thread(target=self._read_stderr, daemon=True)
+        self._out.start()
+        self._err.start()
+
+    def _read_stdout(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            event = json.loads(line)  # every stdout line is an event object, nothing else
+            event['arrived'] = time.monotonic()
+            with self._lock:
+                self.events.append(event)
+
+    def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            with self._lock:
+                self.stderr += line
+
+    def of(self, kind: str | None = None, region: str | None = None) -> list[dict[str, Any]]:
+        with self._lock:
+            return [e for e in self.events
+                    if (kind is None or e['event'] == kind) and (region is None or e['region'] == region)]
+
+    def wait_for(self, kind: str, region: str, timeout: float, count: int = 1) -> dict[str, Any]:
+        assert wait_until(lambda: len(self.of(kind, region)) >= count, timeout), (
+            f'no {kind} of {region} within {timeout} s: {self.events}\n{self.stderr}')
+        return self.of(kind, region)[count - 1]
+
+    def wait(self, timeout: float) -> int:
+        """Waits for it to end by itself (--duration)."""
+        rc = self.proc.wait(timeout=timeout)
+        self._out.join(timeout=5)
+        self._err.join(timeout=5)
+        return rc
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        rc = self.proc.wait(timeout=timeout)
+        self._out.join(timeout=5)
+        self._err.join(timeout=5)
+        return rc
+
+
+def test_enter_and_exit_follow_a_beacon_that_starts_and_stops(
+    ibeacon_bin: Path, harness_factory, tmp_path: Path
+) -> None:
+    h = harness_factory('--beacon', BEACON, '--scanner', '--rssi', 'constant:-61')
+    h.send('beacon-off 0')
+    hook_log = tmp_path / 'hooks.txt'
+    # The hook also writes to its stdout: that must go to stderr, not into the JSON.
+    hook = ('sh -c \'echo "$IBEACON_EVENT|$IBEACON_REGION|$IBEACON_UUID|$IBEACON_MAJOR|$IBEACON_MINOR|'
+            f'$IBEACON_RSSI" >> {hook_log}; echo hook ran\'')
+    m = Monitor(ibeacon_bin, '--device', h.device_spec, '--region', BAKERY, '--region', STORE,
+                '--region', ELSEWHERE, '--exit-after', '2', '--exec', hook)
+    try:
+        # Nothing heard in the first 2 s: every region is reported outside, once.
+        for region in ('bakery', 'store', 'elsewhere'):
+            outside = m.wait_for('outside', region, timeout=8)
+            assert 1.9 <= outside['t'] <= 2.6, outside
+            assert outside['rssi'] is None
+        on = h.send('beacon-on 0')['t']
+        enter = m.wait_for('enter', 'bakery', timeout=4)
+        first = h.adv_events(since=on, address='D0:00:00:00:00:01')[0]['t']
+        assert enter['arrived'] - first <= 2.0, (enter, first)
+        assert (enter['uuid'], enter['major'], enter['minor'], enter['rssi']) == (BEACON_UUID, MAJOR, MINOR, -61)
+        assert enter['time'].endswith('Z') and 'T' in enter['time']
+        m.wait_for('enter', 'store', timeout=1)
+        # On the air for 4 s, twice the exit-after: no exit while it is heard.
+        time.sleep(4)
+        assert m.of('exit') == [], m.events
+        off = h.send('beacon-off 0')['t']
+        last = h.adv_events(address='D0:00:00:00:00:01')[-1]['t']
+        assert last <= off
+        exit_ = m.wait_for('exit', 'bakery', timeout=6)
+        # Within exit-after + 2 s of the last advertisement, and not before exit-after.
+        assert 2.0 - 0.3 <= exit_['arrived'] - last <= 2.0 + 2.0, (exit_, last)
+        assert round(exit_['t'] - exit_['lastHeard'], 3) == 2.0
+        assert (exit_['uuid'], exit_['major'], exit_['minor']) == (BEACON_UUID, MAJOR, MINOR)
+        m.wait_for('exit', 'store', timeout=1)
+        assert wait_until(lambda: len(hook_log.read_text().splitlines()) >= 7 if hook_log.exists() else False, 5)
+    finally:
+        rc = m.stop(signal.SIGTERM)
+    assert rc == 0, m.stderr
+    kinds = [(e['event'], e['region']) for e in m.events]
+    assert sorted(kinds) == sorted([('outside', 'bakery'), ('outside', 'store'), ('outside', 'elsewhere'),
+                                    ('enter', 'bakery'), ('enter', 'store'), ('exit', 'bakery'),
+                                    ('exit', 'store')]), kinds
+    times = [e['t'] for e in m.events]
+    assert times == sorted(times)
+    # Each event ran the hook once, in order, with the event in its environment.
+    lines = hook_log.read_text().splitlines()
+    # For outside, no beacon caused it: the identity is the region's, RSSI empty. Events at the
+    # same time come in the order the regions were given.
+    assert lines == [
+        f'outside|bakery|{BEACON_UUID}|{MAJOR}|{MINOR}|',
+        f'outside|store|{BEACON_UUID}|||',
+        f'outside|elsewhere|{OTHER_UUID}|||',
+        f'enter|bakery|{BEACON_UUID}|{MAJOR}|{MINOR}|-61',
+        f'enter|store|{BEACON_UUID}|{MAJOR}|{MINOR}|-61',
+        f'exit|bakery|{BEACON_UUID}|{MAJOR}|{MINOR}|-61',
+        f'exit|store|{BEACON_UUID}|{MAJOR}|{MINOR}|-61',
+    ], lines
+    assert 'hook ran' in m.stderr
+    assert '2 enter, 2 exit, 3 outside; hooks: 7 run, 0 failed, 0 dropped' in m.stderr
+
+
+def test_noisy_rssi_at_the_threshold_does_not_flap(ibeacon_bin: Path, harness_factory) -> None:
+    """RSSI scattering with σ 4 dB around --min-rssi itself, a 1 s exit-after: with the default
+    hysteresis the region is entered once and stays; the same radio without hysteresis flaps
+    (which shows the test exercises the edge)."""
+    args = ('--beacon', BEACON, '--rssi', 'gauss:-70,4', '--seed', '3')
+    steady, edge = harness_factory(*args), harness_factory(*args)
+    common = ('--region', BAKERY, '--exit-after', '1', '--min-rssi', '-70', '--duration', '10')
+    with_hysteresis = Monitor(ibeacon_bin, '--device', steady.device_spec, *common)
+    without = Monitor(ibeacon_bin, '--device', edge.device_spec, *common, '--hysteresis', '0')
+    rc1, rc2 = with_hysteresis.wait(timeout=30), without.wait(timeout=30)
+    assert (rc1, rc2) == (0, 0), (with_hysteresis.stderr, without.stderr)
+    assert [e['event'] for e in with_hysteresis.events] == ['enter'], with_hysteresis.events
+    assert with_hysteresis.events[0]['t'] < 3
+    assert [e['event'] for e in without.events].count('exit') >= 1, without.events
+
+
+def test_slow_and_failing_hooks_never_hold_up_the_scan(ibeacon_bin: Path, harness_factory) -> None:
+    """The hook sleeps far past its timeout for `outside`, and fails for `enter`: events are still
+    printed on time, the slow one is stopped at --exec-timeout, and both are logged."""
+    h = harness_factory('--beacon', BEACON, '--scanner')
+    h.send('beacon-off 0')
+    hook = 'sh -c \'case "$IBEACON_EVENT" in outside) sleep 60;; enter) exit 3;; esac\''
+    m = Monitor(ibeacon_bin, '--device', h.device_spec, '--region', BAKERY, '--exit-after', '1',
+                '--exec', hook, '--exec-timeout', '3')
+    try:
+        m.wait_for('outside', 'bakery', timeout=8)
+        # The outside hook is sleeping now; the beacon comes on.
+        on = h.send('beacon-on 0')['t']
+        enter = m.wait_for('enter', 'bakery', timeout=4)
+        first = h.adv_events(since=on, address='D0:00:00:00:00:01')[0]['t']
+        assert enter['arrived'] - first <= 2.0
+        h.send('beacon-off 0')
+        last = h.adv_events(address='D0:00:00:00:00:01')[-1]['t']
+        exit_ = m.wait_for('exit', 'bakery', timeout=5)
+        assert exit_['arrived'] - last <= 1.0 + 2.0
+        assert wait_until(lambda: 'exited with status 3' in m.stderr, 8), m.stderr
+    finally:
+        rc = m.stop(signal.SIGINT)
+    assert rc == 0, m.stderr
+    assert ('hook for outside of bakery: `sh -c \'case "$IBEACON_EVENT" in outside) sleep 60;; enter) exit 3;; '
+            'esac\'` took longer than 3 s (--exec-timeout) and was stopped (was killed by signal 15)') in m.stderr
+    assert 'hook for enter of bakery failed: `sh -c' in m.stderr and 'exited with status 3' in m.stderr
+    assert 'hooks: 3 run, 2 failed, 0 dropped' in m.stderr
+
+
+def test_a_controller_reset_does_not_exit_the_region(ibeacon_bin: Path, harness_factory) -> None:
+    h = harness_factory('--beacon', BEACON)
+    m = Monitor(ibeacon_bin, '--device', h.device_spec, '--region', BAKERY, '--exit-after', '2')
+    try:
+        m.wait_for('enter', 'bakery', timeout=5)
+        h.send('reset')
+        # Scanning restarts by itself; the beacon is heard again well within the exit-after.
+        assert wait_until(lambda: 'scanning resumed' in m.stderr, 5), m.stderr
+        time.sleep(3)
+    finally:
+        rc = m.stop()
+    assert rc == 0, m.stderr
+    assert 'reset by another host' in m.stderr
+    assert [e['event'] for e in m.events] == ['enter'], m.events
+
+
+@pytest.mark.parametrize('transport', [(), ('--pty',)], ids=['tcp', 'serial'])
+def test_duration_ends_the_monitor(ibeacon_bin: Path, harness_factory, tmp_path: Path,
+                                   transport: tuple[str, ...]) -> None:
+    h = harness_factory('--beacon', BEACON, *transport)
+    fds = tmp_path / 'fds.txt'
+    started = time.monotonic()
+    # The hook lists its open descriptors (stat only: listing them must not open one): stdin,
+    # stdout, stderr and nothing of ibeacon's (the controller's socket, the --btsnoop file).
+    code = ('import os, sys; fds = [f for f in range(1024) if os.path.exists("/proc/self/fd/%d" % f)]; '
+            'open(sys.argv[1], "w").write(" ".join(map(str, fds)))')
+    proc = subprocess.run([str(ibeacon_bin), 'monitor', '--device', h.device_spec, '--region', BAKERY,
+                           '--duration', '1.5', '--btsnoop', str(tmp_path / 'c.btsnoop'),
+                           '--exec', f"{sys.executable} -c '{code}' {fds}"], capture_output=True, text=True,
+                          timeout=20)
+    assert proc.returncode == 0, proc.stderr
+    assert time.monotonic() - started < 6
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 1, lines
+    # A readable line: time, event, region, who, RSSI.
+    assert lines[0].endswith(f' enter   bakery: {BEACON_UUID} {MAJOR} {MINOR} at -59 dBm'), lines
+    assert fds.read_text().split() == ['0', '1', '2']
+
+
+
+def test_a_recorded_capture_gives_the_same_events_in_capture_time(
+    ibeacon_bin: Path, harness_factory, tmp_path: Path
+) -> None:
+    """Monitored live with --btsnoop while the beacon goes off and on again; the capture read back
+    (`--device btsnoop:FILE`) gives the same enter, exit, enter at the same times relative to the
+    first report, at once rather than in real time, with no wall-clock time."""
+    h = harness_factory('--beacon', BEACON)
+    capture = tmp_path / 'monitor.btsnoop'
+    region = ('--region', BAKERY, '--exit-after', '1.5')
+    m = Monitor(ibeacon_bin, '--device', h.device_spec, *region, '--btsnoop', str(capture))
+    try:
+        m.wait_for('enter', 'bakery', timeout=5)
+        time.sleep(1)
+        h.send('beacon-off 0')
+        m.wait_for('exit', 'bakery', timeout=5)
+        time.sleep(0.5)
+        h.send('beacon-on 0')
+        m.wait_for('enter', 'bakery', timeout=5, count=2)
+    finally:
+        assert m.stop() == 0, m.stderr
+    h.close()
+    live = [e for e in m.events if e['event'] != 'outside']
+    assert [e['event'] for e in live] == ['enter', 'exit', 'enter'], m.events
+
+    started = time.monotonic()
+    proc = subprocess.run([str(ibeacon_bin), 'monitor', '--json', '--device', f'btsnoop:{capture}', *region],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert time.monotonic() - started < 2.0
+    replay = [json.loads(line) for line in proc.stdout.splitlines()]
+    replay = [e for e in replay if e['event'] != 'outside']
+    assert [e['event'] for e in replay] == ['enter', 'exit', 'enter'], proc.stdout
+    for a, b in zip(live, replay):
+        assert abs((a['t'] - live[0]['t']) - (b['t'] - replay[0]['t'])) < 0.1, (live, replay)
+        assert (b['uuid'], b['major'], b['minor'], b['rssi']) == (a['uuid'], a['major'], a['minor'], a['rssi'])
+        assert b['time'] is None
+
+
+# Where test_captures.py finds the shared third-party captures (CI puts them beside the repository).
+CAPTURES = next((p for p in ([Path(os.environ['IBEACON_CAPTURES'])] if os.environ.get('IBEACON_CAPTURES') else [])
+                 + [Path(__file__).resolve().parents[3] / 'shared' / 'captures', Path('/work/shared/captures')]
+                 if p.is_dir()), Path('/work/shared/captures'))
+
+
+def capture_seconds(path: Path) -> float:
+    """Seconds from the first advertising report (an H4 LE Meta event with subevent 0x02 or 0x0D)
+    to the last record of a datalink-1002 btsnoop file, read here from the format (FIELD.md):
+    the span of capture time the monitor sees."""
+    data = path.read_bytes()
+    assert data[:8] == b'btsnoop\0' and struct.unpack_from('>II', data, 8) == (1, 1002)
+    offset, first, last = 16, None, None
+    while offset + 24 <= len(data):
+        _, included, _, _, timestamp = struct.unpack_from('>IIIIq', data, offset)
+        packet = data[offset + 24:offset + 24 + included]
+        offset += 24 + included
+        if len(packet) < included:
+            break
+        if first is None and packet[:2] == b'\x04\x3e' and len(packet) > 3 and packet[3] in (0x02, 0x0D):
+            first = timestamp
+        last = timestamp
+    assert first is not None and last is not None
+    return (last - first) / 1e6
+
+
+@pytest.mark.parametrize(('capture', 'region', 'exit_after'), [
+    # A phone's log: one beacon heard every 1.3 s for 15 s, silent for 2.5 minutes, heard again.
+    ('mtoslalibu+ec521__docs_bt-logs_btsnoop_hci.log', '56DB0365-A001-4062-9E4D-499D3B8ECCF3:4096:14388', '30'),
+    # Extended reports; a UUID region holding four beacons, heard twice about a minute apart.
+    ('wangdalian+btsnooper__data_btsnoop_hci.log', 'FDA50693-A4E2-4FB1-AFCF-C6EB07647825', '10'),
+])
+def test_third_party_captures_in_capture_time(ibeacon_bin: Path, capture: str, region: str, exit_after: str) -> None:
+    """Real captures recorded by other people (/work/shared/captures, SOURCES.md): the events
+    match a reference state machine written here over the reports `ibeacon scan --json` reads
+    from the same file (capture time, from the first report), and a region nobody advertises is
+    reported outside once the first window has passed."""
+    path = CAPTURES / capture
+    reports = [json.loads(line) for line in run(ibeacon_bin, 'scan', '--json', '--device', f'btsnoop:{path}').stdout
+               .splitlines()]
+    uuid, *rest = region.split(':')
+    wanted = [r for r in reports if r['uuid'] == uuid and [str(r['major']), str(r['minor'])][:len(rest)] == rest]
+    assert wanted, f'no report of {region} in {capture}'
+    expected: list[tuple[str, str, float]] = []
+    gap = float(exit_after)
+    last = None
+    for r in wanted:
+        if last is not None and r['t'] - last >= gap:
+            expected.append(('exit', 'here', round(last + gap, 3)))
+        if last is None or r['t'] - last >= gap:
+            expected.append(('enter', 'here', r['t']))
+        last = r['t']
+    end = capture_seconds(path)
+    assert end >= reports[-1]['t']
+    if end - last >= gap:
+        expected.append(('exit', 'here', round(last + gap, 3)))
+    if end >= gap:
+        expected.append(('outside', 'nobody', gap))
+    expected.sort(key=lambda e: (e[2], e[1] == 'nobody'))
+
+    proc = run(ibeacon_bin, 'monitor', '--json', '--device', f'btsnoop:{path}', '--region', f'here={region}',
+               '--region', f'nobody={OTHER_UUID}', '--exit-after', exit_after)
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [(e['event'], e['region'], e['t']) for e in events] == expected, (events, expected)
+    assert len([e for e in expected if e[0] == 'exit']) >= 1  # the capture does show a silence
+    for e in events:
+        assert e['time'] is None

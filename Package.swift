@@ -49,6 +49,9 @@ let package = Package(
         ),
         // Decoding benchmark (`make bench`).
         .executableTarget(name: "ibeacon-bench", dependencies: ["IBeaconCore", "IBeaconHost"]),
+        // Calibration simulation (`make calsim`): the accuracy table in BENCHMARKS.md.
+        .executableTarget(
+            name: "ibeacon-calsim", dependencies: ["IBeaconCore", "IBeaconHost", "IBeaconTestSupport"]),
         // Scripted transport, behavioural fake controller, manual clock.
         .target(name: "IBeaconTestSupport", dependencies: ["IBeaconCore", "IBeaconHost"]),
         .testTarget(name: "IBeaconCoreTests", dependencies: ["IBeaconCore", "IBeaconTestSupport"]),

@@ -35,7 +35,19 @@ public struct CalibrationSettings: Sendable {
     public var maximumDuration: Duration = .seconds(30)
     /// Stop once the 95 % confidence half-width is at most this many dB.
     public var precision: Double = 1
-    /// Never stop on precision before this many samples.
+    /// Which value to write.
+    public var method: CalibrationMethod = .apple
+    /// Never stop on precision before this many seconds (Apple: at least 10 s).
+    public var minimumDuration: Double = 10
+    /// How many of its own relative standard errors the half-width must clear the precision by
+    /// (`.apple`); see docs/CALIBRATION.md for the simulation that set it.
+    public var assurance: Double = 0
+    /// `.apple`: the estimator (its test for slow variation and transients).
+    public var estimator = PhoneCalibrationEstimator()
+    /// `.apple`: consecutive completed seconds the precision must hold for (a chance quiet
+    /// moment, when the spread of the 1 Hz means looks small, is not enough).
+    public var confirmations: Int = 3
+    /// `.robust`: never stop on precision before this many samples.
     public var minimumSamples: Int = 30
     /// Fewer samples than this at the end is a failure rather than an estimate.
     public var minimumUsableSamples: Int = 10
@@ -68,45 +80,81 @@ public enum CalibrationError: Error, Sendable, Equatable, CustomStringConvertibl
             return "two or more beacons advertise \(target): \(addresses.map(\.description).joined(separator: ", ")) "
                 + "— switch the others off, or pick one with --address"
         case .tooFewSamples(let count, let needed, let seconds):
-            return "only \(count) RSSI samples in \(formatSeconds(seconds)) (at least \(needed) needed) — "
-                + "raise --duration or check the beacon's advertising interval"
+            return "only \(count) RSSI samples in \(formatSeconds(seconds)) (at least \(needed), over at least one "
+                + "whole second after the first, needed) — raise --duration or check the beacon's advertising interval"
         }
     }
 }
 
-func formatSeconds(_ s: Double) -> String {
+public func formatSeconds(_ s: Double) -> String {
     s == s.rounded() ? "\(Int(s)) s" : "\(s.fixed(1)) s"
+}
+
+/// Which value `ibeacon calibrate` writes.
+public enum CalibrationMethod: String, Sendable, CaseIterable {
+    /// Apple's: the long-run average of the 1 Hz mean RSSI, fades included (what phones expect).
+    case apple
+    /// The centre of the un-faded distribution (Tukey biweight, `MeasuredPowerEstimator`).
+    case robust
 }
 
 /// The outcome of a calibration.
 public struct CalibrationResult: Sendable {
-    /// The estimate, offset applied, in dBm with decimals.
+    /// The estimate of the chosen method, offset applied, in dBm with decimals.
     public var estimate: Double
     public var halfWidth95: Double
+    /// Standard deviation of the samples, dB.
     public var spread: Double
     public var method: String
     public var samples: [Int]
+    /// The precision was reached, after the minimum duration, with no large drift.
     public var precisionReached: Bool
     public var address: BDAddress
-    public var elapsed: Duration
+    /// Source time at the end, seconds since the scan started.
+    public var seconds: Double
     public var offset: Double
+    /// Apple's estimate (offset not applied); nil without a complete second.
+    public var apple: PhoneCalibrationEstimate?
+    /// The robust centre (offset not applied).
+    public var robust: MeasuredPowerEstimate?
 
     /// The integer dBm written as `measuredPower`.
     public var measuredPower: Int { Int(estimate.rounded()) }
+
+    /// The level moved during the run by at least the precision (see `CalibrationDrift`).
+    public var driftIsLarge: Bool { apple?.drift?.isLarge ?? false }
 }
 
-/// Collects RSSI for one beacon and decides when to stop. Pure: feed it sightings and the
-/// elapsed time; no I/O, no clock.
+/// Collects RSSI for one beacon and decides when to stop. Pure: feed it sightings with the
+/// source's time (seconds since the scan started; a replayed capture's own time) and ticks of
+/// the same time; no I/O, no clock.
+///
+/// Stopping: never before `settings.minimumDuration` (Apple's 10 s) after the first report
+/// heard; then, for `.apple`, at the
+/// first completed second where the 95 % half-width of the 1 Hz mean, enlarged by
+/// `settings.assurance` of its own relative standard errors, is within the precision and the
+/// level has not drifted by more than the precision; for `.robust`, when `StoppingRule` says
+/// so; otherwise at `settings.maximumDuration`.
 public struct CalibrationCollector: Sendable {
     public let target: CalibrationTarget
     public let settings: CalibrationSettings
     public private(set) var samples: [Int] = []
+    /// Source time of each sample, seconds.
+    public private(set) var times: [Double] = []
     public private(set) var address: BDAddress?
     private var others: Set<BDAddress> = []
     private var reportsWithoutRSSI = 0
+    private var seconds = SecondMeans()
+    /// The last estimates computed (at each completed second, and per sample for the robust one).
+    public private(set) var lastApple: PhoneCalibrationEstimate?
     public private(set) var lastEstimate: MeasuredPowerEstimate?
     private var rule: StoppingRule
     private var reachedPrecision = false
+    private var evaluatedSeconds = 0
+    /// Consecutive completed seconds with the precision reached and no large drift.
+    private var streak = 0
+    /// Source time of the first sample: the 1 Hz seconds and the minimum duration count from it.
+    private var firstTime: Double?
 
     public init(target: CalibrationTarget, settings: CalibrationSettings) {
         self.target = target
@@ -122,11 +170,12 @@ public struct CalibrationCollector: Sendable {
         case done
     }
 
-    /// Adds one report. Throws when calibration cannot succeed (ambiguous, RSSI not available).
-    public mutating func add(_ sighting: Sighting) throws(CalibrationError) -> Decision {
-        guard let beacon = sighting.beacon, target.matches(beacon) else { return .more }
+    /// Adds one report received at `time` (source time, seconds since the scan started).
+    /// Throws when calibration cannot succeed (ambiguous, RSSI not available).
+    public mutating func add(_ sighting: Sighting, at time: Double) throws(CalibrationError) -> Decision {
+        guard let beacon = sighting.beacon, target.matches(beacon) else { return try check(at: time) }
         if let wanted = target.address {
-            guard sighting.address == wanted else { return .more }
+            guard sighting.address == wanted else { return try check(at: time) }
         } else if let address, address != sighting.address {
             others.insert(sighting.address)
             throw .ambiguous(target: target.identity, addresses: ([address] + others.sorted()))
@@ -137,47 +186,101 @@ public struct CalibrationCollector: Sendable {
             if samples.isEmpty && reportsWithoutRSSI >= settings.unavailableAfter {
                 throw .rssiNotAvailable(reports: reportsWithoutRSSI)
             }
-            return .more
+            return try check(at: time)
         }
+        // A second is complete when a later report arrives: evaluate it before adding this one.
+        if try check(at: time) == .done { return .done }
+        // Seconds count from the first report heard, as ranging callbacks start when the phone
+        // first hears the beacon (not when this receiver's scan was set up; a capture's time
+        // starts at its first report too).
+        let first = firstTime ?? time
+        firstTime = first
         samples.append(Int(rssi))
-        guard samples.count >= settings.minimumSamples else { return .more }
-        lastEstimate = MeasuredPowerEstimator().estimate(samples)
-        if let e = lastEstimate, rule.update(with: e) == .precisionReached {
-            reachedPrecision = true
-            return .done
+        times.append(time)
+        seconds.add(Int(rssi), at: time - first)
+        if settings.method == .robust, samples.count >= settings.minimumSamples {
+            lastEstimate = MeasuredPowerEstimator().estimate(samples)
+            if let e = lastEstimate, rule.update(with: e) == .precisionReached,
+                time - first >= settings.minimumDuration
+            {
+                reachedPrecision = true
+                return .done
+            }
         }
         return .more
     }
 
-    /// Checks the clock: throws when the beacon was never heard in time.
-    public func check(elapsed: Duration) throws(CalibrationError) -> Decision {
-        let seconds = elapsed.seconds
-        if address == nil && elapsed >= min(settings.notHeardTimeout, settings.maximumDuration) {
-            throw .notHeard(target: target.identity, seconds: seconds)
+    /// Checks the time (source time, seconds since the scan started): throws when the beacon was
+    /// never heard in time; says `.done` when the precision is reached at a completed second or
+    /// the duration is over.
+    public mutating func check(at time: Double) throws(CalibrationError) -> Decision {
+        let maximum = settings.maximumDuration.seconds
+        if address == nil && time >= min(settings.notHeardTimeout.seconds, maximum) {
+            throw .notHeard(target: target.identity, seconds: time)
         }
-        if samples.isEmpty && reportsWithoutRSSI > 0 && elapsed >= settings.maximumDuration {
+        if samples.isEmpty && reportsWithoutRSSI > 0 && time >= maximum {
             throw .rssiNotAvailable(reports: reportsWithoutRSSI)
         }
-        return elapsed >= settings.maximumDuration ? .done : .more
+        let heard = firstTime.map { time - $0 } ?? 0
+        let completed = heard.isFinite ? max(0, Int(heard.rounded(.down))) : 0
+        if completed > evaluatedSeconds {
+            evaluatedSeconds = completed
+            lastApple = settings.estimator.estimate(
+                seconds.means(completedBy: Double(completed)), precision: settings.precision)
+            if let e = lastApple,
+                e.halfWidth95 * (1 + settings.assurance * e.halfWidthRelativeError) <= settings.precision,
+                e.drift?.isLarge != true, !e.transientOngoing
+            {
+                streak += 1
+            } else {
+                streak = 0
+            }
+            if settings.method == .apple, Double(completed) >= settings.minimumDuration,
+                streak >= settings.confirmations
+            {
+                reachedPrecision = true
+                return .done
+            }
+        }
+        return time >= maximum ? .done : .more
     }
 
-    /// The current estimate, for progress display.
-    public func estimate() -> MeasuredPowerEstimate? { MeasuredPowerEstimator().estimate(samples) }
+    /// The estimate of the chosen method so far, offset not applied, for progress display.
+    public func current() -> (value: Double, halfWidth95: Double)? {
+        switch settings.method {
+        case .apple: lastApple.map { ($0.value, $0.halfWidth95) }
+        case .robust: MeasuredPowerEstimator().estimate(samples).map { ($0.value, $0.halfWidth95) }
+        }
+    }
 
-    /// The result once `add` or `check` said `.done`.
-    public func result(elapsed: Duration) throws(CalibrationError) -> CalibrationResult {
+    /// The result once `add` or `check` said `.done`, over the seconds completed by `time`.
+    public func result(at time: Double) throws(CalibrationError) -> CalibrationResult {
         guard let address else {
-            throw .notHeard(target: target.identity, seconds: elapsed.seconds)
+            throw .notHeard(target: target.identity, seconds: time)
         }
-        guard samples.count >= settings.minimumUsableSamples, let e = MeasuredPowerEstimator().estimate(samples) else {
+        let completed = (time - (firstTime ?? time)).rounded(.down)
+        let apple = settings.estimator.estimate(
+            seconds.means(completedBy: completed), precision: settings.precision)
+        let robust = MeasuredPowerEstimator().estimate(samples)
+        let chosen: (value: Double, halfWidth95: Double, method: String)?
+        switch settings.method {
+        case .apple: chosen = apple.map { ($0.value, $0.halfWidth95, PhoneCalibrationEstimator.methodName) }
+        case .robust: chosen = robust.map { ($0.value, $0.halfWidth95, $0.method) }
+        }
+        guard samples.count >= settings.minimumUsableSamples, let chosen else {
             if samples.isEmpty && reportsWithoutRSSI > 0 { throw .rssiNotAvailable(reports: reportsWithoutRSSI) }
-            throw .tooFewSamples(count: samples.count, needed: settings.minimumUsableSamples, seconds: elapsed.seconds)
+            throw .tooFewSamples(
+                count: samples.count, needed: settings.minimumUsableSamples, seconds: time)
         }
+        let n = Double(samples.count)
+        let mean = samples.reduce(0.0) { $0 + Double($1) } / n
+        let spread =
+            samples.count > 1
+            ? (samples.reduce(0.0) { $0 + (Double($1) - mean) * (Double($1) - mean) } / (n - 1)).squareRoot() : 0
         return CalibrationResult(
-            estimate: e.value + settings.offset, halfWidth95: e.halfWidth95, spread: e.spread, method: e.method,
-            samples: samples,
-            precisionReached: reachedPrecision,
-            address: address, elapsed: elapsed, offset: settings.offset)
+            estimate: chosen.value + settings.offset, halfWidth95: chosen.halfWidth95, spread: spread,
+            method: chosen.method, samples: samples, precisionReached: reachedPrecision, address: address,
+            seconds: time, offset: settings.offset, apple: apple, robust: robust)
     }
 }
 
@@ -226,7 +329,7 @@ public struct Calibrator: Sendable {
                 state.withLock { state in
                     state.time = max(state.time, time)
                     do throws(CalibrationError) {
-                        for s in sightings where try state.collector.add(s) == .done { return .stop }
+                        for s in sightings where try state.collector.add(s, at: time) == .done { return .stop }
                     } catch {
                         state.failure = error
                         return .stop
@@ -235,22 +338,24 @@ public struct Calibrator: Sendable {
                 }
             },
             tick: { time in
-                let (collector, elapsed) = state.withLock { state -> (CalibrationCollector, Duration) in
+                let (collector, elapsed, decision) = state.withLock {
+                    state -> (CalibrationCollector, Duration, ScanControl) in
                     state.time = max(state.time, time)
-                    return (state.collector, .seconds(state.time))
+                    do throws(CalibrationError) {
+                        let done = try state.collector.check(at: state.time) == .done
+                        return (state.collector, .seconds(state.time), done ? .stop : .proceed)
+                    } catch {
+                        state.failure = error
+                        return (state.collector, .seconds(state.time), .stop)
+                    }
                 }
                 progress(collector, elapsed)
-                do throws(CalibrationError) {
-                    return try collector.check(elapsed: elapsed) == .done ? .stop : .proceed
-                } catch {
-                    state.withLock { $0.failure = error }
-                    return .stop
-                }
+                return decision
             })
         // Cancelled (the user interrupted): the samples so far are no result.
         try Task.checkCancellation()
         let (collector, failure, time) = state.withLock { ($0.collector, $0.failure, $0.time) }
         if let failure { throw failure }
-        return try collector.result(elapsed: .seconds(time))
+        return try collector.result(at: time)
     }
 }

@@ -15,15 +15,23 @@ struct CalibrateCommand: AsyncParsableCommand {
         commandName: "calibrate",
         abstract: "Measure a beacon's RSSI at 1 m and write its measured power into the profile.",
         discussion: """
-            Hold this receiver 1 m from the beacon, in the open, facing it. The tool collects the \
-            RSSI of every advertisement from the beacon the profile names, estimates the RSSI at \
-            1 m robustly (deep fades and per-channel offsets do not drag it), and stops once the \
-            95 % confidence interval is within ±--precision dB (after at least 30 samples) or at \
-            --duration. It then writes measuredPower (rounded dBm) and a calibration record into \
-            the profile, atomically, keeping every other key.
+            Hold this receiver 1 m from the beacon, in the open, facing it, as still as you can. \
+            The tool collects the RSSI of every advertisement from the beacon the profile names \
+            and estimates what phones expect measured power to be: the long-run average of the \
+            1 Hz mean RSSI at 1 m, fades included (Apple's calibration procedure, --method \
+            apple). It never stops before 10 s, then stops once the 95 % confidence interval \
+            is within ±--precision dB and the level has not drifted (docs/CALIBRATION.md). It \
+            then writes measuredPower (rounded dBm) and a calibration record into the profile, \
+            atomically, keeping every other key.
 
-            --offset corrects for a receiver that reads a known number of dB weaker (positive) \
-            or stronger (negative) than a reference phone.
+            When the precision is not reached by --duration (exit 80) or the level moved during \
+            the run, a person or a door (exit 81), nothing is written: hold still, move away \
+            from people, or give a longer --duration; --force writes the estimate anyway.
+
+            --method robust writes the centre of the un-faded distribution instead (Tukey \
+            biweight; deep fades do not drag it, but phones do not see it). --offset corrects \
+            for a receiver that reads a known number of dB weaker (positive) or stronger \
+            (negative) than a reference phone.
 
             Interrupted (SIGINT, SIGTERM), it writes nothing and exits 130 or 143.
             """)
@@ -54,6 +62,10 @@ struct CalibrateCommand: AsyncParsableCommand {
     var offset: Double = 0
     @Option(help: ArgumentHelp("Only this transmitter, when several carry the same identity.", valueName: "address"))
     var address: String?
+    @Option(help: ArgumentHelp("Value to write: apple (1 Hz mean, what phones expect) or robust.", valueName: "method"))
+    var method: CalibrationMethod = .apple
+    @Flag(help: "Write even when the precision was not reached or the level drifted.")
+    var force = false
     @Flag(help: "Measure and show the result, but write nothing.")
     var dryRun = false
     @Flag(help: "Print the result as one JSON object.")
@@ -140,6 +152,7 @@ struct CalibrateCommand: AsyncParsableCommand {
         settings.maximumDuration = .milliseconds(Int64(duration * 1000))
         settings.precision = precision
         settings.offset = offset
+        settings.method = method
         settings.notHeardTimeout = .milliseconds(Int64(min(duration, 10) * 1000))
 
         let source = try await device.openSightingSource(logger: logger, protecting: path)
@@ -161,7 +174,7 @@ struct CalibrateCommand: AsyncParsableCommand {
         do {
             result = try await calibrator.run(on: source) { collector, elapsed in
                 guard live else { return }
-                let e = collector.estimate()
+                let e = collector.current()
                 let estimate = e.map { "\(($0.value + offset).fixed(1)) ± \($0.halfWidth95.fixed(1)) dBm" } ?? "…"
                 printOut(
                     "\r\u{1B}[K  \(collector.samples.count) samples, \(elapsed.seconds.fixed(1)) s: \(estimate)",
@@ -183,15 +196,34 @@ struct CalibrateCommand: AsyncParsableCommand {
             txPower: existing?.txPower.map { Int($0) })
         let spreadWarning = result.spread > 8
         let histogram = Histogram(result.samples)
+        let refusal = force ? nil : Self.refusal(result, precision: precision, duration: duration)
+        let willWrite = !dryRun && path != nil && refusal == nil
         if json {
             printOut(
                 jsonLine([
                     "uuid": target.proximityUUID.uuidString, "major": Int(target.major), "minor": Int(target.minor),
                     "address": result.address.description, "measuredPower": result.measuredPower,
                     "estimate": result.estimate, "interval95": result.halfWidth95, "spread": result.spread,
-                    "samples": result.samples.count, "seconds": result.elapsed.seconds,
+                    "samples": result.samples.count, "seconds": result.seconds,
                     "precisionReached": result.precisionReached, "method": result.method,
-                    "previousMeasuredPower": existing.map { Int($0.measuredPower) }, "written": !dryRun && path != nil,
+                    "apple": result.apple.map { a in
+                        jsonObject([
+                            "estimate": a.value + offset, "interval95": a.halfWidth95, "seconds": a.seconds,
+                            "secondSpread": a.secondSpread, "degreesOfFreedom": a.degreesOfFreedom,
+                            "slowVariation": a.slowVariation,
+                        ])
+                    },
+                    "robust": result.robust.map { r in
+                        jsonObject(["estimate": r.value + offset, "interval95": r.halfWidth95, "spread": r.spread])
+                    },
+                    "drift": result.apple?.drift.map { d in
+                        jsonObject(["difference": d.difference, "z": d.z, "large": d.isLarge])
+                    },
+                    "transients": (result.apple?.transients ?? []).map {
+                        jsonObject(["start": $0.start, "seconds": $0.seconds, "shift": $0.shift])
+                    },
+                    "refused": refusal?.reason, "forced": force,
+                    "previousMeasuredPower": existing.map { Int($0.measuredPower) }, "written": willWrite,
                     "file": path,
                     "histogram": histogram.bins.map { jsonObject(["dBm": $0.dBm, "count": $0.count]) },
                 ]))
@@ -200,11 +232,29 @@ struct CalibrateCommand: AsyncParsableCommand {
             printOut(
                 "estimate \(result.estimate.fixed(2)) dBm, 95% interval ±\(result.halfWidth95.fixed(2)) dB, "
                     + "spread (σ) \(result.spread.fixed(1)) dB, \(result.samples.count) samples in "
-                    + "\(result.elapsed.seconds.fixed(1)) s (\(result.method))")
+                    + "\(result.seconds.fixed(1)) s (\(result.method))")
+            if let a = result.apple, let r = result.robust {
+                printOut(
+                    "  apple (1 Hz mean, what phones expect) \((a.value + offset).fixed(2)) dBm ±\(a.halfWidth95.fixed(2)) dB "
+                        + "over \(a.seconds) s; robust centre \((r.value + offset).fixed(2)) dBm ±\(r.halfWidth95.fixed(2)) dB"
+                )
+                if a.slowVariation {
+                    printOut("  the level wandered over seconds (shadowing, movement): the interval allows for it")
+                }
+                for t in a.transients {
+                    printOut(
+                        "  left out \(t.seconds) s at \(t.start) s, \(signed(t.shift)) dB from the rest (a person passing?)"
+                    )
+                }
+                if let d = a.drift, abs(d.z) > PhoneCalibrationEstimator.driftZ {
+                    printOut(
+                        "  the level moved \(signed(d.difference)) dB between the first and second half of the run")
+                }
+            }
             printOut(
                 result.precisionReached
                     ? "precision ±\(precision) dB reached"
-                    : "precision ±\(precision) dB NOT reached within \(Int(duration)) s; the estimate is less certain")
+                    : "precision ±\(precision) dB NOT reached within \(formatSeconds(duration))")
         }
         if spreadWarning {
             logger.warning(
@@ -213,6 +263,13 @@ struct CalibrateCommand: AsyncParsableCommand {
         }
         // A signal during the measurement: the result is partial, and nothing may be written.
         try Task.checkCancellation()
+        if let refusal {
+            throw CLIError(
+                refusal.message + (path == nil || dryRun ? "" : "; \(path!) is unchanged"), code: refusal.code)
+        }
+        if force && !json, let reason = Self.refusal(result, precision: precision, duration: duration) {
+            logger.warning("--force: writing although \(reason.message)")
+        }
         guard !dryRun, let path else {
             if !json { printOut("measured power \(result.measuredPower) dBm (dry run: nothing written)") }
             return
@@ -237,4 +294,62 @@ struct CalibrateCommand: AsyncParsableCommand {
             printOut("wrote measuredPower \(result.measuredPower) dBm to \(path)\(was)")
         }
     }
+
+    /// Why a result is not written without --force, with what to do about it.
+    static func refusal(_ result: CalibrationResult, precision: Double, duration: Double)
+        -> (reason: String, message: String, code: Int32)?
+    {
+        if result.driftIsLarge, let d = result.apple?.drift {
+            return (
+                "drift",
+                "the level moved \(signed(d.difference)) dB between the first and second half of the run "
+                    + "(z = \(d.z.fixed(1))): something changed during the measurement (a person, a door, the "
+                    + "receiver moved); hold still, move away from people and calibrate again, or --force to write "
+                    + "\(result.measuredPower) dBm anyway",
+                Exit.calibrationDrift
+            )
+        }
+        if !result.precisionReached, let a = result.apple, a.transientOngoing, let t = a.transients.last {
+            return (
+                "drift",
+                "the level moved \(signed(t.shift)) dB "
+                    + "\(formatSeconds(result.seconds.rounded(.down) - Double(t.start))) before the end of the run and "
+                    + "had not come back (a person in the way, a door, the receiver moved); hold still, move away "
+                    + "from people and calibrate again, or --force to write \(result.measuredPower) dBm anyway",
+                Exit.calibrationDrift
+            )
+        }
+        if !result.precisionReached {
+            var advice = "hold the receiver still, move away from people"
+            // The half-width shrinks as 1/√time: how long the same spread would need.
+            if result.halfWidth95.isFinite, result.halfWidth95 > 0, result.seconds >= 1 {
+                let needed = result.seconds * (result.halfWidth95 / precision) * (result.halfWidth95 / precision) * 1.2
+                advice +=
+                    needed > 300
+                    ? ", or run much longer (--duration 300 or more)"
+                    : ", or run longer (about --duration \(Int(max(10, needed).rounded(.up))))"
+            } else {
+                advice += ", or run longer (--duration 10 at least)"
+            }
+            let reached =
+                result.seconds < 10
+                ? "the run ended after \(formatSeconds(result.seconds)), before the 10 s minimum"
+                : "the 95 % interval is ±\(result.halfWidth95.fixed(2)) dB after \(formatSeconds(result.seconds)), "
+                    + "wider than --precision \(formatNumber(precision)) dB"
+            return (
+                "precision",
+                "precision not reached: \(reached); nothing written — \(advice); or --force to write "
+                    + "\(result.measuredPower) dBm anyway",
+                Exit.calibrationImprecise
+            )
+        }
+        return nil
+    }
 }
+
+extension CalibrationMethod: ExpressibleByArgument {}
+
+private func formatNumber(_ x: Double) -> String { x == x.rounded() ? String(Int(x)) : String(x) }
+
+/// `x` with one decimal and its sign, as `%+.1f`.
+private func signed(_ x: Double) -> String { (x >= 0 ? "+" : "") + x.fixed(1) }

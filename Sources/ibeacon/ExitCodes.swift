@@ -31,6 +31,10 @@ enum Exit {
     static let permission: Int32 = 77
     /// A capture's end is cut or damaged: every complete record before it was read and shown.
     static let damagedCapture: Int32 = 79
+    /// calibrate: the precision was not reached by --duration; nothing written (not a sysexits code).
+    static let calibrationImprecise: Int32 = 80
+    /// calibrate: the level drifted during the run; nothing written (not a sysexits code).
+    static let calibrationDrift: Int32 = 81
 
     static let helpText = """
         EXIT CODES
@@ -53,6 +57,10 @@ enum Exit {
               CAP_NET_RAW)
           79  btsnoop:FILE cut short or damaged: every complete record was read,
               the warning names the byte offset
+          80  calibrate: precision not reached by --duration; nothing written
+              (hold still, run longer, or --force)
+          81  calibrate: the level moved during the run (a person, a door);
+              nothing written (calibrate again, or --force)
           128+N  stopped by signal N after cleaning up: calibrate interrupted
               (130 SIGINT, 143 SIGTERM; nothing written), advertise or scan ended by
               SIGHUP (129), SIGUSR1 (138), ... (SIGINT/SIGTERM end those with 0)

@@ -49,9 +49,9 @@ private func sighting(
 
     @Test func twoTransmittersWithTheSameIdentityAreAmbiguous() throws {
         var c = CalibrationCollector(target: target(), settings: CalibrationSettings())
-        #expect(try c.add(sighting(-59, from: addressB)) == .more)
-        #expect(try c.add(sighting(-60, from: addressB)) == .more)
-        let error = #expect(throws: CalibrationError.self) { try c.add(sighting(-58, from: addressA)) }
+        #expect(try c.add(sighting(-59, from: addressB), at: 0.1) == .more)
+        #expect(try c.add(sighting(-60, from: addressB), at: 0.2) == .more)
+        let error = #expect(throws: CalibrationError.self) { try c.add(sighting(-58, from: addressA), at: 0.3) }
         guard case .ambiguous(let identity, let addresses)? = error else {
             Issue.record("expected .ambiguous, got \(String(describing: error))")
             return
@@ -66,18 +66,19 @@ private func sighting(
 
     @Test func addressPicksOneTransmitterAndIgnoresTheOther() throws {
         var c = CalibrationCollector(target: target(address: addressB), settings: CalibrationSettings())
-        // Interleaved: A at -70, B at -59; only B's samples may be used, so B's reports alone
-        // decide when it stops: the 39th (30 samples, then 10 confirmations of the precision).
-        for _ in 0..<38 {
-            #expect(try c.add(sighting(-70, from: addressA)) == .more)
-            #expect(try c.add(sighting(-59, from: addressB)) == .more)
+        // Interleaved at 10 Hz each: A at -70, B at -59; only B's samples may be used. Constant
+        // RSSI is precise at once, so it stops at the first report once 10 s are complete.
+        for k in 0..<100 {
+            let t = Double(k) / 10 + 0.05
+            #expect(try c.add(sighting(-70, from: addressA), at: t) == .more)
+            #expect(try c.add(sighting(-59, from: addressB), at: t + 0.01) == .more)
         }
-        #expect(try c.add(sighting(-70, from: addressA)) == .more)
-        #expect(try c.add(sighting(-59, from: addressB)) == .done)
-        #expect(c.samples.count == 39)
+        // 10 s after B's first report (0.06 s).
+        #expect(try c.add(sighting(-59, from: addressB), at: 10.06) == .done)
+        #expect(c.samples.count == 100)
         #expect(c.samples.allSatisfy { $0 == -59 })
         #expect(c.address == addressB)
-        let r = try c.result(elapsed: .seconds(3))
+        let r = try c.result(at: 10.06)
         #expect(r.address == addressB)
         #expect(r.measuredPower == -59)
     }
@@ -85,28 +86,29 @@ private func sighting(
     @Test func otherBeaconsAndOtherAdvertisementsAreIgnored() throws {
         var c = CalibrationCollector(target: target(), settings: CalibrationSettings())
         // Same UUID and major, other minor; other major; not an iBeacon at all (flags only).
-        #expect(try c.add(sighting(-40, from: addressB, data: iBeaconAD(minor: 0x0305))) == .more)
-        #expect(try c.add(sighting(-40, from: addressB, data: iBeaconAD(major: 0x0201))) == .more)
-        #expect(try c.add(sighting(-40, from: addressB, data: [0x02, 0x01, 0x06])) == .more)
+        #expect(try c.add(sighting(-40, from: addressB, data: iBeaconAD(minor: 0x0305)), at: 0.1) == .more)
+        #expect(try c.add(sighting(-40, from: addressB, data: iBeaconAD(major: 0x0201)), at: 0.2) == .more)
+        #expect(try c.add(sighting(-40, from: addressB, data: [0x02, 0x01, 0x06]), at: 0.3) == .more)
         #expect(c.samples.isEmpty)
         #expect(c.address == nil)
         // …and they do not make the real one ambiguous.
-        #expect(try c.add(sighting(-59, from: addressA)) == .more)
+        #expect(try c.add(sighting(-59, from: addressA), at: 0.4) == .more)
         #expect(c.samples == [-59])
+        #expect(c.times == [0.4])
     }
 
     @Test func rssiNotAvailableAfterFiveReportsWithout() throws {
         var c = CalibrationCollector(target: target(), settings: CalibrationSettings())
-        for _ in 0..<4 { #expect(try c.add(sighting(nil)) == .more) }
-        let error = #expect(throws: CalibrationError.self) { try c.add(sighting(nil)) }
+        for k in 0..<4 { #expect(try c.add(sighting(nil), at: Double(k) / 10) == .more) }
+        let error = #expect(throws: CalibrationError.self) { try c.add(sighting(nil), at: 0.5) }
         #expect(error == .rssiNotAvailable(reports: 5))
         #expect(error?.description.hasPrefix("RSSI not available") == true)
     }
 
     @Test func reportsWithoutRSSIAfterRealSamplesAreSkippedNotFatal() throws {
         var c = CalibrationCollector(target: target(), settings: CalibrationSettings())
-        #expect(try c.add(sighting(-59)) == .more)
-        for _ in 0..<10 { #expect(try c.add(sighting(nil)) == .more) }
+        #expect(try c.add(sighting(-59), at: 0) == .more)
+        for k in 1...10 { #expect(try c.add(sighting(nil), at: Double(k) / 10) == .more) }
         #expect(c.samples == [-59])
     }
 
@@ -114,9 +116,9 @@ private func sighting(
         var settings = CalibrationSettings()
         settings.notHeardTimeout = .seconds(10)
         settings.maximumDuration = .seconds(30)
-        let c = CalibrationCollector(target: target(), settings: settings)
-        #expect(try c.check(elapsed: .milliseconds(9_999)) == .more)
-        let error = #expect(throws: CalibrationError.self) { try c.check(elapsed: .seconds(10)) }
+        var c = CalibrationCollector(target: target(), settings: settings)
+        #expect(try c.check(at: 9.999) == .more)
+        let error = #expect(throws: CalibrationError.self) { try c.check(at: 10) }
         #expect(error == .notHeard(target: target().identity, seconds: 10))
         #expect(error?.description.contains("was not heard in 10 s") == true)
     }
@@ -125,58 +127,77 @@ private func sighting(
         var settings = CalibrationSettings()
         settings.notHeardTimeout = .seconds(10)
         settings.maximumDuration = .seconds(3)
-        let c = CalibrationCollector(target: target(), settings: settings)
-        #expect(try c.check(elapsed: .milliseconds(2_900)) == .more)
-        #expect(throws: CalibrationError.self) { try c.check(elapsed: .seconds(3)) }
+        var c = CalibrationCollector(target: target(), settings: settings)
+        #expect(try c.check(at: 2.9) == .more)
+        #expect(throws: CalibrationError.self) { try c.check(at: 3) }
     }
 
     @Test func heardBeaconIsNotRefusedByTheClockButStopsAtTheDuration() throws {
         var settings = CalibrationSettings()
         settings.maximumDuration = .seconds(30)
         var c = CalibrationCollector(target: target(), settings: settings)
-        _ = try c.add(sighting(-59))
-        #expect(try c.check(elapsed: .seconds(20)) == .more)
-        #expect(try c.check(elapsed: .seconds(30)) == .done)
+        _ = try c.add(sighting(-59), at: 0.5)
+        #expect(try c.check(at: 20) == .more)
+        #expect(try c.check(at: 30) == .done)
         // One sample is too few for a result.
-        let error = #expect(throws: CalibrationError.self) { try c.result(elapsed: .seconds(30)) }
+        let error = #expect(throws: CalibrationError.self) { try c.result(at: 30) }
         #expect(error == .tooFewSamples(count: 1, needed: 10, seconds: 30))
     }
 
-    @Test func neverStopsBeforeThirtySamplesEvenWhenPrecise() throws {
+    @Test func neverStopsBeforeTenSecondsEvenWhenPrecise() throws {
         var c = CalibrationCollector(target: target(), settings: CalibrationSettings())
-        // Identical samples: the interval is 0 dB wide from the second sample on. The rule still
-        // waits for 30 samples, then for the precision to hold over 10 more (StoppingRule).
-        for n in 1...38 { #expect(try c.add(sighting(-59)) == .more, "stopped at \(n) samples") }
-        #expect(try c.add(sighting(-59)) == .done)
-        let r = try c.result(elapsed: .seconds(3))
-        #expect(r.samples.count == 39)
+        // Identical samples: the interval is 0 dB wide from the second second on. Apple's
+        // procedure still takes 10 s, so the collector waits for 10 complete seconds.
+        for k in 0..<100 {
+            let t = Double(k) / 10 + 0.03
+            #expect(try c.add(sighting(-59), at: t) == .more, "stopped at \(t) s")
+            #expect(try c.check(at: t + 0.01) == .more, "stopped at \(t) s")
+        }
+        // Ten seconds after the first report (0.03 s), not after the scan started.
+        #expect(try c.check(at: 10.02) == .more)
+        #expect(try c.check(at: 10.03) == .done)
+        let r = try c.result(at: 10.03)
+        #expect(r.samples.count == 100)
         #expect(r.precisionReached)
         #expect(r.measuredPower == -59)
+        #expect(r.method == PhoneCalibrationEstimator.methodName)
+    }
+
+    /// The collector runs on the source's time: a capture replayed faster than real time (here:
+    /// all at once) stops where its own clock says 10 s, and a tick that says 5 s cannot stop it.
+    @Test func usesTheSourcesTimeNotTheWallClock() throws {
+        var c = CalibrationCollector(target: target(), settings: CalibrationSettings())
+        for k in 0..<50 { _ = try c.add(sighting(-59), at: Double(k) / 10) }
+        #expect(try c.check(at: 5) == .more)
+        for k in 50..<100 { _ = try c.add(sighting(-59), at: Double(k) / 10) }
+        #expect(try c.add(sighting(-59), at: 10.0) == .done)
+        #expect(try c.result(at: 10).seconds == 10)
     }
 
     @Test func stopsWhenThePrecisionIsReachedAndNotBefore() throws {
-        // σ = 6 dB: a ±1 dB interval needs about (1.96 · 6)² ≈ 140 samples, far beyond 30.
+        // σ = 6 dB at 10 reports/s: the 1 Hz means spread by 6/√10 = 1.9 dB, so ±1 dB needs
+        // about (1.96 · 1.9)² ≈ 14 s, beyond the 10 s minimum.
         var settings = CalibrationSettings()
         settings.precision = 1
         var c = CalibrationCollector(target: target(), settings: settings)
         var random = SplitMix64(seed: 42)
-        var stoppedAt: Int?
-        for n in 1...1000 {
+        var stoppedAt: Double?
+        for k in 0..<600 {
+            let t = Double(k) / 10 + 0.05
             let rssi = Int8((-59 + 6 * random.gaussian()).rounded())
-            if try c.add(sighting(rssi)) == .done {
-                stoppedAt = n
+            if try c.add(sighting(rssi), at: t) == .done {
+                stoppedAt = t
                 break
             }
-            // Well before stopping, the interval over the samples so far was wider than ±1 dB.
-            // (Near the end it may dip under 1 dB: the rule then waits for confirmations.)
-            if n == 30 || n == 60 {
-                let e = try #require(MeasuredPowerEstimator().estimate(c.samples))
-                #expect(e.halfWidth95 > 1, "kept sampling at n = \(n) with ±\(e.halfWidth95) dB")
+            if k == 100 {
+                // At 10 s the interval over the 1 Hz means was still wider than ±1 dB.
+                let e = try #require(c.lastApple)
+                #expect(e.halfWidth95 > 1, "kept sampling at 10 s with ±\(e.halfWidth95) dB")
             }
         }
-        let n = try #require(stoppedAt)
-        #expect((80...300).contains(n), "stopped after \(n) samples")
-        let r = try c.result(elapsed: .seconds(15))
+        let t = try #require(stoppedAt)
+        #expect((11...30).contains(t), "stopped after \(t) s")
+        let r = try c.result(at: t)
         #expect(r.halfWidth95 <= 1)
         #expect(r.precisionReached)
         #expect(abs(r.estimate - -59) <= 1.5)
@@ -186,9 +207,9 @@ private func sighting(
         var settings = CalibrationSettings()
         settings.offset = 3
         var c = CalibrationCollector(target: target(), settings: settings)
-        for _ in 0..<38 { _ = try c.add(sighting(-62)) }
-        #expect(try c.add(sighting(-62)) == .done)
-        let r = try c.result(elapsed: .seconds(3))
+        for k in 0..<100 { _ = try c.add(sighting(-62), at: Double(k) / 10) }
+        #expect(try c.add(sighting(-62), at: 10) == .done)
+        let r = try c.result(at: 10)
         #expect(r.estimate == -59)
         #expect(r.measuredPower == -59)
         #expect(r.offset == 3)
@@ -197,13 +218,75 @@ private func sighting(
         // A negative offset goes the other way.
         settings.offset = -2.5
         var d = CalibrationCollector(target: target(), settings: settings)
-        for _ in 0..<30 { _ = try d.add(sighting(-62)) }
-        #expect(try d.result(elapsed: .seconds(3)).estimate == -64.5)
+        for k in 0..<30 { _ = try d.add(sighting(-62), at: Double(k) / 10) }
+        #expect(try d.result(at: 3).estimate == -64.5)
     }
 
     @Test func resultBeforeAnythingWasHeardIsNotHeard() {
         let c = CalibrationCollector(target: target(), settings: CalibrationSettings())
-        let error = #expect(throws: CalibrationError.self) { try c.result(elapsed: .seconds(4)) }
+        let error = #expect(throws: CalibrationError.self) { try c.result(at: 4) }
         #expect(error == .notHeard(target: target().identity, seconds: 4))
+    }
+
+    /// Apple's value is the mean of the 1 Hz means, fades included; the robust centre ignores
+    /// the fades. Both are in the result; `method` picks the one written.
+    @Test func appleMethodAveragesTheFadesTheRobustOneDoesNot() throws {
+        for method in CalibrationMethod.allCases {
+            var settings = CalibrationSettings()
+            settings.method = method
+            var c = CalibrationCollector(target: target(), settings: settings)
+            // Every fifth report 15 dB down: Apple's mean is -59 - 3 = -62.
+            for k in 0..<120 { _ = try c.add(sighting(k % 5 == 0 ? -74 : -59), at: Double(k) / 10) }
+            let r = try c.result(at: 12)
+            let apple = try #require(r.apple)
+            let robust = try #require(r.robust)
+            #expect(abs(apple.value - -62) < 1e-9)
+            #expect(abs(robust.value - -59) < 0.5)
+            #expect(r.estimate == (method == .apple ? apple.value : robust.value))
+        }
+    }
+
+    /// The level steps 4 dB down after 8 s (a door closed): the collector never claims the
+    /// precision (first the step looks like a transient that is still going on, then like
+    /// drift), runs to the duration, and the result says the drift is large.
+    @Test func aLevelThatMovedIsLargeDriftAndNeverStopsEarly() throws {
+        var settings = CalibrationSettings()
+        settings.maximumDuration = .seconds(16)
+        var c = CalibrationCollector(target: target(), settings: settings)
+        var random = SplitMix64(seed: 7)
+        var decision = CalibrationCollector.Decision.more
+        var t = 0.05
+        while decision == .more && t < 30 {
+            let level = t < 8 ? -59.0 : -63.0
+            decision = try c.add(sighting(Int8((level + 2 * random.gaussian()).rounded())), at: t)
+            t += 0.1
+        }
+        #expect(decision == .done)
+        #expect(t >= 16)
+        let r = try c.result(at: 16)
+        let drift = try #require(r.apple?.drift)
+        #expect(drift.isLarge)
+        #expect(drift.difference < -3 && drift.difference > -5)
+        #expect(r.driftIsLarge)
+        #expect(!r.precisionReached)
+    }
+
+    /// A person walks between beacon and receiver (6 dB weaker for 3 s): those seconds are left
+    /// out as a transient instead of dragging a short run's mean down by 1–2 dB.
+    @Test func aPersonWalkingByIsLeftOutAsATransient() throws {
+        var c = CalibrationCollector(target: target(), settings: CalibrationSettings())
+        var random = SplitMix64(seed: 3)
+        for k in 0..<150 {
+            let t = Double(k) / 10 + 0.05
+            let dip = t >= 4.5 && t < 7.5 ? 6.0 : 0
+            _ = try c.add(sighting(Int8((-59.3 - dip + 2 * random.gaussian()).rounded())), at: t)
+        }
+        let r = try c.result(at: 15)
+        let apple = try #require(r.apple)
+        #expect(apple.transients.count == 1)
+        let transient = try #require(apple.transients.first)
+        #expect((3...4).contains(transient.seconds))
+        #expect(transient.shift < -3)
+        #expect(abs(apple.value - -59.3) < 0.6)
     }
 }

@@ -46,7 +46,9 @@ Options
                                (15 % of packets 15 dB down) |
                                channels:-59,4,-2,0,2 (Gaussian plus offsets for
                                channels 37/38/39, cycled per received PDU and per
-                               advertiser) | na (127, "not available").
+                               advertiser) | na (127, "not available") |
+                               list:FILE (one "TIME RSSI" or "RSSI" line per
+                               received PDU, replayed in order: ibeacon-calsim --dump).
                              Default constant:-59.
     --rssi-peer MODEL        RSSI reported by the peer scanner (default constant:-50).
     --seed N                 seed for RSSI and advDelay randomness (default 0).
@@ -267,8 +269,16 @@ class RssiModel:
         self.rng = rng
         self.channel_counters: dict[str, int] = {}
         kind, _, args = spec.partition(':')
-        values = [float(v) for v in args.split(',')] if args else []
         self.kind = kind
+        if kind == 'list':
+            # One report per line, "TIME RSSI" (ibeacon-calsim --dump) or "RSSI": replayed in
+            # order, one value per received PDU, from the start again when exhausted.
+            self.values = [int(line.split()[-1]) for line in open(args) if line.strip()]
+            if not self.values:
+                raise ValueError(f'RSSI list {args!r} is empty')
+            self.next_index = 0
+            return
+        values = [float(v) for v in args.split(',')] if args else []
         if kind == 'constant' and len(values) == 1:
             self.mean = values[0]
         elif kind == 'gauss' and len(values) == 2:
@@ -286,6 +296,10 @@ class RssiModel:
     def sample(self, advertiser: str) -> int:
         if self.kind == 'na':
             return self.RSSI_NOT_AVAILABLE
+        if self.kind == 'list':
+            value = self.values[self.next_index % len(self.values)]
+            self.next_index += 1
+            return max(-127, min(20, value))
         if self.kind == 'constant':
             value = self.mean
         else:

@@ -1,0 +1,130 @@
+// Calibration simulation (`make calsim`): runs `ibeacon calibrate`'s collector on the RSSI models
+// of issue 14 with many seeds and prints the accuracy table of BENCHMARKS.md. `--dump` writes one
+// model's reports as a list the Bumble harness replays (`--rssi list:FILE`), for the end-to-end runs.
+import IBeaconCore
+import IBeaconHost
+import IBeaconTestSupport
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+let usage = """
+    usage: ibeacon-calsim [--seeds N] [--models a,b] [--method apple|robust] [--duration S] [--precision DB]
+           ibeacon-calsim --dump MODEL --seed N [--duration S]     (one "time rssi" line per report)
+           ibeacon-calsim --truth MODEL                            (Apple's procedure, 10-minute lists)
+           ibeacon-calsim --trace MODEL --seed N [--duration S]    (the estimate second by second)
+           ibeacon-calsim --list                                   (the model names)
+    models: \(RSSIModel.all.map(\.name).joined(separator: ", "))
+
+    """
+
+func fail(_ message: String, _ code: Int32 = 64) -> Never {
+    let bytes = Array((message + "\n").utf8)
+    _ = bytes.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+    exit(code)
+}
+
+if CommandLine.arguments.dropFirst().first == "--list" {
+    print(RSSIModel.all.map(\.name).joined(separator: "\n"))
+    exit(0)
+}
+func parse() -> [String: String] {
+    var options: [String: String] = [:]
+    var args = CommandLine.arguments.dropFirst()
+    while let a = args.popFirst() {
+        guard a.hasPrefix("--"), let v = args.popFirst() else { fail(usage + "bad argument \(a)") }
+        options[String(a.dropFirst(2))] = v
+    }
+    return options
+}
+let options = parse()
+func number(_ key: String, _ fallback: Double) -> Double {
+    guard let s = options[key] else { return fallback }
+    guard let v = Double(s), v > 0 else { fail("--\(key) \(s) is not a positive number") }
+    return v
+}
+func model(_ name: String) -> RSSIModel {
+    guard let m = RSSIModel.named(name) else { fail(usage + "unknown model \(name)") }
+    return m
+}
+
+if let name = options["dump"] {
+    let m = model(name)
+    let seed = UInt64(number("seed", 1))
+    var out = ""
+    for s in m.samples(duration: number("duration", 60), seed: seed) {
+        out += "\(s.time.fixed(4)) \(s.rssi)\n"
+    }
+    print(out, terminator: "")
+    exit(0)
+}
+if let name = options["trace"] {
+    // Second by second: what the estimator sees during one run.
+    var means = SecondMeans()
+    let samples = model(name).samples(duration: number("duration", 30), seed: UInt64(number("seed", 1)))
+    var next = 1
+    for s in samples {
+        while s.time >= Double(next) {
+            if let e = PhoneCalibrationEstimator().estimate(means.means(completedBy: Double(next))) {
+                let drift = e.drift.map { "\(signed($0.difference, 2)) dB z \(signed($0.z, 1))" } ?? "–"
+                print(
+                    "\(String(next).count < 3 ? String(repeating: " ", count: 3 - String(next).count) : "")\(next) s  "
+                        + "\(e.value.fixed(2)) ± \(e.halfWidth95.fixed(2)) dB  df \(e.degreesOfFreedom.fixed(1))  "
+                        + "slow \(e.slowVariation ? "yes" : "no")  1 Hz sd \(e.secondSpread.fixed(2))  "
+                        + "transients \(e.transients.count)  drift \(drift)")
+            }
+            next += 1
+        }
+        means.add(s.rssi, at: s.time)
+    }
+    exit(0)
+}
+if let name = options["truth"] {
+    let t = model(name).truth()
+    print("\(t.value.fixed(3)) \(t.standardError.fixed(3))")
+    exit(0)
+}
+
+var settings = CalibrationSettings()
+settings.maximumDuration = .milliseconds(Int64(number("duration", 30) * 1000))
+settings.precision = number("precision", 1)
+if let method = options["method"] {
+    guard let m = CalibrationMethod(rawValue: method) else { fail("--method is apple or robust") }
+    settings.method = m
+}
+if let a = options["assurance"], let v = Double(a) { settings.assurance = v }
+if let c = options["confirmations"], let v = Int(c) { settings.confirmations = v }
+if let z = options["detect-z"], let v = Double(z) { settings.estimator.detectionZ = v }
+let seeds = UInt64(number("seeds", 200))
+let models = options["models"].map { $0.split(separator: ",").map { model(String($0)) } } ?? RSSIModel.all
+
+func percent(_ x: Double) -> String { x.isNaN ? "–" : "\((100 * x).fixed(1)) %" }
+func signed(_ x: Double, _ digits: Int) -> String { (x >= 0 ? "+" : "") + x.fixed(digits) }
+print(
+    "| model | truth (dBm) | within 1 dB | coverage | precision reached | within 1 dB of written | drift refusals | median s | p90 s | min s | bias dB |"
+)
+print("|---|---|---|---|---|---|---|---|---|---|---|")
+var covered = 0
+var total = 0
+let simulation = CalibrationSimulation(settings: settings)
+for m in models {
+    let s = simulation.summarise(m, seeds: 1..<(seeds + 1))
+    covered += s.covered
+    total += s.results
+    print(
+        "| \(s.model) | \(s.truth.fixed(2)) ± \(s.truthStandardError.fixed(2)) | \(percent(s.within1dB)) | "
+            + "\(percent(s.coverage)) | \(percent(s.written)) | \(percent(s.writtenWithin1dB)) | "
+            + "\(percent(s.driftRefused)) | \(s.medianSeconds.fixed(1)) | "
+            + "\(s.p90Seconds.fixed(1)) | \(s.minimumSeconds.fixed(1)) | "
+            + "\(signed(s.bias, 2)) |")
+}
+print("")
+print(
+    "pooled coverage \(percent(Double(covered) / Double(max(1, total)))) over \(total) runs; method \(settings.method.rawValue), "
+        + "precision \(settings.precision) dB, duration \(settings.maximumDuration.seconds) s, \(seeds) seeds per model"
+)

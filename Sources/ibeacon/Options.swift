@@ -173,6 +173,11 @@ struct DeviceOptions: ParsableArguments {
                 await path.client.close()
                 throw missingNetAdmin("scanning on \(path.name)")
             }
+            if mode != .auto {
+                logger.notice(
+                    "--mode \(mode.rawValue) applies to raw HCI; through the kernel it picks the scanning commands (--device raw:\(path.name) to choose)"
+                )
+            }
             return MgmtSightingSource(client: path.client, index: MgmtIndex(path.index), logger: logger)
         }
         let client = try await connect(logger: logger, protecting: protecting)

@@ -1060,11 +1060,20 @@ scenario_kernel_scan_discovery() {
   fi
   kill "$find" 2>/dev/null; wait "$find" 2>/dev/null; bg_forget "$find"
   btmgmt_tty --index "$idx" stop-find -l > /dev/null 2>&1
+  # SIGTERM ends a scan cleanly and removes its monitor too.
+  "$IBEACON_BIN" scan -v --device "$hci" --json > "$WORK/kscan-term.jsonl" 2> "$WORK/kscan-term.err" &
+  local term=$!
+  BG_PIDS+=("$term")
+  poll 30 grep -q "advertisement monitor .* registered" "$WORK/kscan-term.err"
+  sleep 2
+  stop_pid "$term" 5
+  check_status "scan ended by SIGTERM exits 0" 0 "$STOPPED_STATUS" "$WORK/kscan-term.err"
+  check_contains "scan ended by SIGTERM removed its monitor" "removed from $hci" "$WORK/kscan-term.err"
   btmgmt_tty --index "$idx" monitor.features > "$WORK/kscan-advmon.txt" 2>&1
   if grep -q "Handles list with" "$WORK/kscan-advmon.txt"; then
     check_contains "ibeacon removed its advertisement monitors (btmgmt)" "Handles list with 0 item" "$WORK/kscan-advmon.txt"
   else
-    check_contains "ibeacon removed its advertisement monitor (its log; this btmgmt cannot list them)" "advertisement monitor 2 removed" "$WORK/kscan-disc.err"
+    check_contains "ibeacon removed its advertisement monitor (its log; this btmgmt cannot list them)" "removed from $hci" "$WORK/kscan-disc.err"
   fi
   stop_pid "$harness" 15
   bluetoothd_stop

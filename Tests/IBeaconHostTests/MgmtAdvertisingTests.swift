@@ -62,8 +62,13 @@ import Testing
         try await Self.withSession(kernel, beacons: [Self.spec(minor: 3)]) { ready in
             #expect(await eventually { ready() != nil })
             kernel.otherProgramRemoves(1)
-            #expect(await eventually { kernel.instances[1]?.owner == "test" && kernel.opcodes.count > 4 })
-            #expect(kernel.instances[1]?.data == Self.spec(minor: 3).beacon.advertisingData)
+            // Parameters and data are two commands: wait for both, not for the first.
+            let data = Self.spec(minor: 3).beacon.advertisingData
+            #expect(
+                await eventually {
+                    kernel.instances[1]?.owner == "test" && kernel.opcodes.count > 4
+                        && kernel.instances[1]?.data == data
+                })
         }
         #expect(kernel.instances.isEmpty)
     }

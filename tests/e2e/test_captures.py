@@ -281,13 +281,17 @@ def test_calibrate_dry_run_on_a_capture(ibeacon_bin: Path, tmp_path: Path) -> No
     assert '--dry-run' in result.stderr
     assert not (tmp_path / 'p.json').exists()
     # The mid-session capture's iBeacon, heard 33 times over 226 s of capture time: every report
-    # is a sample, the time is the capture's, and it takes a moment, not 226 s.
+    # is a sample, the time is the capture's, and it takes a moment, not 226 s. One report in a
+    # second at most cannot reach ±1 dB (exit 80 without --force): --force shows the estimate.
     capture = CAPTURES / 'mtoslalibu+ec521__docs_bt-logs_btsnoop_hci.log'
     theirs = tshark_reports(capture)
     beacons = [r for r in theirs if r['ibeacon']]
     uuid_, major, minor, _ = beacons[0]['ibeacon']
+    refused = run(ibeacon_bin, 'calibrate', '--dry-run', '--uuid', uuid_, '--major', str(major),
+                  '--minor', str(minor), '--duration', '600', '--device', f'btsnoop:{capture}', timeout=30)
+    assert refused.returncode == 80, refused.stderr
     result = run(ibeacon_bin, 'calibrate', '--dry-run', '--json', '--uuid', uuid_, '--major', str(major),
-                 '--minor', str(minor), '--duration', '600', '--device', f'btsnoop:{capture}', timeout=30)
+                 '--minor', str(minor), '--duration', '600', '--force', '--device', f'btsnoop:{capture}', timeout=30)
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
     assert out['samples'] == len(beacons) == 33

@@ -76,8 +76,9 @@ format: ## reformat the sources in place
 	$(SWIFT) format --in-place --recursive Sources Tests Package.swift
 
 # File capabilities for the installed binary. advertise, stop and info on hciN go through the
-# kernel's management interface and need cap_net_admin only; scan, calibrate and raw:hciN use raw
-# HCI and need cap_net_raw too. An advertising-only machine: make install CAPS=cap_net_admin
+# kernel's management interface and need cap_net_admin only, and so do scan and calibrate on a
+# powered hciN the kernel manages; raw:hciN (and hciN with LE off or powered off, no bluetoothd)
+# use raw HCI and need cap_net_raw too. A machine with bluetoothd: make install CAPS=cap_net_admin
 CAPS ?= cap_net_raw,cap_net_admin
 
 install: build ## install to $(PREFIX)/bin, grant capabilities ($(CAPS)), install the systemd unit

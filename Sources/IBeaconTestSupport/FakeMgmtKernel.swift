@@ -27,6 +27,9 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
     private var _powered: Bool
     private var _instances: [UInt8: Instance] = [:]
     private var _opcodes: [MgmtOpcode] = []
+    private var _monitors: [UInt16: [MgmtAdvPattern]] = [:]
+    private var _nextMonitor: UInt16 = 1
+    private var _otherDiscovering = false
 
     public init(powered: Bool = true) {
         _powered = powered
@@ -35,6 +38,10 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
 
     public var instances: [UInt8: Instance] { lock.withLock { _instances } }
     public var powered: Bool { lock.withLock { _powered } }
+    /// The advertisement monitors registered, by handle.
+    public var monitors: [UInt16: [MgmtAdvPattern]] { lock.withLock { _monitors } }
+    /// False: Add Advertisement Patterns Monitor answers Unknown Command (kernel < 5.10).
+    public var supportsAdvMonitor = true
     /// Every command the client sent, in order.
     public var opcodes: [MgmtOpcode] { lock.withLock { _opcodes } }
 
@@ -52,6 +59,41 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
         let existed = lock.withLock { _instances.removeValue(forKey: instance) != nil }
         if existed { emit(.advertisingRemoved, [instance]) }
     }
+
+    /// Another program starts or stops discovery (bluetoothd `scan on`, `btmgmt find -l`).
+    public func otherProgramDiscovers(_ on: Bool) { lock.withLock { _otherDiscovering = on } }
+
+    /// An advertisement the controller reported, forwarded as net/bluetooth/mgmt.c does without
+    /// controller offload: as Device Found while some program runs discovery, else as Adv Monitor
+    /// Device Found with handle 0 while any monitor is registered (matched or not), else not at all.
+    /// Also nothing while powered off. Returns whether an event was sent.
+    @discardableResult
+    public func advertisementHeard(_ report: MgmtDeviceFound) -> Bool {
+        let (discovering, monitoring, powered) = lock.withLock { (_otherDiscovering, !_monitors.isEmpty, _powered) }
+        guard powered else { return false }
+        if discovering {
+            emit(.deviceFound, report.bytes)
+        } else if monitoring {
+            emit(.advMonitorDeviceFound, [0, 0] + report.bytes)
+        } else {
+            return false
+        }
+        return true
+    }
+
+    /// Another program registers a monitor (bluetoothd for a D-Bus AdvertisementMonitor1 client).
+    @discardableResult
+    public func otherProgramAddsMonitor(_ patterns: [MgmtAdvPattern] = [.iBeacon]) -> UInt16 {
+        lock.withLock {
+            let handle = _nextMonitor
+            _nextMonitor += 1
+            _monitors[handle] = patterns
+            return handle
+        }
+    }
+
+    /// The adapter goes away (unplugged): Index Removed.
+    public func removeIndex() { emit(.indexRemoved, []) }
 
     /// Powers the adapter off (New Settings); like the kernel, instances without a timeout stay.
     public func powerOff() {
@@ -160,6 +202,31 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
                 }
                 guard _instances.removeValue(forKey: instance) != nil else { return (.invalidParameters, []) }
                 return (.success, [instance])
+            case .addAdvPatternsMonitor:
+                guard supportsAdvMonitor else { return (.unknownCommand, []) }
+                guard let count = try? r.readUInt8(), count > 0, packet.parameters.count == 1 + 34 * Int(count)
+                else { return (.invalidParameters, []) }
+                var patterns: [MgmtAdvPattern] = []
+                for _ in 0..<count {
+                    guard let type = try? r.readUInt8(), let offset = try? r.readUInt8(),
+                        let length = try? r.readUInt8(), let value = try? r.readBytes(31),
+                        let pattern = try? MgmtAdvPattern(
+                            adType: type, offset: offset, value: Array(value.prefix(Int(length))))
+                    else { return (.invalidParameters, []) }
+                    patterns.append(pattern)
+                }
+                let handle = _nextMonitor
+                _nextMonitor += 1
+                _monitors[handle] = patterns
+                return (.success, [UInt8(handle & 0xFF), UInt8(handle >> 8)])
+            case .removeAdvMonitor:
+                guard let handle = try? r.readUInt16LE() else { return (.invalidParameters, []) }
+                if handle == 0 {
+                    _monitors.removeAll()
+                } else if _monitors.removeValue(forKey: handle) == nil {
+                    return (.invalidIndex, [])
+                }
+                return (.success, [UInt8(handle & 0xFF), UInt8(handle >> 8)])
             default:
                 return (.unknownCommand, [])
             }

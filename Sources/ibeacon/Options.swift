@@ -80,7 +80,7 @@ struct DeviceOptions: ParsableArguments {
     @Option(
         name: .shortAndLong,
         help: ArgumentHelp(
-            "Controller: hciN (through the kernel's management interface for advertise, stop and info; raw HCI for scan and calibrate), raw:hciN (raw HCI always), serial:PATH[,BAUD][,rtscts], tcp:HOST:PORT; or a capture to read, btsnoop:FILE (default: $IBEACON_DEVICE, else hci0).",
+            "Controller: hciN (through the kernel's management interface when the kernel manages it), raw:hciN (raw HCI always), serial:PATH[,BAUD][,rtscts], tcp:HOST:PORT; or a capture to read, btsnoop:FILE (default: $IBEACON_DEVICE, else hci0).",
             valueName: "spec"))
     var device: String?
 
@@ -154,6 +154,31 @@ struct DeviceOptions: ParsableArguments {
         if let index {
             throw CLIError(
                 "--index \(index) picks a controller in a btsnoop:FILE capture, not in \(spec)", code: Exit.usage)
+        }
+        // hciN managed by the kernel: scan through its management interface (an advertisement
+        // monitor), next to bluetoothd; raw:hciN, serial and TCP stay on HCI.
+        if let path = try await kernelPath(logger: logger) {
+            // Powered off (no bluetoothd powers it): a monitor would wait for someone to power
+            // the adapter; raw HCI scans now, as it always did.
+            let info = try? await path.client.execute(MgmtReadControllerInfo(), index: MgmtIndex(path.index))
+            guard let info, info.currentSettings.contains(.powered) else {
+                await path.client.close()
+                logger.notice(
+                    "\(path.name) is powered off in the kernel (no bluetoothd powered it): scanning through raw HCI")
+                let client = try await connect(logger: logger, protecting: protecting)
+                return ControllerSightingSource(
+                    client: client, scanner: Scanner(mode: mode, ownsController: spec.isExclusive, logger: logger))
+            }
+            guard hasNetAdminCapability() else {
+                await path.client.close()
+                throw missingNetAdmin("scanning on \(path.name)")
+            }
+            if mode != .auto {
+                logger.notice(
+                    "--mode \(mode.rawValue) applies to raw HCI; through the kernel it picks the scanning commands (--device raw:\(path.name) to choose)"
+                )
+            }
+            return MgmtSightingSource(client: path.client, index: MgmtIndex(path.index), logger: logger)
         }
         let client = try await connect(logger: logger, protecting: protecting)
         return ControllerSightingSource(

@@ -163,4 +163,52 @@ import Testing
         #expect(MgmtOpcode(rawValue: 0x003E).description == "Add Advertising (0x003E)")
         #expect(MgmtOpcode(rawValue: 0x0099).description == "management command 0x0099")
     }
+
+    @Test func addAdvPatternsMonitorWithTheIBeaconPattern() throws {
+        // Pattern_Count 1; AD_Type 0xFF, Offset 0, Length 4, Value 4C 00 02 15 + 27 zero bytes.
+        let expected: [UInt8] =
+            [0x52, 0x00, 0x01, 0x00, 0x23, 0x00, 0x01, 0xFF, 0x00, 0x04, 0x4C, 0x00, 0x02, 0x15]
+            + [UInt8](repeating: 0, count: 27)
+        #expect(try MgmtAddAdvPatternsMonitor(patterns: [.iBeacon]).packet(index: MgmtIndex(1)).bytes == expected)
+        #expect(try MgmtAddAdvPatternsMonitor.decodeReturn([0x02, 0x01]) == 0x0102)
+        #expect(throws: DecodingError.self) { try MgmtAddAdvPatternsMonitor.decodeReturn([0x02]) }
+        #expect(throws: MgmtParameterError.self) { try MgmtAddAdvPatternsMonitor(patterns: []) }
+        #expect(throws: MgmtParameterError.self) { try MgmtAdvPattern(adType: 0xFF, offset: 28, value: [1, 2, 3, 4]) }
+        #expect(throws: MgmtParameterError.self) { try MgmtAdvPattern(adType: 0xFF, value: []) }
+    }
+
+    @Test func removeAdvMonitorRefusesHandleZero() throws {
+        #expect(
+            try MgmtRemoveAdvMonitor(handle: 0x0201).packet(index: MgmtIndex(0)).bytes == [
+                0x53, 0x00, 0x00, 0x00, 0x02, 0x00, 0x01, 0x02,
+            ])
+        #expect(try MgmtRemoveAdvMonitor.decodeReturn([0x01, 0x00]) == 1)
+        #expect(throws: MgmtParameterError.self) { try MgmtRemoveAdvMonitor(handle: 0) }
+    }
+
+    @Test func deviceFoundEvents() throws {
+        let address = try BDAddress(littleEndian: [0x01, 0x02, 0x03, 0x04, 0x05, 0xC6])
+        let report = MgmtDeviceFound(address: address, addressType: 2, rssi: -59, flags: 4, data: [0x02, 0x01, 0x06])
+        // Device Found (0x0012) on hci1: Address, Address_Type 2 (LE random), RSSI 0xC5 (-59),
+        // Flags 4 (LE), AD_Data_Length 3, AD_Data.
+        let deviceFound: [UInt8] = [
+            0x12, 0x00, 0x01, 0x00, 0x11, 0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0xC6, 0x02, 0xC5, 0x04, 0x00, 0x00,
+            0x00, 0x03, 0x00, 0x02, 0x01, 0x06,
+        ]
+        #expect(try MgmtEvent(MgmtPacket(decoding: deviceFound)) == .deviceFound(index: MgmtIndex(1), report))
+        // Adv Monitor Device Found (0x002F): Monitor_Handle 0 first, then the same.
+        let monitorFound: [UInt8] =
+            [0x2F, 0x00, 0x01, 0x00, 0x13, 0x00, 0x00, 0x00] + deviceFound.dropFirst(6)
+        #expect(
+            try MgmtEvent(MgmtPacket(decoding: monitorFound))
+                == .advMonitorDeviceFound(index: MgmtIndex(1), handle: 0, report))
+        #expect(report.leAddressType == .random)
+        #expect(MgmtDeviceFound(address: address, addressType: 0, rssi: 0, flags: 0, data: []).leAddressType == nil)
+        // A data length past the end is malformed, not a crash.
+        var short = deviceFound
+        short[4] = 0x10
+        short.removeLast()
+        short[18] = 0x05
+        #expect(throws: DecodingError.self) { try MgmtEvent(MgmtPacket(decoding: short)) }
+    }
 }

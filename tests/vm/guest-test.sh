@@ -253,7 +253,7 @@ BLUETOOTHD_PID=
 bluetoothd_start() {
   mkdir -p /run/dbus
   [ -S /run/dbus/system_bus_socket ] || dbus-daemon --system --fork 2>"$WORK/dbus.err"
-  /usr/libexec/bluetooth/bluetoothd -n > "$WORK/bluetoothd.log" 2>&1 &
+  /usr/libexec/bluetooth/bluetoothd -n "$@" > "$WORK/bluetoothd.log" 2>&1 &
   BLUETOOTHD_PID=$!
   BG_PIDS+=("$BLUETOOTHD_PID")
   poll 15 mgmt_powered 0 && poll 15 mgmt_powered 1
@@ -950,6 +950,135 @@ scenario_kernel_coexist() {
   bluetoothd_stop
 }
 
+# 4. scan and calibrate on an adapter bluetoothd manages go through the kernel (an advertisement
+#    monitor) while another program runs discovery on the same adapter (btmgmt find -l, as
+#    bluetoothctl scan on): both get reports, neither is stopped, and ibeacon removes its monitor.
+#    The receiver is a Bumble controller behind /dev/vhci (btvirt reports once per scan enable and
+#    RSSI 127): the beacon advertises every 100 ms, so reports/s is the kernel path's rate.
+kernel_scan_rate() {  # kernel_scan_rate FILE SECS → reports/s of the profile's beacon
+  "$PY" - "$1" "$P_MAJOR" "$P_MINOR" "$2" <<'PYEOF'
+import json, sys
+n = 0
+for line in open(sys.argv[1]):
+    try:
+        o = json.loads(line)
+    except ValueError:
+        continue
+    if o.get("major") == int(sys.argv[2]) and o.get("minor") == int(sys.argv[3]):
+        n += 1
+print("%.1f" % (n / float(sys.argv[4])))
+PYEOF
+}
+scenario_kernel_scan_discovery() {
+  need_bin || return
+  need_profile || return
+  local py=.venv/bin/python
+  if [ ! -x "$py" ]; then
+    fail "test virtualenv" ".venv/bin/python (make venv)" "missing"
+    return
+  fi
+  bluetoothd_start || { fail "bluetoothd powers hci0 and hci1" "powered" "$(tail -5 "$WORK/bluetoothd.log" | tr '\n' ' ')"; return; }
+  "$py" tests/harness/bumble_harness.py --vhci --keep-running --rssi gauss:-59,4 --seed 3 \
+    --beacon "$P_UUID,$P_MAJOR,$P_MINOR,$P_POWER,100" > "$WORK/kscan-vhci.out" 2> "$WORK/kscan-vhci.err" &
+  local harness=$!
+  BG_PIDS+=("$harness")
+  poll 60 grep -q '"event": *"ready"' "$WORK/kscan-vhci.out"
+  local hci idx
+  hci=$(grep -o '"hci": *"hci[0-9]*"' "$WORK/kscan-vhci.out" | grep -o 'hci[0-9][0-9]*' | head -1)
+  idx=${hci#hci}
+  if [ -z "$hci" ] || ! poll 15 mgmt_powered "$idx"; then
+    fail "Bumble controller on /dev/vhci, powered by bluetoothd" "a new powered adapter" "${hci:-none}: $(tr '\n' ' ' < "$WORK/kscan-vhci.out") $(tail -5 "$WORK/kscan-vhci.err" | tr '\n' ' ')"
+    stop_pid "$harness" 15
+    bluetoothd_stop
+    return
+  fi
+  pass "Bumble controller on /dev/vhci, powered by bluetoothd" "$hci"
+  ib scan -v --device "$hci" --json --duration 10 > "$WORK/kscan-alone.jsonl" 2> "$WORK/kscan-alone.err"
+  check_status "scan on $hci alone" 0 $? "$WORK/kscan-alone.err"
+  check_contains "scan goes through the kernel (advertisement monitor)" "advertisement monitor" "$WORK/kscan-alone.err"
+  # Baseline: the same controller and beacon through raw HCI.
+  ib scan --device "raw:$hci" --json --duration 10 > "$WORK/kscan-raw.jsonl" 2> "$WORK/kscan-raw.err"
+  check_status "scan on raw:$hci (baseline)" 0 $? "$WORK/kscan-raw.err"
+  local rate raw
+  rate=$(kernel_scan_rate "$WORK/kscan-alone.jsonl" 10)
+  raw=$(kernel_scan_rate "$WORK/kscan-raw.jsonl" 10)
+  # The default monitor scan window is half the interval: about half of raw HCI's rate is expected.
+  if awk -v r="$rate" 'BEGIN { exit !(r > 0) }'; then
+    pass "reports/s through the kernel (no discovery, default window) vs raw HCI, beacon at 100 ms" "kernel $rate/s, raw $raw/s"
+  else
+    fail "reports/s through the kernel (no discovery, default window) vs raw HCI, beacon at 100 ms" "> 0" "kernel $rate/s, raw $raw/s"
+  fi
+  # The kernel scans for monitors with its own interval and window (60/30 ms by default): set them
+  # equal in bluetoothd's main.conf ([LE] ScanIntervalAdvMonitor / ScanWindowAdvMonitor, applied
+  # with Set Default System Configuration when bluetoothd sets the adapter up) and measure again.
+  printf '[LE]\nScanIntervalAdvMonitor=96\nScanWindowAdvMonitor=96\n' > "$WORK/main.conf"
+  bluetoothd_stop
+  bluetoothd_start -f "$WORK/main.conf" && poll 15 mgmt_powered "$idx"
+  ib scan --device "$hci" --json --duration 10 > "$WORK/kscan-full.jsonl" 2> "$WORK/kscan-full.err"
+  check_status "scan on $hci, bluetoothd with ScanWindowAdvMonitor = ScanIntervalAdvMonitor" 0 $? "$WORK/kscan-full.err"
+  local full
+  full=$(kernel_scan_rate "$WORK/kscan-full.jsonl" 10)
+  if awk -v r="$full" 'BEGIN { exit !(r >= 8) }'; then
+    pass "reports/s through the kernel with a full scan window (calibration needs >= 8/s)" "$full/s (raw HCI $raw/s, default window $rate/s)"
+  else
+    fail "reports/s through the kernel with a full scan window (calibration needs >= 8/s)" ">= 8/s" "$full/s (raw HCI $raw/s, default window $rate/s); $(grep -i 'advmon\|unknown key' "$WORK/bluetoothd.log" | head -2 | tr '\n' ' ')"
+  fi
+  # Another program's discovery, kept running (the kernel ends an LE discovery after ~10 s;
+  # bluetoothd's `scan on` starts it again, as this loop does).
+  ( while :; do script -qc "btmgmt --index $idx find -l" /dev/null; done ) > "$WORK/kscan-find.txt" 2>&1 &
+  local find=$!
+  BG_PIDS+=("$find")
+  sleep 2
+  local before
+  before=$(grep -c 'dev_found' "$WORK/kscan-find.txt")
+  ib scan -v --device "$hci" --json --duration 10 > "$WORK/kscan-disc.jsonl" 2> "$WORK/kscan-disc.err"
+  check_status "scan on $hci while btmgmt find -l runs" 0 $? "$WORK/kscan-disc.err"
+  rate=$(kernel_scan_rate "$WORK/kscan-disc.jsonl" 10)
+  if awk -v r="$rate" 'BEGIN { exit !(r > 0) }'; then
+    pass "reports/s through the kernel during another program's discovery" "$rate/s"
+  else
+    fail "reports/s through the kernel during another program's discovery" "> 0" "$rate/s; $(tail -3 "$WORK/kscan-disc.err" | tr '\n' ' ')"
+  fi
+  local copy=$WORK/kscan-cal.json
+  cp "$PROFILE" "$copy"
+  ib calibrate --device "$hci" --profile "$copy" --duration 20 --json > "$WORK/kscan-cal.out" 2> "$WORK/kscan-cal.err"
+  check_status "calibrate on $hci while btmgmt find -l runs" 0 $? "$WORK/kscan-cal.err"
+  local got
+  got=$("$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["measuredPower"], round(d["estimate"],2), d["samples"])' "$WORK/kscan-cal.out" 2>&1)
+  local power=${got%% *}
+  if [ "$power" -ge -60 ] 2>/dev/null && [ "$power" -le -58 ]; then
+    pass "calibrated through the kernel: measured power within 1 dB of -59" "$got (measuredPower, estimate, samples)"
+  else
+    fail "calibrated through the kernel: measured power within 1 dB of -59" "-60…-58" "$got"
+  fi
+  local after
+  after=$(grep -c 'dev_found' "$WORK/kscan-find.txt")
+  if [ "$after" -gt "$before" ]; then
+    pass "the other program's discovery kept finding devices meanwhile" "btmgmt find: $before dev_found before ibeacon, $after after scan and calibrate"
+  else
+    fail "the other program's discovery kept finding devices meanwhile" "more than $before dev_found" "$after: $(tail -3 "$WORK/kscan-find.txt" | tr '\n' ' ')"
+  fi
+  kill "$find" 2>/dev/null; wait "$find" 2>/dev/null; bg_forget "$find"
+  btmgmt_tty --index "$idx" stop-find -l > /dev/null 2>&1
+  # SIGTERM ends a scan cleanly and removes its monitor too.
+  "$IBEACON_BIN" scan -v --device "$hci" --json > "$WORK/kscan-term.jsonl" 2> "$WORK/kscan-term.err" &
+  local term=$!
+  BG_PIDS+=("$term")
+  poll 30 grep -q "advertisement monitor .* registered" "$WORK/kscan-term.err"
+  sleep 2
+  stop_pid "$term" 5
+  check_status "scan ended by SIGTERM exits 0" 0 "$STOPPED_STATUS" "$WORK/kscan-term.err"
+  check_contains "scan ended by SIGTERM removed its monitor" "removed from $hci" "$WORK/kscan-term.err"
+  btmgmt_tty --index "$idx" monitor.features > "$WORK/kscan-advmon.txt" 2>&1
+  if grep -q "Handles list with" "$WORK/kscan-advmon.txt"; then
+    check_contains "ibeacon removed its advertisement monitors (btmgmt)" "Handles list with 0 item" "$WORK/kscan-advmon.txt"
+  else
+    check_contains "ibeacon removed its advertisement monitor (its log; this btmgmt cannot list them)" "removed from $hci" "$WORK/kscan-disc.err"
+  fi
+  stop_pid "$harness" 15
+  bluetoothd_stop
+}
+
 # 2. Advertising needs CAP_NET_ADMIN only: as root without CAP_NET_RAW, and a copy with only
 #    cap_net_admin run as an unprivileged user; without it, exit 77 naming CAP_NET_ADMIN.
 scenario_kernel_capabilities() {
@@ -1219,6 +1348,7 @@ SCENARIOS=(
   kernel_capabilities
   kernel_recovery
   kernel_two_advertisers
+  kernel_scan_discovery
   ibeacon_planted_symlink
 )
 

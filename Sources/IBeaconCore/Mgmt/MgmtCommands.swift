@@ -420,6 +420,11 @@ public enum MgmtEvent: Sendable, Equatable {
     case advertisingAdded(index: MgmtIndex, instance: UInt8)
     /// Advertising Removed (0x0024): Instance (1).
     case advertisingRemoved(index: MgmtIndex, instance: UInt8)
+    /// Device Found (0x0012): one report while a program runs discovery (sent to every socket).
+    case deviceFound(index: MgmtIndex, MgmtDeviceFound)
+    /// Adv Monitor Device Found (0x002F): Monitor_Handle (2), then as Device Found. Handle 0:
+    /// a report forwarded while monitors are registered and no controller offload matched it.
+    case advMonitorDeviceFound(index: MgmtIndex, handle: UInt16, MgmtDeviceFound)
     case unknown(MgmtPacket)
 
     /// Decodes an event; codes it does not know become `.unknown`, malformed known ones throw.
@@ -448,10 +453,149 @@ public enum MgmtEvent: Sendable, Equatable {
             self = .advertisingAdded(index: index, instance: try r.readUInt8("Advertising Added instance"))
         case .advertisingRemoved:
             self = .advertisingRemoved(index: index, instance: try r.readUInt8("Advertising Removed instance"))
+        case .deviceFound:
+            self = .deviceFound(index: index, try MgmtDeviceFound.read(from: &r, "Device Found"))
+        case .advMonitorDeviceFound:
+            let handle = try r.readUInt16LE("Adv Monitor Device Found Monitor_Handle")
+            self = .advMonitorDeviceFound(
+                index: index, handle: handle, try MgmtDeviceFound.read(from: &r, "Adv Monitor Device Found"))
         default:
             self = .unknown(packet)
             return
         }
         try r.expectEnd(MgmtEventCode(rawValue: packet.code).description)
     }
+}
+
+/// The report of Device Found (0x0012) and Adv Monitor Device Found (0x002F): Address (6),
+/// Address_Type (1: 0 BR/EDR, 1 LE public, 2 LE random), RSSI (1), Flags (4),
+/// AD_Data_Length (2), AD_Data.
+public struct MgmtDeviceFound: Sendable, Equatable {
+    public var address: BDAddress
+    public var addressType: UInt8
+    public var rssi: Int8
+    public var flags: UInt32
+    public var data: [UInt8]
+
+    public init(address: BDAddress, addressType: UInt8, rssi: Int8, flags: UInt32, data: [UInt8]) {
+        self.address = address
+        self.addressType = addressType
+        self.rssi = rssi
+        self.flags = flags
+        self.data = data
+    }
+
+    /// The LE address type, nil for a BR/EDR device (inquiry results of a discovery).
+    public var leAddressType: LEAddressType? {
+        switch addressType {
+        case 1: .public
+        case 2: .random
+        default: nil
+        }
+    }
+
+    static func read(from r: inout ByteReader, _ event: String) throws(DecodingError) -> MgmtDeviceFound {
+        let address = try BDAddress.read(from: &r, "\(event) Address")
+        let type = try r.readUInt8("\(event) Address_Type")
+        let rssi = try r.readInt8("\(event) RSSI")
+        let flags = try r.readUInt32LE("\(event) Flags")
+        let length = Int(try r.readUInt16LE("\(event) AD_Data_Length"))
+        let data = try r.readBytes(length, "\(event) AD_Data")
+        return MgmtDeviceFound(address: address, addressType: type, rssi: rssi, flags: flags, data: data)
+    }
+
+    /// The wire form (for tests and fakes).
+    public var bytes: [UInt8] {
+        var w = ByteWriter()
+        w.append(address.bytes)
+        w.uint8(addressType)
+        w.int8(rssi)
+        w.uint32LE(flags)
+        w.uint16LE(UInt16(truncatingIfNeeded: data.count))
+        w.append(data)
+        return w.bytes
+    }
+}
+
+/// One pattern of Add Advertisement Patterns Monitor: AD_Type (1), Offset (1), Length (1),
+/// Value (31, zero-padded). The value must fit the 31-byte legacy AD data: 1 ≤ Length,
+/// Offset + Length ≤ 31.
+public struct MgmtAdvPattern: Sendable, Equatable {
+    public var adType: UInt8
+    public var offset: UInt8
+    public var value: [UInt8]
+
+    public init(adType: UInt8, offset: UInt8 = 0, value: [UInt8]) throws(MgmtParameterError) {
+        guard !value.isEmpty, Int(offset) + value.count <= 31 else {
+            throw MgmtParameterError(
+                message:
+                    "an advertisement pattern needs 1…31 bytes within the 31-byte AD data (offset \(offset), \(value.count) bytes)"
+            )
+        }
+        self.adType = adType
+        self.offset = offset
+        self.value = value
+    }
+
+    /// Manufacturer Specific Data starting with Apple's company ID and the iBeacon type and length
+    /// (4C 00 02 15).
+    public static let iBeacon = try! MgmtAdvPattern(adType: 0xFF, offset: 0, value: [0x4C, 0x00, 0x02, 0x15])
+}
+
+/// Add Advertisement Patterns Monitor (0x0052, kernel ≥ 5.10): Pattern_Count (1), then each
+/// pattern (34 bytes). Returns Monitor_Handle (2). Without controller offload the kernel scans
+/// passively with duplicate filtering off while a monitor is registered and forwards every
+/// report as Adv Monitor Device Found (handle 0), matched or not.
+public struct MgmtAddAdvPatternsMonitor: MgmtCommand {
+    public var patterns: [MgmtAdvPattern]
+    public static let opcode = MgmtOpcode.addAdvPatternsMonitor
+
+    public init(patterns: [MgmtAdvPattern]) throws(MgmtParameterError) {
+        guard !patterns.isEmpty, patterns.count <= 255 else {
+            throw MgmtParameterError(message: "an advertisement monitor needs 1…255 patterns")
+        }
+        self.patterns = patterns
+    }
+
+    public func encodeParameters() -> [UInt8] {
+        var w = ByteWriter()
+        w.uint8(UInt8(patterns.count))
+        for p in patterns {
+            w.uint8(p.adType)
+            w.uint8(p.offset)
+            w.uint8(UInt8(p.value.count))
+            w.append(p.value + [UInt8](repeating: 0, count: 31 - p.value.count))
+        }
+        return w.bytes
+    }
+
+    public static func decodeReturn(_ bytes: [UInt8]) throws(DecodingError) -> UInt16 {
+        try decodeMonitorHandle(bytes, "Add Advertisement Patterns Monitor")
+    }
+}
+
+/// Remove Advertisement Monitor (0x0053): Monitor_Handle (2). Returns Monitor_Handle (2).
+/// Handle 0 removes every program's monitors, so this type refuses it.
+public struct MgmtRemoveAdvMonitor: MgmtCommand {
+    public var handle: UInt16
+    public static let opcode = MgmtOpcode.removeAdvMonitor
+
+    public init(handle: UInt16) throws(MgmtParameterError) {
+        guard handle != 0 else {
+            throw MgmtParameterError(message: "monitor handle 0 would remove every program's monitors")
+        }
+        self.handle = handle
+    }
+
+    public func encodeParameters() -> [UInt8] { [UInt8(handle & 0xFF), UInt8(handle >> 8)] }
+    public static func decodeReturn(_ bytes: [UInt8]) throws(DecodingError) -> UInt16 {
+        try decodeMonitorHandle(bytes, "Remove Advertisement Monitor")
+    }
+}
+
+func decodeMonitorHandle(_ bytes: [UInt8], _ command: String) throws(DecodingError) -> UInt16 {
+    var r = ByteReader(bytes)
+    let handle = try r.readUInt16LE("Monitor_Handle")
+    try r.expectEnd("\(command) return parameters")
+    return handle
 }

@@ -29,12 +29,15 @@ public struct MgmtOpcode: RawRepresentable, Hashable, Sendable, CustomStringConv
     public static let removeAdvertising = MgmtOpcode(rawValue: 0x003F)
     public static let addExtendedAdvertisingParameters = MgmtOpcode(rawValue: 0x0054)
     public static let addExtendedAdvertisingData = MgmtOpcode(rawValue: 0x0055)
+    public static let addAdvPatternsMonitor = MgmtOpcode(rawValue: 0x0052)
+    public static let removeAdvMonitor = MgmtOpcode(rawValue: 0x0053)
 
     static let names: [UInt16: String] = [
         0x0001: "Read Management Version Information", 0x0003: "Read Controller Index List",
         0x0004: "Read Controller Information", 0x0005: "Set Powered", 0x003D: "Read Advertising Features",
         0x003E: "Add Advertising", 0x003F: "Remove Advertising", 0x0054: "Add Extended Advertising Parameters",
-        0x0055: "Add Extended Advertising Data",
+        0x0055: "Add Extended Advertising Data", 0x0052: "Add Advertisement Patterns Monitor",
+        0x0053: "Remove Advertisement Monitor",
     ]
 
     public var hex: String { "0x" + String(rawValue, radix: 16, uppercase: true).leftPadded(to: 4) }
@@ -58,13 +61,16 @@ public struct MgmtEventCode: RawRepresentable, Hashable, Sendable, CustomStringC
     public static let newSettings = MgmtEventCode(rawValue: 0x0006)
     public static let advertisingAdded = MgmtEventCode(rawValue: 0x0023)
     public static let advertisingRemoved = MgmtEventCode(rawValue: 0x0024)
+    public static let deviceFound = MgmtEventCode(rawValue: 0x0012)
+    public static let advMonitorDeviceFound = MgmtEventCode(rawValue: 0x002F)
 
     public var description: String {
         let hex = "0x" + String(rawValue, radix: 16, uppercase: true).leftPadded(to: 4)
         let names: [UInt16: String] = [
             0x0001: "Command Complete", 0x0002: "Command Status", 0x0003: "Controller Error",
             0x0004: "Index Added", 0x0005: "Index Removed", 0x0006: "New Settings",
-            0x0023: "Advertising Added", 0x0024: "Advertising Removed",
+            0x0023: "Advertising Added", 0x0024: "Advertising Removed", 0x0012: "Device Found",
+            0x002F: "Adv Monitor Device Found",
         ]
         return names[rawValue].map { "\($0) (\(hex))" } ?? "management event \(hex)"
     }

@@ -1,0 +1,121 @@
+import IBeaconCore
+import IBeaconTestSupport
+import Logging
+import Synchronization
+import Testing
+
+@testable import IBeaconHost
+
+/// Scanning through the kernel (`MgmtSightingSource`) against the fake kernel: it registers an
+/// iBeacon monitor, takes reports from both events the kernel forwards them in, and removes its
+/// monitor (and only its own) however the scan ends.
+@Suite struct MgmtSightingSourceTests {
+    static let beaconData: [UInt8] =
+        [0x02, 0x01, 0x06, 0x1A, 0xFF, 0x4C, 0x00, 0x02, 0x15] + (1...16).map { UInt8($0) } + [
+            0x00, 0x0C, 0x00, 0x01, 0xC5,
+        ]
+    static let address = try! BDAddress(littleEndian: [1, 2, 3, 4, 5, 0xC6])
+
+    static func report(rssi: Int8 = -59, data: [UInt8] = beaconData, type: UInt8 = 2) -> MgmtDeviceFound {
+        MgmtDeviceFound(address: address, addressType: type, rssi: rssi, flags: 0, data: data)
+    }
+
+    /// Runs a scan on `kernel` in a task; `body` gets what was received so far.
+    static func withScan(
+        _ kernel: FakeMgmtKernel, tick: @escaping @Sendable (Double) async throws -> ScanControl = { _ in .proceed },
+        _ body: @Sendable (_ received: @Sendable () -> [Sighting], _ task: Task<Void, any Error>) async throws -> Void
+    ) async throws {
+        let client = MgmtClient(transport: kernel, logger: Logger(label: "test"), defaultTimeout: .seconds(5))
+        await client.start()
+        let source = MgmtSightingSource(client: client, index: MgmtIndex(0), logger: Logger(label: "test"))
+        let received = Mutex<[Sighting]>([])
+        let task = Task {
+            try await source.scan(
+                tickInterval: .milliseconds(20),
+                receive: { batch, _ in
+                    received.withLock { $0 += batch }
+                    return .proceed
+                }, tick: tick)
+        }
+        try await body({ received.withLock { $0 } }, task)
+        task.cancel()
+        _ = await task.result
+        await source.close()
+    }
+
+    @Test func registersTheIBeaconMonitorAndTakesReportsFromBothEventsThenRemovesIt() async throws {
+        let kernel = FakeMgmtKernel()
+        kernel.otherProgramAdds(1)  // another program's state the scan must not touch
+        try await Self.withScan(kernel) { received, _ in
+            #expect(await eventually { kernel.monitors.count == 1 })
+            #expect(kernel.monitors.values.first == [.iBeacon])
+            // No discovery: Adv Monitor Device Found (handle 0).
+            #expect(kernel.advertisementHeard(Self.report(rssi: -60)))
+            // Another program's discovery: Device Found.
+            kernel.otherProgramDiscovers(true)
+            #expect(kernel.advertisementHeard(Self.report(rssi: -61)))
+            // RSSI 127 is "not available"; a BR/EDR inquiry result is no LE report.
+            #expect(kernel.advertisementHeard(Self.report(rssi: 127)))
+            #expect(kernel.advertisementHeard(Self.report(type: 0)))
+            #expect(await eventually { received().count == 3 })
+            let got = received()
+            #expect(got.map(\.rssi) == [-60, -61, nil])
+            #expect(
+                got.allSatisfy { $0.beacon?.major == 12 && $0.addressType == .random && $0.address == Self.address })
+        }
+        #expect(kernel.monitors.isEmpty)
+        #expect(kernel.opcodes.contains(.removeAdvMonitor))
+        #expect(kernel.instances.keys.sorted() == [1])
+    }
+
+    @Test func removesTheMonitorWhenTickAsksToStop() async throws {
+        let kernel = FakeMgmtKernel()
+        let stopLater: @Sendable (Double) async throws -> ScanControl = { t in t > 0.05 ? .stop : .proceed }
+        try await Self.withScan(kernel, tick: stopLater) { _, task in
+            try await task.value  // ends by itself
+            #expect(kernel.monitors.isEmpty)
+        }
+    }
+
+    @Test func keepsOtherProgramsMonitors() async throws {
+        let kernel = FakeMgmtKernel()
+        let otherHandle = kernel.otherProgramAddsMonitor()
+        try await Self.withScan(kernel) { _, _ in
+            #expect(await eventually { kernel.monitors.count == 2 })
+        }
+        #expect(Array(kernel.monitors.keys) == [otherHandle])
+    }
+
+    @Test func failsWithTheKernelsStatusWhenMonitorsAreUnsupported() async throws {
+        let kernel = FakeMgmtKernel()
+        kernel.supportsAdvMonitor = false
+        try await Self.withScan(kernel) { _, task in
+            let error = await #expect(throws: MgmtError.self) { try await task.value }
+            #expect(error?.status == .unknownCommand)
+            #expect("\(error!)".contains("Add Advertisement Patterns Monitor (0x0052)"))
+        }
+    }
+
+    @Test func failsWhenTheAdapterIsRemoved() async throws {
+        let kernel = FakeMgmtKernel()
+        try await Self.withScan(kernel) { _, task in
+            #expect(await eventually { kernel.monitors.count == 1 })
+            kernel.removeIndex()
+            let error = await #expect(throws: TransportError.self) { try await task.value }
+            #expect("\(error!)".contains("hci0 was removed"))
+        }
+    }
+
+    @Test func keepsScanningAcrossAPowerCycle() async throws {
+        let kernel = FakeMgmtKernel()
+        try await Self.withScan(kernel) { received, task in
+            #expect(await eventually { kernel.monitors.count == 1 })
+            kernel.powerOff()
+            #expect(!kernel.advertisementHeard(Self.report()))
+            kernel.powerOn()
+            #expect(kernel.advertisementHeard(Self.report(rssi: -70)))
+            #expect(await eventually { received().map(\.rssi) == [-70] })
+            #expect(kernel.monitors.count == 1)
+        }
+    }
+}

@@ -166,7 +166,7 @@ struct ScanCommand: AsyncParsableCommand {
     func appendJSONReport(_ s: Sighting, t: Double, to buffer: inout [UInt8]) {
         let b = s.beacon
         let distance = b.flatMap { beacon in
-            s.rssi.flatMap { estimatedDistance(rssi: Double($0), measuredPower: Double(beacon.measuredPower)) }
+            s.rssi.flatMap { Self.jsonDistance(rssi: $0, measuredPower: beacon.measuredPower) }
         }
         let addressType = s.addressType.description
         // Keys and fixed values ~250 bytes; the address type may need escaping; data in hex.
@@ -184,6 +184,17 @@ struct ScanCommand: AsyncParsableCommand {
             line.string("proximity", b == nil ? nil : Proximity(distance: distance).rawValue)
             line.hex("data", s.data)
         }
+    }
+
+    /// `estimatedDistance` of every measured power − RSSI difference (−255…255): the distance
+    /// depends on nothing else, and `pow` was a tenth of the cost of a `--json` line.
+    private static let distances: [Double?] = (-255...255).map {
+        estimatedDistance(rssi: 0, measuredPower: Double($0))
+    }
+
+    /// `estimatedDistance(rssi:measuredPower:)` of two octets, from `distances`.
+    static func jsonDistance(rssi: Int8, measuredPower: Int8) -> Double? {
+        distances[Int(measuredPower) - Int(rssi) + 255]
     }
 
     func render(_ table: SightingTable, now: Double, live: Bool) {

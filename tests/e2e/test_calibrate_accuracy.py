@@ -70,8 +70,11 @@ def test_written_measured_power_is_within_1_dB(harness_factory, ibeacon_bin, tmp
         # Apple's procedure: at least 10 s.
         assert result['seconds'] >= 10, (name, result)
         if name == 'gauss-4dB':
-            # 100 ms interval, sigma 4 dB: precision +/-1 dB well within 15 s.
-            assert result['precisionReached'] and result['seconds'] <= 15, (
+            # 100 ms interval, sigma 4 dB: precision +/-1 dB is reached, so it stops before the 60 s
+            # duration. How soon is a distribution (median 12.1 s over 200 seeds, `make calsim`,
+            # BENCHMARKS.md); one run of eight emulators sharing two cores can take longer (41 s
+            # seen in CI), so a single run is not held to the median.
+            assert result['precisionReached'] and result['seconds'] < 60, (
                 result['seconds'], result['samples'], result['apple'], result['transients'], result['drift'])
         written = json.loads(p.read_text())
         assert written['measuredPower'] == result['measuredPower']

@@ -22,19 +22,12 @@ import time
 import uuid
 from pathlib import Path
 
-
-def cpu_ns(pid):
-    return sum(int((t / 'schedstat').read_text().split()[0]) for t in Path(f'/proc/{pid}/task').iterdir())
+from scan_live import answer_commands, cpu_ns, event  # the same paced H4 controller
 
 
 def rss_kb(pid, field):
     return int(next(line for line in Path(f'/proc/{pid}/status').read_text().splitlines()
                     if line.startswith(field + ':')).split()[1])
-
-
-def event(payload, address, rssi):
-    body = bytes([0x02, 1, 0x03, 0x01]) + address + bytes([len(payload)]) + payload + bytes([rssi & 0xFF])
-    return bytes([0x04, 0x3E, len(body)]) + body
 
 
 def main():
@@ -69,28 +62,7 @@ def main():
     lines = []
     threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True).start()
 
-    def answer():
-        buf = b''
-        while True:
-            data = conn.recv(4096)
-            if not data:
-                return
-            buf += data
-            while len(buf) >= 4 and len(buf) >= 4 + buf[3]:
-                opcode, plen = struct.unpack_from('<HB', buf, 1)
-                params = buf[4:4 + plen]
-                buf = buf[4 + plen:]
-                ret = b'\x00'
-                if opcode == 0x1009:
-                    ret += bytes([0xF5, 0xF4, 0xF3, 0xF2, 0xF1, 0xF0])
-                elif opcode == 0x2003:
-                    ret += bytes(8)
-                body = bytes([1]) + struct.pack('<H', opcode) + ret
-                conn.sendall(bytes([0x04, 0x0E, len(body)]) + body)
-                if opcode == 0x200C and params[:1] == b'\x01':
-                    scanning.set()
-
-    threading.Thread(target=answer, daemon=True).start()
+    threading.Thread(target=answer_commands, args=(conn, scanning), daemon=True).start()
     if not scanning.wait(10):
         raise SystemExit('ibeacon did not start scanning: ' + proc.stderr.read().decode()[-300:])
     idle_rss = rss_kb(proc.pid, 'VmRSS')

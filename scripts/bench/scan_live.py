@@ -32,6 +32,30 @@ def event(payload, address, rssi):
     return bytes([0x04, 0x3E, len(body)]) + body
 
 
+def answer_commands(conn, scanning):
+    """Answers every HCI command on `conn` with a successful Command Complete (an address for
+    Read BD_ADDR, no LE features so the scan is legacy); sets `scanning` at LE Set Scan Enable on."""
+    buf = b''
+    while True:
+        data = conn.recv(4096)
+        if not data:
+            return
+        buf += data
+        while len(buf) >= 4 and len(buf) >= 4 + buf[3]:
+            opcode, plen = struct.unpack_from('<HB', buf, 1)
+            params = buf[4:4 + plen]
+            buf = buf[4 + plen:]
+            ret = b'\x00'
+            if opcode == 0x1009:
+                ret += bytes([0xF5, 0xF4, 0xF3, 0xF2, 0xF1, 0xF0])
+            elif opcode == 0x2003:
+                ret += bytes(8)
+            body = bytes([1]) + struct.pack('<H', opcode) + ret
+            conn.sendall(bytes([0x04, 0x0E, len(body)]) + body)
+            if opcode == 0x200C and params[:1] == b'\x01':
+                scanning.set()
+
+
 def main():
     binary = sys.argv[1]
     rate = int(sys.argv[2]) if len(sys.argv) > 2 else 3000
@@ -62,28 +86,7 @@ def main():
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     scanning = threading.Event()
 
-    def answer():
-        buf = b''
-        while True:
-            data = conn.recv(4096)
-            if not data:
-                return
-            buf += data
-            while len(buf) >= 4 and len(buf) >= 4 + buf[3]:
-                opcode, plen = struct.unpack_from('<HB', buf, 1)
-                params = buf[4:4 + plen]
-                buf = buf[4 + plen:]
-                ret = b'\x00'
-                if opcode == 0x1009:
-                    ret += bytes([0xF5, 0xF4, 0xF3, 0xF2, 0xF1, 0xF0])
-                elif opcode == 0x2003:
-                    ret += bytes(8)
-                body = bytes([1]) + struct.pack('<H', opcode) + ret
-                conn.sendall(bytes([0x04, 0x0E, len(body)]) + body)
-                if opcode == 0x200C and params[:1] == b'\x01':
-                    scanning.set()
-
-    threading.Thread(target=answer, daemon=True).start()
+    threading.Thread(target=answer_commands, args=(conn, scanning), daemon=True).start()
     if not scanning.wait(10):
         raise SystemExit('ibeacon did not start scanning: ' + proc.stderr.read().decode()[-300:])
     # Pace in 1 ms slots; start measuring after 2 s of steady feeding.

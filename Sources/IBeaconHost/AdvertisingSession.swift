@@ -134,10 +134,8 @@ public struct AdvertisingSession: Sendable {
                 watch(client)
             }
             if Task.isCancelled { break }
-            let started = ContinuousClock.now
-            if let s = await reapply(on: client) {
+            if let (s, elapsed) = await reapply(on: client) {
                 status = s
-                let elapsed = started.duration(to: ContinuousClock.now)
                 logger.notice("advertising resumed after \(elapsed.formattedSeconds)")
                 onRecovered(s)
             }
@@ -176,38 +174,43 @@ public struct AdvertisingSession: Sendable {
         .leClearAdvertisingSets,
     ]
 
-    /// Waits for the controller to settle, then starts advertising again. Retries with backoff
-    /// while the controller refuses or is not ready; nil when cancelled.
-    private func reapply(on client: ControllerClient) async -> AdvertisingStatus? {
-        var delay = settleTime
-        while !Task.isCancelled {
-            do { try await clock.sleep(for: delay) } catch { return nil }
-            do {
-                return try await advertiser.start(on: client)
-            } catch let error as ControllerError {
-                if !error.isWorthRetrying { return nil }
-                logger.warning("re-applying advertising failed: \(error); retrying")
-            } catch {
-                logger.error("re-applying advertising failed: \(error)")
-            }
-            delay = min(delay * 2, .seconds(2))
-        }
-        return nil
+    /// Re-applying after a reset: the settle time first, then back-off up to 2 s, until
+    /// cancelled or the controller refuses for good.
+    var reapplyPolicy: RetryPolicy {
+        RetryPolicy(firstDelay: settleTime, maximumDelay: .seconds(2), waitsBeforeFirstAttempt: true)
     }
 
-    /// Reconnects with exponential backoff; nil when cancelled.
-    private func reconnect() async -> ControllerClient? {
-        var delay = Duration.milliseconds(500)
-        while !Task.isCancelled {
-            do {
-                return try await connect()
-            } catch {
-                logger.warning("controller not available (\(error)); retrying in \(delay.formattedSeconds)")
+    /// Reconnecting a lost link: at once, then after 0.5 s, doubling up to `maximumBackoff`.
+    var reconnectPolicy: RetryPolicy {
+        RetryPolicy(firstDelay: .milliseconds(500), maximumDelay: maximumBackoff, waitsBeforeFirstAttempt: false)
+    }
+
+    /// Waits for the controller to settle, then starts advertising again (`reapplyPolicy`);
+    /// returns the status and the time it took, nil when cancelled or refused for good.
+    private func reapply(on client: ControllerClient) async -> (AdvertisingStatus, Duration)? {
+        let logger = self.logger
+        return try? await reapplyPolicy.run(on: clock) {
+            try await advertiser.start(on: client)
+        } retrying: { error, _ in
+            guard let error = error as? ControllerError else {
+                logger.error("re-applying advertising failed: \(error)")
+                return true
             }
-            do { try await clock.sleep(for: delay) } catch { return nil }
-            delay = min(delay * 2, maximumBackoff)
+            if !error.isWorthRetrying { return false }
+            logger.warning("re-applying advertising failed: \(error); retrying")
+            return true
         }
-        return nil
+    }
+
+    /// Reconnects (`reconnectPolicy`); nil when cancelled.
+    private func reconnect() async -> ControllerClient? {
+        let logger = self.logger
+        return try? await reconnectPolicy.run(on: clock) {
+            try await connect()
+        } retrying: { error, delay in
+            logger.warning("controller not available (\(error)); retrying in \(delay.formattedSeconds)")
+            return true
+        }.value
     }
 }
 

@@ -112,10 +112,10 @@ public enum ProfileStore {
         public func unlock() {
             if let lockFile, let location {
                 let lockName = ProfileStore.lockName(for: location.name)
-                if let held = Sys.status(lockFile), let named = Sys.lstat(at: location.directory, lockName).0,
+                if let held = try? Sys.status(lockFile), let named = try? Sys.lstat(at: location.directory, lockName),
                     held.identity == named.identity
                 {
-                    Sys.unlink(at: location.directory, lockName)
+                    try? Sys.unlink(at: location.directory, lockName)
                 }
             }
             if let lockFile { try? lockFile.close() }  // closing the descriptor releases the flock
@@ -206,11 +206,13 @@ public enum ProfileStore {
             }
         }
         guard let existing = location.status else {
-            let (fd, e) = Sys.open(
-                at: location.directory, location.name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK,
-                mode: 0o644)
-            guard let fd else { throw location.openFailure(e ?? .ioError, writing: true) }
-            return fd
+            do throws(Errno) {
+                return try Sys.open(
+                    at: location.directory, location.name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK,
+                    mode: 0o644)
+            } catch {
+                throw location.openFailure(error, writing: true)
+            }
         }
         guard overwrite else {
             throw FileError(
@@ -223,7 +225,7 @@ public enum ProfileStore {
             try location.commit(temporary, expecting: existing)
         } catch {
             try? fd.close()
-            Sys.unlink(at: location.directory, temporary)
+            try? Sys.unlink(at: location.directory, temporary)
             throw error
         }
         return fd
@@ -240,13 +242,13 @@ public enum ProfileStore {
     /// process no longer exists; a live writer's file is never touched.
     static func removeStaleTemporaryFiles(in directory: FileDescriptor, name: String) {
         let prefix = temporaryPrefix(for: name)
-        for entry in Sys.directoryEntries(at: directory) where entry.hasPrefix(prefix) {
+        for entry in (try? Sys.directoryEntries(at: directory)) ?? [] where entry.hasPrefix(prefix) {
             let rest = entry.dropFirst(prefix.count)
             guard let dash = rest.firstIndex(of: "-"), let pid = Int32(rest[..<dash]),
                 UInt32(rest[rest.index(after: dash)...]) != nil
             else { continue }  // not a name this store makes
             if !Sys.processExists(pid) {
-                Sys.unlink(at: directory, entry)
+                try? Sys.unlink(at: directory, entry)
             }
         }
     }
@@ -290,9 +292,10 @@ public enum ProfileStore {
                 continue
             }
             let here = shown + "/" + component
-            let (found, error) = Sys.lstat(at: current, component)
-            guard let status = found else {
-                let e = error ?? .ioError
+            let status: FileStatus
+            do throws(Errno) {
+                status = try Sys.lstat(at: current, component)
+            } catch let e {
                 if pending.isEmpty && e == .noSuchFileOrDirectory {
                     return Location(directory: current, name: component, path: path, status: nil)
                 }
@@ -309,11 +312,13 @@ public enum ProfileStore {
                         hint: "give the real file's path (readlink -f) or remove the link")
                 }
                 links += 1
-                let (text, e) = Sys.readLink(at: current, component)
-                guard let text, links <= maximumLinks else {
+                let text: String
+                do throws(Errno) {
+                    text = try Sys.readLink(at: current, component)
+                    if links > maximumLinks { throw .tooManySymbolicLinkLevels }
+                } catch {
                     try? current.close()
-                    throw FileError(
-                        kind, path: path, "cannot follow the symbolic link \(here): \(e ?? .tooManySymbolicLinkLevels)")
+                    throw FileError(kind, path: path, "cannot follow the symbolic link \(here): \(error)")
                 }
                 pending.append(contentsOf: text.split(separator: "/").map(String.init).reversed())
                 if text.hasPrefix("/") {
@@ -346,11 +351,11 @@ public enum ProfileStore {
     private static func openDirectory(
         at directory: FileDescriptor?, _ name: String, shown: String, writing: Bool
     ) throws(FileError) -> FileDescriptor {
-        let (fd, e) = Sys.open(at: directory, name, Sys.openPathOnly | O_DIRECTORY | O_NOFOLLOW)
-        guard let fd else {
-            throw lookupFailure(e ?? .ioError, path: shown, at: shown, writing: writing)
+        do throws(Errno) {
+            return try Sys.open(at: directory, name, Sys.openPathOnly | O_DIRECTORY | O_NOFOLLOW)
+        } catch {
+            throw lookupFailure(error, path: shown, at: shown, writing: writing)
         }
-        return fd
     }
 
     /// A failed `lstat`/`open` on the way to a file. EACCES is "cannot be looked up", never
@@ -395,7 +400,7 @@ struct Location {
     /// Whether both name the same directory entry, or the same file.
     func isSameEntry(as other: Location) -> Bool {
         if let a = status, let b = other.status, a.identity == b.identity { return true }
-        guard name == other.name, let a = Sys.status(directory), let b = Sys.status(other.directory) else {
+        guard name == other.name, let a = try? Sys.status(directory), let b = try? Sys.status(other.directory) else {
             return false
         }
         return a.identity == b.identity
@@ -417,18 +422,24 @@ struct Location {
     /// regular, opened `O_NOFOLLOW | O_NONBLOCK`, then checked again with `fstat` (it must
     /// still be the inode that was looked at).
     func openExisting() throws(FileError) -> (FileDescriptor, FileStatus) {
-        let (found, error) = Sys.lstat(at: directory, name)
-        guard let seen = found else {
-            throw ProfileStore.lookupFailure(error ?? .ioError, path: path, at: path, writing: false)
+        let seen: FileStatus
+        do throws(Errno) {
+            seen = try Sys.lstat(at: directory, name)
+        } catch {
+            throw ProfileStore.lookupFailure(error, path: path, at: path, writing: false)
         }
         try requireRegular(seen, replacing: false)
-        let (opened, e) = Sys.open(at: directory, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
-        guard let fd = opened else { throw openFailure(e ?? .ioError, writing: false) }
-        guard let status = Sys.status(fd), status.isRegular, status.identity == seen.identity else {
+        let fd: FileDescriptor
+        do throws(Errno) {
+            fd = try Sys.open(at: directory, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
+        } catch {
+            throw openFailure(error, writing: false)
+        }
+        guard let status = try? Sys.status(fd), status.isRegular, status.identity == seen.identity else {
             try? fd.close()
             throw FileError(.io, path: path, "was replaced while ibeacon opened it", hint: "run the command again")
         }
-        Sys.setBlocking(fd)
+        try? Sys.setNonBlocking(fd, false)  // a regular file: the open no longer needs O_NONBLOCK
         return (fd, status)
     }
 
@@ -445,20 +456,14 @@ struct Location {
             .badData, path: path, "is larger than 1 MiB; this is not a profile file",
             hint: "profiles are a few hundred bytes: check the file name")
         if status.size > ProfileStore.maximumSize { throw tooLarge }
-        var out: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
-        while true {
-            let n: Int
-            do {
-                n = try chunk.withUnsafeMutableBytes { try fd.read(into: $0, retryOnInterrupt: true) }
-            } catch {
-                throw FileError(.io, path: path, "cannot read: \(error)")
-            }
-            if n == 0 { break }
-            out += chunk[0..<n]
-            if out.count > ProfileStore.maximumSize { throw tooLarge }  // grew while reading
+        let bytes: [UInt8]
+        do throws(Errno) {
+            bytes = try Sys.readToEnd(fd, limit: ProfileStore.maximumSize)
+        } catch {
+            throw FileError(.io, path: path, "cannot read: \(error)")
         }
-        return out
+        if bytes.count > ProfileStore.maximumSize { throw tooLarge }  // grew while reading
+        return bytes
     }
 
     func openFailure(_ e: Errno, writing: Bool) -> FileError {
@@ -500,7 +505,7 @@ struct Location {
         }
         let (fd, temporary) = try createTemporary(like: nil)
         try? fd.close()
-        Sys.unlink(at: directory, temporary)
+        try? Sys.unlink(at: directory, temporary)
     }
 
     /// Creates `.NAME.tmp-PID-RANDOM` with `O_EXCL | O_NOFOLLOW`; with `like`, gives it that
@@ -510,19 +515,17 @@ struct Location {
             let temporary =
                 ProfileStore.temporaryPrefix(for: name)
                 + "\(Sys.processID())-\(UInt32.random(in: 0...UInt32.max))"
-            let (opened, e) = Sys.open(
-                at: directory, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK,
-                mode: original == nil ? 0o644 : 0o600)
-            if e == .fileExists { continue }  // someone else's name: pick another
-            guard let fd = opened else { throw openFailure(e ?? .ioError, writing: true) }
-            if let original {
-                // Root (or the owner) keeps owner and group; anyone else keeps at least the
-                // group when they belong to it. fchown before fchmod: it clears set-ID bits.
-                if Sys.fchown(fd, uid: original.uid, gid: original.gid) != nil {
-                    _ = Sys.fchown(fd, uid: UInt32.max, gid: original.gid)
-                }
-                _ = Sys.fchmod(fd, original.mode)
+            let fd: FileDescriptor
+            do throws(Errno) {
+                fd = try Sys.open(
+                    at: directory, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK,
+                    mode: original == nil ? 0o644 : 0o600)
+            } catch .fileExists {
+                continue  // someone else's name: pick another
+            } catch {
+                throw openFailure(error, writing: true)
             }
+            if let original { takeOwnerAndMode(of: fd, uid: original.uid, gid: original.gid, mode: original.mode) }
             return (fd, temporary)
         }
         throw FileError(.cannotWrite, path: path, "cannot create a temporary file next to it (names keep colliding)")
@@ -532,30 +535,33 @@ struct Location {
     private func writeTemporary(_ bytes: [UInt8], like original: FileStatus?) throws(FileError) -> String {
         let (fd, temporary) = try createTemporary(like: original)
         defer { try? fd.close() }
-        do {
-            _ = try fd.writeAll(bytes)
+        do throws(Errno) {
+            try Sys.writeAll(fd, bytes)
         } catch {
-            Sys.unlink(at: directory, temporary)
+            try? Sys.unlink(at: directory, temporary)
             throw FileError(.io, path: path, "cannot write the new content: \(error)")
         }
-        if let e = Sys.fsync(fd) {
-            Sys.unlink(at: directory, temporary)
-            throw FileError(.io, path: path, "cannot flush the new content: \(e)")
+        do throws(Errno) {
+            try Sys.fsync(fd)
+        } catch {
+            try? Sys.unlink(at: directory, temporary)
+            throw FileError(.io, path: path, "cannot flush the new content: \(error)")
         }
         return temporary
     }
 
     /// Renames `temporary` over the name, provided the name still holds `expected`'s inode.
     func commit(_ temporary: String, expecting expected: FileStatus) throws(FileError) {
-        let (now, _) = Sys.lstat(at: directory, name)
-        guard let now, now.isRegular, now.identity == expected.identity else {
+        guard let now = try? Sys.lstat(at: directory, name), now.isRegular, now.identity == expected.identity else {
             throw FileError(
                 .cannotWrite, path: path,
                 "was replaced, moved or removed by another program while ibeacon was using it; nothing was written",
                 hint: "check the file, then run the command again")
         }
-        if let e = Sys.rename(at: directory, temporary, name) {
-            throw FileError(.cannotWrite, path: path, "cannot replace the file: \(e)")
+        do throws(Errno) {
+            try Sys.rename(at: directory, temporary, name)
+        } catch {
+            throw FileError(.cannotWrite, path: path, "cannot replace the file: \(error)")
         }
     }
 
@@ -584,7 +590,7 @@ struct Location {
         do throws(FileError) {
             try commit(temporary, expecting: expected)
         } catch {
-            Sys.unlink(at: directory, temporary)
+            try? Sys.unlink(at: directory, temporary)
             throw error
         }
         syncDirectory()
@@ -595,12 +601,13 @@ struct Location {
     /// replaces).
     func createNew(_ bytes: [UInt8]) throws(FileError) {
         let temporary = try writeTemporary(bytes, like: nil)
-        defer { Sys.unlink(at: directory, temporary) }
-        if let e = Sys.link(at: directory, temporary, name) {
-            if e == .fileExists {
-                throw FileError(.cannotWrite, path: path, "already exists", hint: "use --force to overwrite it")
-            }
-            throw FileError(.cannotWrite, path: path, "cannot create the file: \(e)")
+        defer { try? Sys.unlink(at: directory, temporary) }
+        do throws(Errno) {
+            try Sys.link(at: directory, temporary, name)
+        } catch .fileExists {
+            throw FileError(.cannotWrite, path: path, "already exists", hint: "use --force to overwrite it")
+        } catch {
+            throw FileError(.cannotWrite, path: path, "cannot create the file: \(error)")
         }
         syncDirectory()
     }
@@ -608,9 +615,8 @@ struct Location {
     /// Makes a rename durable (`fsync` of the directory; an `O_PATH` descriptor cannot be
     /// flushed, so the directory is opened for reading through it).
     private func syncDirectory() {
-        let (fd, _) = Sys.open(at: directory, ".", O_RDONLY | O_DIRECTORY)
-        if let fd {
-            _ = Sys.fsync(fd)
+        if let fd = try? Sys.open(at: directory, ".", O_RDONLY | O_DIRECTORY) {
+            try? Sys.fsync(fd)
             try? fd.close()
         }
     }
@@ -625,14 +631,17 @@ struct Location {
         let bits = (profile.mode & 0o222) | 0o200
         let user = Sys.effectiveUserID()
         for _ in 0..<8 {
-            var (opened, e) = Sys.open(
-                at: directory, lockName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK, mode: 0o200)
-            let created = opened != nil
-            if e == .fileExists {
-                (opened, e) = Sys.open(at: directory, lockName, O_WRONLY | O_NOFOLLOW | O_NONBLOCK)
-            }
-            guard let fd = opened else {
-                let error = e ?? .ioError
+            var created = true
+            let fd: FileDescriptor
+            do throws(Errno) {
+                do throws(Errno) {
+                    fd = try Sys.open(
+                        at: directory, lockName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK, mode: 0o200)
+                } catch .fileExists {
+                    created = false
+                    fd = try Sys.open(at: directory, lockName, O_WRONLY | O_NOFOLLOW | O_NONBLOCK)
+                }
+            } catch {
                 if error == .noSuchFileOrDirectory { continue }  // removed meanwhile
                 if error == .tooManySymbolicLinkLevels {
                     try removeUntrusted(lockName, identity: nil, shown: lockPath, why: "is a symbolic link")
@@ -645,13 +654,8 @@ struct Location {
                 }
                 throw FileError(.cannotWrite, path: path, "cannot open its lock file \(lockPath): \(error)")
             }
-            if created {
-                if Sys.fchown(fd, uid: profile.uid, gid: profile.gid) != nil {
-                    _ = Sys.fchown(fd, uid: UInt32.max, gid: profile.gid)
-                }
-                _ = Sys.fchmod(fd, bits)
-            }
-            guard let status = Sys.status(fd) else {
+            if created { takeOwnerAndMode(of: fd, uid: profile.uid, gid: profile.gid, mode: bits) }
+            guard let status = try? Sys.status(fd) else {
                 try? fd.close()
                 throw FileError(.io, path: path, "cannot inspect its lock file \(lockPath)")
             }
@@ -672,18 +676,20 @@ struct Location {
                 )
                 continue
             }
-            if let e = Sys.tryLockExclusive(fd) {
+            do throws(Errno) {
+                try Sys.tryLockExclusive(fd)
+            } catch {
                 try? fd.close()
-                if e == .wouldBlock || e == .resourceTemporarilyUnavailable {
+                if error == .wouldBlock || error == .resourceTemporarilyUnavailable {
                     throw FileError(
                         .locked, path: path, "is being written by another ibeacon process (it holds \(lockPath))",
                         hint: "wait for the other calibration to finish")
                 }
-                throw FileError(.io, path: path, "cannot lock \(lockPath): \(e)")
+                throw FileError(.io, path: path, "cannot lock \(lockPath): \(error)")
             }
             // The name must still hold the inode locked: one removed (by a run that found it
             // untrusted) and made again in between would not exclude anyone.
-            if let now = Sys.lstat(at: directory, lockName).0, now.identity == status.identity {
+            if let now = try? Sys.lstat(at: directory, lockName), now.identity == status.identity {
                 return fd
             }
             try? fd.close()
@@ -697,24 +703,27 @@ struct Location {
     private func removeUntrusted(
         _ lockName: String, identity: FileIdentity?, shown: String, why: String
     ) throws(FileError) {
-        let (now, _) = Sys.lstat(at: directory, lockName)
+        let now = try? Sys.lstat(at: directory, lockName)
         if let identity, now?.identity != identity { return }  // replaced meanwhile: look again
         if identity == nil, now?.isSymbolicLink != true { return }
-        if let e = Sys.unlink(at: directory, lockName), e != .noSuchFileOrDirectory {
+        do throws(Errno) {
+            try Sys.unlink(at: directory, lockName)
+        } catch  where error != .noSuchFileOrDirectory {
             throw FileError(
-                .cannotWrite, path: path, "its lock file \(shown) \(why), and cannot be removed: \(e)",
+                .cannotWrite, path: path, "its lock file \(shown) \(why), and cannot be removed: \(error)",
                 hint: "remove it (rm \(shown)) and run the command again")
-        }
+        } catch {}
     }
-}
 
-/// `sd_notify` for `Type=notify` units, without libsystemd.
-public enum SystemdNotifier {
-    /// Sends `state` (e.g. `READY=1\nSTATUS=advertising`) to `$NOTIFY_SOCKET` when set.
-    /// Returns false when there is no socket or the send failed.
-    @discardableResult
-    public static func notify(_ state: String, environment: [String: String]) -> Bool {
-        guard let path = environment["NOTIFY_SOCKET"], !path.isEmpty else { return false }
-        return Sys.sendUnixDatagram(path: path, message: Array(state.utf8)) == nil
+    /// Gives a file this process made `uid`/`gid` (root, or the owner: both; anyone else keeps
+    /// at least the group when they belong to it) and then `mode`'s permission bits: `fchown`
+    /// before `fchmod`, because it clears set-ID bits. Failures leave the safer default.
+    private func takeOwnerAndMode(of fd: FileDescriptor, uid: UInt32, gid: UInt32, mode: UInt32) {
+        do throws(Errno) {
+            try Sys.fchown(fd, uid: uid, gid: gid)
+        } catch {
+            try? Sys.fchown(fd, uid: UInt32.max, gid: gid)
+        }
+        try? Sys.fchmod(fd, mode)
     }
 }

@@ -52,6 +52,8 @@ public struct Scanner: Sendable {
     public var logger: Logger
     /// How long to let a controller settle after a reset before programming it again.
     public var settleTime: Duration = .milliseconds(250)
+    /// What `recover` waits on (its settle time and back-off).
+    public var clock: any Clock<Duration> = ContinuousClock()
 
     public init(mode: AdvertisingMode = .auto, ownsController: Bool, intervalMilliseconds: Double = 60, logger: Logger)
     {
@@ -115,23 +117,23 @@ public struct Scanner: Sendable {
             return nil
         }
         logger.warning("\(reason); scanning again")
-        let started = ContinuousClock.now
-        var delay = settleTime
-        var attempts = 0
-        while true {
-            try await Task.sleep(for: delay)
-            do {
-                let mode = try await start(on: client)
-                logger.notice("scanning resumed after \(started.duration(to: ContinuousClock.now).formattedSeconds)")
-                return mode
-            } catch let error as ControllerError {
-                if !error.isWorthRetrying { throw error }
-                attempts += 1
-                if attempts >= 8 { throw error }
-                logger.warning("starting the scan again failed: \(error); retrying")
-                delay = min(delay * 2, .seconds(2))
-            }
+        let logger = self.logger
+        let (mode, elapsed) = try await recoveryPolicy.run(on: clock) {
+            try await start(on: client)
+        } retrying: { error, _ in
+            guard let error = error as? ControllerError, error.isWorthRetrying else { return false }
+            logger.warning("starting the scan again failed: \(error); retrying")
+            return true
         }
+        logger.notice("scanning resumed after \(elapsed.formattedSeconds)")
+        return mode
+    }
+
+    /// Starting a scan again after a reset: the settle time first, then back-off up to 2 s,
+    /// eight attempts (about 12 s).
+    var recoveryPolicy: RetryPolicy {
+        RetryPolicy(
+            firstDelay: settleTime, maximumDelay: .seconds(2), maximumAttempts: 8, waitsBeforeFirstAttempt: true)
     }
 
     /// Stops scanning; errors are logged, not thrown (this runs on the way out).

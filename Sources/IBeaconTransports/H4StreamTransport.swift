@@ -38,15 +38,15 @@ public final class H4StreamTransport: HCITransport {
         let spec = DeviceSpec.tcp(host: host, port: port)
         let shown = spec.description.dropFirst("tcp:".count)
         let addresses: [Sys.ResolvedAddress]
-        switch Sys.resolveTCP(host: host, port: port) {
-        case .success(let list) where !list.isEmpty:
-            addresses = list
-        case .success:
-            throw TransportError(.connectionRefused, "cannot resolve host '\(host)': no addresses")
-        case .failure(let failure):
+        do throws(Sys.ResolveFailure) {
+            addresses = try Sys.resolveTCP(host: host, port: port)
+        } catch {
             throw TransportError(
-                .connectionRefused, "cannot resolve host '\(host)': \(failure.message)",
+                .connectionRefused, "cannot resolve host '\(host)': \(error.message)",
                 hint: "check the host name in --device tcp:HOST:PORT")
+        }
+        if addresses.isEmpty {
+            throw TransportError(.connectionRefused, "cannot resolve host '\(host)': no addresses")
         }
         var lastError = TransportError(.connectionRefused, "cannot connect to \(shown)")
         for address in addresses {

@@ -1,0 +1,58 @@
+/// The one back-off schedule of the loops that wait for a controller to come back: re-applying
+/// advertising after a reset (`AdvertisingSession`), reconnecting a lost link
+/// (`AdvertisingSession`), starting a scan again (`Scanner.recover`). The waits double from
+/// `firstDelay` up to `maximumDelay` and are slept on an injected clock, so a test drives them
+/// with a `ManualClock` instead of sleeping.
+public struct RetryPolicy: Sendable, Equatable {
+    /// The first wait.
+    public var firstDelay: Duration
+    /// The longest wait; doubling stops there.
+    public var maximumDelay: Duration
+    /// Attempts made before the last error is thrown; nil tries until the task is cancelled.
+    public var maximumAttempts: Int?
+    /// Whether the first attempt waits `firstDelay` too (a settle time after a reset, so the
+    /// kernel's own initialisation of the adapter has finished) instead of running at once.
+    public var waitsBeforeFirstAttempt: Bool
+
+    public init(
+        firstDelay: Duration, maximumDelay: Duration, maximumAttempts: Int? = nil, waitsBeforeFirstAttempt: Bool
+    ) {
+        self.firstDelay = firstDelay
+        self.maximumDelay = maximumDelay
+        self.maximumAttempts = maximumAttempts
+        self.waitsBeforeFirstAttempt = waitsBeforeFirstAttempt
+    }
+
+    /// Runs `attempt` until it returns, waiting on `clock` before it (when
+    /// `waitsBeforeFirstAttempt`) and between tries. After a failure, `retrying(error,
+    /// nextDelay)` decides — and logs — whether to try again; when it says no, or after
+    /// `maximumAttempts`, that error is thrown. A cancelled task throws `CancellationError`
+    /// before the next attempt or from the wait. Returns the value and the time `clock` says
+    /// passed since the call.
+    public func run<T, C: Clock<Duration>>(
+        on clock: C,
+        _ attempt: () async throws -> T,
+        retrying: (_ error: any Error, _ nextDelay: Duration) -> Bool
+    ) async throws -> (value: T, elapsed: Duration) {
+        let started = clock.now
+        var delay = firstDelay
+        var attempts = 0
+        if waitsBeforeFirstAttempt {
+            try await clock.sleep(for: delay)
+            delay = min(delay * 2, maximumDelay)
+        }
+        while true {
+            try Task.checkCancellation()
+            do {
+                let value = try await attempt()
+                return (value, started.duration(to: clock.now))
+            } catch {
+                attempts += 1
+                if let maximumAttempts, attempts >= maximumAttempts { throw error }
+                guard retrying(error, delay) else { throw error }
+            }
+            try await clock.sleep(for: delay)
+            delay = min(delay * 2, maximumDelay)
+        }
+    }
+}

@@ -37,6 +37,10 @@ public final class ManualClock: Clock, Sendable {
     /// the sleep it means to end has begun.
     public var sleeperCount: Int { state.withLock { $0.sleepers.count } }
 
+    /// The earliest deadline a sleeper waits for; nil when none sleeps. Advancing by
+    /// `nextDeadline - now` wakes exactly that sleeper (and any with the same deadline).
+    public var nextDeadline: Instant? { state.withLock { $0.sleepers.map(\.deadline).min() } }
+
     public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
         let id = state.withLock { s -> UInt64 in
             s.nextID += 1

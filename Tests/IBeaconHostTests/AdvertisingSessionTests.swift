@@ -28,6 +28,8 @@ final class Fakes: @unchecked Sendable {
     }
     var count: Int { lock.withLock { all.count } }
     var latest: FakeController? { lock.withLock { all.last } }
+    /// The next `n` connections fail as if the adapter were missing.
+    func failNext(_ n: Int) { lock.withLock { failuresLeft = n } }
     func make() throws -> FakeController {
         try lock.withLock {
             if failuresLeft > 0 {
@@ -112,6 +114,46 @@ final class Fakes: @unchecked Sendable {
         #expect(await eventually { recovered.load(ordering: .relaxed) == 1 })
         #expect(fakes.count == 2)
         #expect(fakes.latest?.isAdvertising == true)
+        task.cancel()
+        try await task.value
+    }
+
+    @Test func settleTimeAndReconnectionBackOffWaitOnTheInjectedClock() async throws {
+        let fakes = Fakes()
+        let clock = ManualClock()
+        var s = session(fakes)
+        s.clock = clock
+        s.settleTime = .milliseconds(250)
+        s.maximumBackoff = .seconds(1)
+        let recovered = Atomic<Int>(0)
+        let session = s
+        let task = Task {
+            try await session.run(onReady: { _ in }, onRecovered: { _ in recovered.add(1, ordering: .relaxed) })
+        }
+        #expect(await eventually { fakes.latest?.isAdvertising == true })
+        let first = try #require(fakes.latest)
+
+        // Reset by another host: advertising comes back only when the settle time has passed.
+        first.resetByAnotherHost()
+        #expect(await eventually { clock.sleeperCount == 1 })
+        clock.advance(by: .milliseconds(249))
+        #expect(clock.sleeperCount == 1)
+        #expect(!first.isAdvertising)
+        clock.advance(by: .milliseconds(1))
+        #expect(await eventually { recovered.load(ordering: .relaxed) == 1 && first.isAdvertising })
+
+        // The link lost and the adapter missing twice: tried at once, after 0.5 s, then after
+        // 1 s (the maximum back-off), then the settle time on the new controller.
+        fakes.failNext(2)
+        first.dropLink()
+        for (wait, controllers) in [(Duration.milliseconds(500), 1), (.seconds(1), 1), (.milliseconds(250), 2)] {
+            #expect(await eventually { clock.sleeperCount == 1 && fakes.count == controllers })
+            clock.advance(by: wait - .milliseconds(1))
+            #expect(clock.sleeperCount == 1)
+            clock.advance(by: .milliseconds(1))
+        }
+        #expect(await eventually { recovered.load(ordering: .relaxed) == 2 && fakes.latest?.isAdvertising == true })
+        #expect(clock.now.offset == .milliseconds(2000))
         task.cancel()
         try await task.value
     }

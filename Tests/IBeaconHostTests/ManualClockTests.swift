@@ -14,11 +14,13 @@ import Testing
             await order.append("early")
         }
         #expect(await eventually { clock.sleeperCount == 2 })
+        #expect(clock.nextDeadline == ManualClock.Instant(offset: .seconds(1)))
         clock.advance(by: .milliseconds(999))
         #expect(clock.sleeperCount == 2)
         clock.advance(by: .milliseconds(1))
         try await early.value
         #expect(clock.sleeperCount == 1)
+        #expect(clock.nextDeadline == ManualClock.Instant(offset: .seconds(2)))
         #expect(await order.items == ["early"])
         clock.advance(by: .seconds(5))
         try await late.value

@@ -31,10 +31,19 @@ import Testing
         let fake = FakeController(supportsExtended: extended)
         let client = await startedClient(fake)
         var scanner = Scanner(ownsController: true, logger: quietLogger)
-        scanner.settleTime = .milliseconds(10)
+        scanner.clock = ManualClock()
         _ = try await scanner.start(on: client)
         #expect(fake.scanning)
         return (fake, client, scanner)
+    }
+
+    /// `scanner.recover(after:on:)` with its waits ended by advancing its `ManualClock`.
+    func recover(_ scanner: Scanner, after event: HCIEvent, on client: ControllerClient) async throws
+        -> AdvertisingMode?
+    {
+        let clock = try #require(scanner.clock as? ManualClock)
+        return try await advancingThroughWaits(clock) { try await scanner.recover(after: event, on: client) }.result
+            .get()
     }
 
     @Test(arguments: [false, true])
@@ -44,7 +53,7 @@ import Testing
         fake.resetByAnotherHost()
         #expect(!fake.scanning)
         let reset = try Self.event(FakeController.commandComplete(.reset, [0]))
-        let mode = try await scanner.recover(after: reset, on: client)
+        let mode = try await recover(scanner, after: reset, on: client)
         #expect(mode == (extended ? .extended : .legacy))
         #expect(fake.scanning)
         #expect(!fake.scanFilterDuplicates)  // every advertisement is still reported
@@ -57,7 +66,7 @@ import Testing
         try await fake.send(H4Packet(type: .command, body: [0x0C, 0x20, 0x02, 0x00, 0x00]))
         #expect(!fake.scanning)
         let foreign = try Self.event(FakeController.commandComplete(.leSetScanEnable, [0]))
-        #expect(try await scanner.recover(after: foreign, on: client) == .legacy)
+        #expect(try await recover(scanner, after: foreign, on: client) == .legacy)
         #expect(fake.scanning)
     }
 
@@ -72,15 +81,22 @@ import Testing
         #expect(fake.opcodes.count == before)  // no command sent
     }
 
-    @Test func anAdapterStillComingUpIsWaitedFor() async throws {
+    @Test func anAdapterStillComingUpIsWaitedForOnTheInjectedClock() async throws {
         let (fake, client, scanner) = try await scanning(extended: false)
         defer { Task { await client.close() } }
+        let clock = try #require(scanner.clock as? ManualClock)
         fake.resetByAnotherHost()
         // The kernel is still initialising the adapter: the first sends fail with ENETDOWN.
         let notUp = TransportError(.disconnected, "hci1: the controller went away (write: Network is down)", errno: 100)
         fake.sendFailures = [notUp, notUp]
         let reset = try Self.event(FakeController.commandComplete(.reset, [0]))
-        #expect(try await scanner.recover(after: reset, on: client) == .legacy)
+        let recovering = scanner
+        let (result, waits) = await advancingThroughWaits(clock) {
+            try await recovering.recover(after: reset, on: client)
+        }
+        #expect(try result.get() == .legacy)
+        // The settle time, then twice as long after each refusal.
+        #expect(waits == [.milliseconds(250), .milliseconds(500), .seconds(1)])
         #expect(fake.scanning)
         #expect(fake.sendFailures.isEmpty)
     }
@@ -90,14 +106,23 @@ import Testing
         defer { Task { await client.close() } }
         fake.sendFailures = [TransportError(.disconnected, "gone (write: Broken pipe)", errno: 32)]
         let reset = try Self.event(FakeController.commandComplete(.reset, [0]))
-        await #expect(throws: ControllerError.self) { try await scanner.recover(after: reset, on: client) }
+        await #expect(throws: ControllerError.self) { try await recover(scanner, after: reset, on: client) }
     }
 
-    @Test func aControllerThatKeepsRefusingEndsTheScanWithItsError() async throws {
+    @Test func aControllerThatKeepsRefusingEndsTheScanWithItsErrorAfterEightAttempts() async throws {
         let (fake, client, scanner) = try await scanning(extended: false)
         defer { Task { await client.close() } }
+        let clock = try #require(scanner.clock as? ManualClock)
         fake.faults[.leSetScanParameters] = .status(.commandDisallowed)
+        let sentBefore = fake.opcodes.filter { $0 == .leSetScanParameters }.count
         let reset = try Self.event(FakeController.commandComplete(.reset, [0]))
-        await #expect(throws: ControllerError.self) { try await scanner.recover(after: reset, on: client) }
+        let recovering = scanner
+        let (result, waits) = await advancingThroughWaits(clock) {
+            try await recovering.recover(after: reset, on: client)
+        }
+        #expect(throws: ControllerError.self) { try result.get() }
+        #expect(
+            waits == [.milliseconds(250), .milliseconds(500), .seconds(1)] + Array(repeating: .seconds(2), count: 5))
+        #expect(fake.opcodes.filter { $0 == .leSetScanParameters }.count - sentBefore == 8)
     }
 }

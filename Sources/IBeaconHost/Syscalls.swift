@@ -482,6 +482,13 @@ package enum Sys {
 
     // MARK: - Time
 
+    /// `nanosleep(2)`: blocks the calling thread (for a cancelled task, whose `Task.sleep`
+    /// returns at once). An interrupted sleep just ends early.
+    package static func sleepBlocking(nanoseconds: Int) {
+        var ts = timespec(tv_sec: nanoseconds / 1_000_000_000, tv_nsec: nanoseconds % 1_000_000_000)
+        _ = nanosleep(&ts, nil)
+    }
+
     /// `clock_gettime(CLOCK_REALTIME)` in microseconds since the Unix epoch.
     package static func realtimeMicroseconds() -> Int64 {
         var ts = timespec()

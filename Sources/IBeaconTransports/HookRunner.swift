@@ -190,8 +190,7 @@ public final class HookRunner: Sendable {
             }
             if Task.isCancelled {
                 // Task.sleep returns at once when cancelled: wait without it.
-                var ts = timespec(tv_sec: 0, tv_nsec: 10_000_000)
-                nanosleep(&ts, nil)
+                Sys.sleepBlocking(nanoseconds: 10_000_000)
             } else {
                 try? await Task.sleep(for: delay)
             }

@@ -42,10 +42,10 @@ public struct FileIdentity: Sendable, Equatable, Hashable, CustomStringConvertib
 
 /// What the profile store decides on from swift-system's `Stat` (`fstat`/`fstatat`): type,
 /// permission bits, owner, link count, size and identity.
-package struct FileStatus: Sendable {
-    package let stat: Stat
+struct FileStatus: Sendable {
+    let stat: Stat
 
-    package init(_ stat: Stat) { self.stat = stat }
+    init(_ stat: Stat) { self.stat = stat }
 
     /// `st_mode`: type and permission bits.
     var mode: UInt32 { UInt32(stat.mode.rawValue) }

@@ -3,18 +3,18 @@
 /// (`AdvertisingSession`), starting a scan again (`Scanner.recover`). The waits double from
 /// `firstDelay` up to `maximumDelay` and are slept on an injected clock, so a test drives them
 /// with a `ManualClock` instead of sleeping.
-public struct RetryPolicy: Sendable, Equatable {
+struct RetryPolicy: Sendable {
     /// The first wait.
-    public var firstDelay: Duration
+    var firstDelay: Duration
     /// The longest wait; doubling stops there.
-    public var maximumDelay: Duration
+    var maximumDelay: Duration
     /// Attempts made before the last error is thrown; nil tries until the task is cancelled.
-    public var maximumAttempts: Int?
+    var maximumAttempts: Int?
     /// Whether the first attempt waits `firstDelay` too (a settle time after a reset, so the
     /// kernel's own initialisation of the adapter has finished) instead of running at once.
-    public var waitsBeforeFirstAttempt: Bool
+    var waitsBeforeFirstAttempt: Bool
 
-    public init(
+    init(
         firstDelay: Duration, maximumDelay: Duration, maximumAttempts: Int? = nil, waitsBeforeFirstAttempt: Bool
     ) {
         self.firstDelay = firstDelay
@@ -29,7 +29,7 @@ public struct RetryPolicy: Sendable, Equatable {
     /// `maximumAttempts`, that error is thrown. A cancelled task throws `CancellationError`
     /// before the next attempt or from the wait. Returns the value and the time `clock` says
     /// passed since the call.
-    public func run<T, C: Clock<Duration>>(
+    func run<T, C: Clock<Duration>>(
         on clock: C,
         _ attempt: () async throws -> T,
         retrying: (_ error: any Error, _ nextDelay: Duration) -> Bool

@@ -52,8 +52,8 @@ public struct Scanner: Sendable {
     public var logger: Logger
     /// How long to let a controller settle after a reset before programming it again.
     public var settleTime: Duration = .milliseconds(250)
-    /// What `recover` waits on (its settle time and back-off).
-    public var clock: any Clock<Duration> = ContinuousClock()
+    /// What `recover` waits on (its settle time and back-off); tests set a `ManualClock`.
+    var clock: any Clock<Duration> = ContinuousClock()
 
     public init(mode: AdvertisingMode = .auto, ownsController: Bool, intervalMilliseconds: Double = 60, logger: Logger)
     {

@@ -141,11 +141,6 @@ public struct MeasuredPowerEstimator: Sendable {
             value: m, halfWidth95: half, spread: s, count: n, method: method, halfWidthRelativeError: relativeError)
     }
 
-    private func median(_ sorted: [Double]) -> Double {
-        let n = sorted.count
-        return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2
-    }
-
     /// 1.4826 × median of the deviations above `m` (ties at `m` count half, as zeros): a
     /// starting scale immune to fades below.
     private func upperMedianScale(_ x: [Double], _ m: Double) -> Double {

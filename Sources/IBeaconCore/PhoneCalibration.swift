@@ -61,16 +61,9 @@ public struct SecondMeans: Sendable, Equatable {
 public struct SecondMean: Sendable, Equatable {
     public var second: Int
     public var mean: Double
-    public var count: Int
+    public var count = 1
     /// Σ (x − mean)² over the second's samples.
-    public var sumOfSquares: Double
-
-    public init(second: Int, mean: Double, count: Int = 1, sumOfSquares: Double = 0) {
-        self.second = second
-        self.mean = mean
-        self.count = count
-        self.sumOfSquares = sumOfSquares
-    }
+    public var sumOfSquares = 0.0
 }
 
 /// A run of seconds whose 1 Hz mean was far from the rest (a person passing, a door), left out
@@ -142,11 +135,12 @@ public struct PhoneCalibrationEstimate: Sendable, Equatable {
 /// each second (pooled, many degrees of freedom) predicts how much independent 1 Hz means would
 /// vary; 1, 2, 3 and 5 s block means that vary more than predicted (F test, 10 % each) reveal
 /// slow variation, and once seen in a run it is allowed for until the run ends (`assumeSlow`:
-/// the collector passes it on, as a quiet stretch does not end the shadowing). Without it the variance of a 1 Hz mean is the larger of the prediction and
-/// the observed spread; with it, white noise plus an AR(1) whose lag-1 correlation is at least
-/// e^(−1/3) (a 3 s correlation time, `minimumCorrelationTime`), with Satterthwaite degrees of
-/// freedom for the Student-t quantile. With at most one report per second, batch means of the
-/// 1 Hz series instead. docs/CALIBRATION.md argues the choice and BENCHMARKS.md shows the coverage.
+/// the collector passes it on, as a quiet stretch does not end the shadowing). Without it the
+/// variance of a 1 Hz mean is the larger of the prediction and the observed spread; with it,
+/// white noise plus an AR(1) whose lag-1 correlation is at least e^(−1/3) (a 3 s correlation
+/// time, `minimumCorrelationTime`), with Satterthwaite degrees of freedom for the Student-t
+/// quantile. With at most one report per second, batch means of the 1 Hz series instead.
+/// docs/CALIBRATION.md argues the choice and BENCHMARKS.md shows the coverage.
 public struct PhoneCalibrationEstimator: Sendable {
     public static let methodName = "apple-1hz-mean"
     /// A transient is this many robust standard deviations of the 1 Hz means away…

@@ -102,9 +102,7 @@ struct MonitorCommand: AsyncParsableCommand {
         if minor != nil && major == nil {
             throw ValidationError("--minor needs --major (a region is UUID[:MAJOR[:MINOR]])")
         }
-        for (name, v) in [("--major", major), ("--minor", minor)] {
-            if let v, !(0...65535).contains(v) { throw ValidationError("\(name) \(v) is outside 0…65535") }
-        }
+        try validateMajorMinor(major, minor)
         if regions.isEmpty && uuid == nil && profile.isEmpty {
             throw ValidationError(
                 "give at least one region: --region UUID[:MAJOR[:MINOR]], --uuid UUID or --profile FILE")

@@ -68,6 +68,20 @@ func validateSeconds(
     )
 }
 
+/// Checks `--major` and `--minor`: each is two octets of the iBeacon payload, 0…65535.
+func validateMajorMinor(_ major: Int?, _ minor: Int?) throws {
+    for (name, value) in [("--major", major), ("--minor", minor)] {
+        if let value, !(0...65535).contains(value) { throw ValidationError("\(name) \(value) is outside 0…65535") }
+    }
+}
+
+/// Checks a `--uuid` that goes into a beacon (encode, profile new): the 8-4-4-4-12 form only.
+func validateUUIDForm(_ uuid: String) throws {
+    guard UUID(uuidString: uuid) != nil, uuid.count == 36 else {
+        throw ValidationError("--uuid \(uuid) is not a UUID like F7826DA6-4FA2-4E98-8024-BC5B71E0893E")
+    }
+}
+
 /// The longest `--duration` of advertise, scan and monitor: one year (longer runs need no duration).
 let maximumRunSeconds: Double = 366 * 86400
 

@@ -44,9 +44,7 @@ struct ScanCommand: AsyncParsableCommand {
 
     func validate() throws {
         if let uuid, UUID(uuidString: uuid) == nil { throw ValidationError("--uuid \(uuid) is not a UUID") }
-        for (name, v) in [("--major", major), ("--minor", minor)] {
-            if let v, !(0...65535).contains(v) { throw ValidationError("\(name) \(v) is outside 0…65535") }
-        }
+        try validateMajorMinor(major, minor)
     }
 
     /// Which reports to show, read once from the options (an option's value is slow to read

@@ -35,8 +35,7 @@ struct ScanCommand: AsyncParsableCommand {
     var minor: Int?
     @Flag(help: "Also show advertisements that are not iBeacons.")
     var all = false
-    @Option(help: ArgumentHelp("Stop after this many seconds (default: until interrupted).", valueName: "seconds"))
-    var duration: Double?
+    @OptionGroup var stopAfter: DurationOption<UntilInterrupted>
     @Option(help: "Scanning commands: auto, legacy or extended.")
     var mode: AdvertisingMode = .auto
     @Flag(help: "One JSON object per report, one per line.")
@@ -45,10 +44,7 @@ struct ScanCommand: AsyncParsableCommand {
 
     func validate() throws {
         if let uuid, UUID(uuidString: uuid) == nil { throw ValidationError("--uuid \(uuid) is not a UUID") }
-        for (name, v) in [("--major", major), ("--minor", minor)] {
-            if let v, !(0...65535).contains(v) { throw ValidationError("\(name) \(v) is outside 0…65535") }
-        }
-        if let duration { try validateSeconds("--duration", duration, 0.001...maximumRunSeconds) }
+        try validateMajorMinor(major, minor)
     }
 
     /// Which reports to show, read once from the options (an option's value is slow to read
@@ -99,7 +95,7 @@ struct ScanCommand: AsyncParsableCommand {
     func scan(logger: Logger) async throws {
         let source = try await device.openSightingSource(mode: mode, logger: logger)
         let live = stdoutIsTerminal && !json
-        let deadline = duration
+        let deadline = stopAfter.seconds
         let state = Mutex(State())
         let command = self
         let filter = self.filter

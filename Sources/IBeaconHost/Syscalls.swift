@@ -87,7 +87,6 @@ package enum Sys {
 
     /// `fstat(2)` of an open descriptor (works on `O_PATH` descriptors too), through
     /// swift-system's `FileDescriptor.stat()`.
-    @inline(never)
     static func status(_ fd: FileDescriptor) throws(Errno) -> FileStatus {
         FileStatus(try fd.stat())
     }
@@ -101,7 +100,6 @@ package enum Sys {
 
     /// `openat(2)`; `directory` nil means relative to the working directory (`AT_FDCWD`).
     /// `O_CLOEXEC` is always added. (swift-system has no `openat`.)
-    @inline(never)
     static func open(
         at directory: FileDescriptor?, _ name: String, _ flags: Int32, mode: UInt32 = 0
     ) throws(Errno) -> FileDescriptor {

@@ -11,16 +11,21 @@ import Synchronization
 /// - Device Found (0x0012) while another program (bluetoothd `scan on`, `btmgmt find`) runs
 ///   discovery: the kernel then reports each advertisement once, through that event.
 ///
-/// Nothing of the adapter is changed for other programs: the monitor is ibeacon's own, removed
-/// again (by its handle, never handle 0) when the scan ends, fails or is cancelled.
+/// The monitor is ibeacon's own, removed again (by its handle, never handle 0) when the scan
+/// ends, fails or is cancelled. One setting of the adapter changes for the duration, logged and
+/// restored the same way: the monitor scan window (`MgmtMonitorScanWindow`), without which the
+/// kernel hears about half of the advertisements.
 public struct MgmtSightingSource: SightingSource {
     public let client: MgmtClient
     public let index: MgmtIndex
+    /// Shares the widened scan window with other ibeacon scans on the adapter.
+    public let scanWindowRecords: ScanWindowRecords
     let logger: Logger
 
-    public init(client: MgmtClient, index: MgmtIndex, logger: Logger) {
+    public init(client: MgmtClient, index: MgmtIndex, scanWindowRecords: ScanWindowRecords = .alone, logger: Logger) {
         self.client = client
         self.index = index
+        self.scanWindowRecords = scanWindowRecords
         self.logger = logger
     }
 
@@ -64,7 +69,16 @@ public struct MgmtSightingSource: SightingSource {
         let client = self.client
         let index = self.index
         let monitor = try MgmtAddAdvPatternsMonitor(patterns: [.iBeacon])
-        let handle = try await client.execute(monitor, index: index)
+        // The window first: adding the monitor (re)starts the kernel's passive scan with it.
+        let scanWindow = MgmtMonitorScanWindow(client: client, index: index, records: scanWindowRecords, logger: logger)
+        let widened = await scanWindow.widen()
+        let handle: UInt16
+        do {
+            handle = try await client.execute(monitor, index: index)
+        } catch {
+            if let widened { await scanWindow.restore(widened) }
+            throw error
+        }
         logger.debug("advertisement monitor \(handle) registered on \(index): the kernel scans for us")
 
         let (inputs, sink) = AsyncStream.makeStream(of: Input.self, bufferingPolicy: .unbounded)
@@ -112,6 +126,8 @@ public struct MgmtSightingSource: SightingSource {
         forwarder.cancel()
         ticker.cancel()
         sink.finish()
+        // Restored before the monitor goes, so the kernel's next passive scan uses it again.
+        if let widened { await scanWindow.restore(widened) }
         do {
             _ = try await client.execute(try MgmtRemoveAdvMonitor(handle: handle), index: index)
             logger.debug("advertisement monitor \(handle) removed from \(index)")

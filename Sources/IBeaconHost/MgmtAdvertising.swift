@@ -124,15 +124,13 @@ public struct MgmtAdvertisingSession: Sendable {
     public var advertiser: MgmtAdvertiser
     public var client: MgmtClient
     public var logger: Logger
-    public var clock: any Clock<Duration>
     /// Called whenever the set of our instance numbers changes (the CLI records them for `stop`).
     public var onInstancesChanged: @Sendable ([UInt8]) -> Void
 
     public init(
-        advertiser: MgmtAdvertiser, client: MgmtClient, logger: Logger, clock: any Clock<Duration> = ContinuousClock(),
+        advertiser: MgmtAdvertiser, client: MgmtClient, logger: Logger,
         onInstancesChanged: @escaping @Sendable ([UInt8]) -> Void = { _ in }
     ) {
-        self.clock = clock
         self.advertiser = advertiser
         self.client = client
         self.logger = logger
@@ -251,7 +249,7 @@ public struct MgmtAdvertisingSession: Sendable {
                         break
                     }
                     logger.info("putting the advertising back failed (\(error)); retrying in \(delay.formattedSeconds)")
-                    try? await clock.sleep(for: delay)
+                    try? await Task.sleep(for: delay)
                     delay *= 2
                 }
             }

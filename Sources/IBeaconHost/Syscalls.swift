@@ -194,7 +194,7 @@ package enum Sys {
     static func processID() -> Int32 { getpid() }
 
     /// Whether a process with this ID exists (`kill(pid, 0)`; EPERM means it exists).
-    static func processExists(_ pid: Int32) -> Bool {
+    package static func processExists(_ pid: Int32) -> Bool {
         guard pid > 0 else { return false }
         return kill(pid, 0) == 0 || errno == EPERM
     }

@@ -177,7 +177,7 @@ extension InstanceRecords {
                 let pidText = name.dropFirst(adapter.count + 1).dropLast(".scanwindow".count)
                 guard let pid = Int32(pidText), pid > 0, pid != getpid() else { continue }
                 let file = "\(dir)/\(name)"
-                guard kill(pid, 0) == 0 || errno == EPERM else {
+                guard Sys.processExists(pid) else {
                     unlink(file)
                     continue
                 }
@@ -250,7 +250,7 @@ func stopThroughKernel(_ path: KernelPath, logger: Logger) async throws -> Strin
             _ = try await path.client.execute(MgmtRemoveAdvertising(instance: instance), index: index)
             removed.append(instance)
         }
-        if kill(record.pid, 0) == 0 || errno == EPERM {
+        if Sys.processExists(record.pid) {
             stillRunning.append(record.pid)
         } else {
             unlink(record.file)

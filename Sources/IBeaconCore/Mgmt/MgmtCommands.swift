@@ -679,7 +679,7 @@ public struct MgmtSetDefaultSystemConfiguration: MgmtCommand {
 
     public func encodeParameters() -> [UInt8] { MgmtSystemParameter.encode(parameters) }
     public static func decodeReturn(_ bytes: [UInt8]) throws(DecodingError) {
-        var r = ByteReader(bytes)
+        let r = ByteReader(bytes)
         try r.expectEnd("Set Default System Configuration return parameters")
     }
 }

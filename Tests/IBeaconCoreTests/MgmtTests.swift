@@ -101,6 +101,49 @@ import Testing
         #expect(Array(bytes[17...]) == data)
     }
 
+    /// Every field lopsided and a scan response, so a swapped or dropped field shows.
+    @Test func addAdvertisingWithEveryField() throws {
+        let command = try MgmtAddAdvertising(
+            instance: 5, flags: [.useTxPower, .useIntervals], duration: 0x0102, timeout: 0x0304,
+            advertisingData: [0xA1, 0xA2], scanResponse: [0xB1, 0xB2, 0xB3])
+        #expect(
+            command.packet(index: MgmtIndex(2)).bytes == [
+                0x3E, 0x00, 0x02, 0x00, 0x10, 0x00,  // Add Advertising, hci2, 16 bytes
+                0x05,  // Instance
+                0x00, 0xC0, 0x00, 0x00,  // Flags: bit 14 | bit 15
+                0x02, 0x01,  // Duration 0x0102
+                0x04, 0x03,  // Timeout 0x0304
+                0x02, 0x03,  // Adv_Data_Len, Scan_Rsp_Len
+                0xA1, 0xA2,  // Adv_Data
+                0xB1, 0xB2, 0xB3,  // Scan_Rsp
+            ])
+        #expect(throws: MgmtParameterError.self) {
+            try MgmtAddAdvertising(instance: 1, advertisingData: [UInt8](repeating: 0, count: 256))
+        }
+        #expect(throws: MgmtParameterError.self) {
+            try MgmtAddAdvertising(instance: 1, advertisingData: [], scanResponse: [UInt8](repeating: 0, count: 256))
+        }
+    }
+
+    @Test func addExtendedAdvertisingDataWithScanResponse() throws {
+        let command = try MgmtAddExtendedAdvertisingData(
+            instance: 7, advertisingData: [0xA1, 0xA2], scanResponse: [0xB1, 0xB2, 0xB3])
+        #expect(
+            command.packet(index: MgmtIndex(0)).bytes == [
+                0x55, 0x00, 0x00, 0x00, 0x08, 0x00,  // Add Extended Advertising Data, hci0, 8 bytes
+                0x07,  // Instance
+                0x02, 0x03,  // Adv_Data_Len, Scan_Rsp_Len
+                0xA1, 0xA2,  // Adv_Data
+                0xB1, 0xB2, 0xB3,  // Scan_Rsp
+            ])
+        #expect(throws: MgmtParameterError.self) {
+            try MgmtAddExtendedAdvertisingData(instance: 0, advertisingData: [])
+        }
+        #expect(throws: MgmtParameterError.self) {
+            try MgmtAddExtendedAdvertisingData(instance: 1, advertisingData: [UInt8](repeating: 0, count: 256))
+        }
+    }
+
     @Test func removeAdvertisingAndInstanceZeroRefused() throws {
         #expect(
             try MgmtRemoveAdvertising(instance: 2).packet(index: MgmtIndex(0)).bytes == [

@@ -230,16 +230,12 @@ public struct MgmtAddAdvertising: MgmtCommand {
 
     public static let opcode = MgmtOpcode.addAdvertising
 
-    /// "The Instance identifier is a value between 1 and the number of supported instances.
-    /// The value 0 is reserved."
+    /// Refuses instance 0 and data or a scan response longer than 255 bytes.
     public init(
         instance: UInt8, flags: MgmtAdvertisingFlags = [], duration: UInt16 = 0, timeout: UInt16 = 0,
         advertisingData: [UInt8], scanResponse: [UInt8] = []
     ) throws(MgmtParameterError) {
-        guard instance != 0 else { throw MgmtParameterError(message: "advertising instance 0 is reserved") }
-        guard advertisingData.count <= 255, scanResponse.count <= 255 else {
-            throw MgmtParameterError(message: "advertising data and scan response are at most 255 bytes each")
-        }
+        try MgmtAdvertisingFields.check(instance: instance, advertisingData, scanResponse)
         self.instance = instance
         self.flags = flags
         self.duration = duration
@@ -250,19 +246,54 @@ public struct MgmtAddAdvertising: MgmtCommand {
 
     public func encodeParameters() -> [UInt8] {
         var w = ByteWriter()
-        w.uint8(instance)
-        w.uint32LE(flags.rawValue)
-        w.uint16LE(duration)
-        w.uint16LE(timeout)
-        w.uint8(UInt8(advertisingData.count))
-        w.uint8(UInt8(scanResponse.count))
-        w.append(advertisingData)
-        w.append(scanResponse)
+        w.mgmtAdvertisingHeader(instance: instance, flags: flags, duration: duration, timeout: timeout)
+        w.mgmtAdvertisingPayload(advertisingData, scanResponse)
         return w.bytes
     }
 
     public static func decodeReturn(_ bytes: [UInt8]) throws(DecodingError) -> UInt8 {
         try decodeInstance(bytes, "Add Advertising")
+    }
+}
+
+/// The checks the advertising commands share (Add Advertising, Add Extended Advertising
+/// Parameters and Data), made once.
+enum MgmtAdvertisingFields {
+    /// "The Instance identifier is a value between 1 and the number of supported instances.
+    /// The value 0 is reserved."
+    static func check(instance: UInt8) throws(MgmtParameterError) {
+        guard instance != 0 else { throw MgmtParameterError(message: "advertising instance 0 is reserved") }
+    }
+
+    /// The instance, and data and scan response whose lengths fit their one-byte length fields.
+    static func check(instance: UInt8, _ advertisingData: [UInt8], _ scanResponse: [UInt8])
+        throws(MgmtParameterError)
+    {
+        try check(instance: instance)
+        guard advertisingData.count <= 255, scanResponse.count <= 255 else {
+            throw MgmtParameterError(message: "advertising data and scan response are at most 255 bytes each")
+        }
+    }
+}
+
+extension ByteWriter {
+    /// Instance (1), Flags (4), Duration (2), Timeout (2): how Add Advertising and Add Extended
+    /// Advertising Parameters begin.
+    mutating func mgmtAdvertisingHeader(instance: UInt8, flags: MgmtAdvertisingFlags, duration: UInt16, timeout: UInt16)
+    {
+        uint8(instance)
+        uint32LE(flags.rawValue)
+        uint16LE(duration)
+        uint16LE(timeout)
+    }
+
+    /// Adv_Data_Len (1), Scan_Rsp_Len (1), Adv_Data, Scan_Rsp: how Add Advertising and Add
+    /// Extended Advertising Data end (lengths checked by `MgmtAdvertisingFields.check`).
+    mutating func mgmtAdvertisingPayload(_ advertisingData: [UInt8], _ scanResponse: [UInt8]) {
+        uint8(UInt8(advertisingData.count))
+        uint8(UInt8(scanResponse.count))
+        append(advertisingData)
+        append(scanResponse)
     }
 }
 
@@ -324,7 +355,7 @@ public struct MgmtAddExtendedAdvertisingParameters: MgmtCommand {
     /// Non-connectable (no Connectable flag), legacy PDUs (no secondary PHY flag), with the
     /// interval and, when given, the TX power flagged as set by the caller.
     public init(instance: UInt8, interval: AdvertisingInterval, txPower: Int8?) throws(MgmtParameterError) {
-        guard instance != 0 else { throw MgmtParameterError(message: "advertising instance 0 is reserved") }
+        try MgmtAdvertisingFields.check(instance: instance)
         let slots = interval.slots
         guard Self.intervalRange.contains(slots) else {
             throw MgmtParameterError(message: "advertising interval \(interval) is outside 0x20…0xFFFFFF slots")
@@ -347,10 +378,7 @@ public struct MgmtAddExtendedAdvertisingParameters: MgmtCommand {
 
     public func encodeParameters() -> [UInt8] {
         var w = ByteWriter()
-        w.uint8(instance)
-        w.uint32LE(flags.rawValue)
-        w.uint16LE(duration)
-        w.uint16LE(timeout)
+        w.mgmtAdvertisingHeader(instance: instance, flags: flags, duration: duration, timeout: timeout)
         w.uint32LE(minInterval)
         w.uint32LE(maxInterval)
         w.int8(txPower)
@@ -378,10 +406,7 @@ public struct MgmtAddExtendedAdvertisingData: MgmtCommand {
     public static let opcode = MgmtOpcode.addExtendedAdvertisingData
 
     public init(instance: UInt8, advertisingData: [UInt8], scanResponse: [UInt8] = []) throws(MgmtParameterError) {
-        guard instance != 0 else { throw MgmtParameterError(message: "advertising instance 0 is reserved") }
-        guard advertisingData.count <= 255, scanResponse.count <= 255 else {
-            throw MgmtParameterError(message: "advertising data and scan response are at most 255 bytes each")
-        }
+        try MgmtAdvertisingFields.check(instance: instance, advertisingData, scanResponse)
         self.instance = instance
         self.advertisingData = advertisingData
         self.scanResponse = scanResponse
@@ -390,10 +415,7 @@ public struct MgmtAddExtendedAdvertisingData: MgmtCommand {
     public func encodeParameters() -> [UInt8] {
         var w = ByteWriter()
         w.uint8(instance)
-        w.uint8(UInt8(advertisingData.count))
-        w.uint8(UInt8(scanResponse.count))
-        w.append(advertisingData)
-        w.append(scanResponse)
+        w.mgmtAdvertisingPayload(advertisingData, scanResponse)
         return w.bytes
     }
 

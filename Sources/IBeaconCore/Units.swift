@@ -20,9 +20,10 @@ public enum ParameterError: Error, Equatable, Sendable, CustomStringConvertible 
     }
 }
 
-/// Whether a value is for the legacy commands (§7.8.5, §7.8.10) or the extended ones
-/// (§7.8.53, §7.8.64), which allow wider ranges.
-public enum AdvertisingCommandSet: Sendable, Hashable {
+/// The LE command set a controller is driven with, for advertising and scanning alike: the
+/// legacy commands (§7.8.5, §7.8.10) or the extended ones (§7.8.53, §7.8.64), which allow
+/// wider ranges. The raw value is the name printed in output.
+public enum LECommandSet: String, Sendable, Hashable {
     case legacy
     case extended
 }
@@ -42,22 +43,22 @@ public struct AdvertisingInterval: Hashable, Sendable, Comparable, CustomStringC
     public static let legacyRange: ClosedRange<UInt32> = 0x0020...0x4000
     public static let extendedRange: ClosedRange<UInt32> = 0x00_0020...0xFF_FFFF
 
-    public static func range(for set: AdvertisingCommandSet) -> ClosedRange<UInt32> {
+    public static func range(for set: LECommandSet) -> ClosedRange<UInt32> {
         set == .legacy ? legacyRange : extendedRange
     }
 
-    private static func reference(_ set: AdvertisingCommandSet) -> String {
+    private static func reference(_ set: LECommandSet) -> String {
         set == .legacy ? "Core 5.4 Vol 4 Part E §7.8.5" : "Core 5.4 Vol 4 Part E §7.8.53"
     }
 
-    private static func allowedText(_ set: AdvertisingCommandSet) -> String {
+    private static func allowedText(_ set: LECommandSet) -> String {
         let r = range(for: set)
         return "\(formatMilliseconds(Double(r.lowerBound) * 0.625))…\(formatMilliseconds(Double(r.upperBound) * 0.625))"
             + " (\(r.lowerBound)…\(r.upperBound) slots of 0.625 ms)"
     }
 
     /// From a slot count, validated against the range of `set`.
-    public init(slots: UInt32, for set: AdvertisingCommandSet = .legacy) throws(ParameterError) {
+    public init(slots: UInt32, for set: LECommandSet = .legacy) throws(ParameterError) {
         guard Self.range(for: set).contains(slots) else {
             throw .outOfRange(
                 what: "advertising interval", value: "\(slots) slots", allowed: Self.allowedText(set),
@@ -68,7 +69,7 @@ public struct AdvertisingInterval: Hashable, Sendable, Comparable, CustomStringC
 
     /// From milliseconds, rounded to the nearest 0.625 ms slot (100 ms → 160 slots),
     /// validated against the range of `set` (20…10240 ms for legacy advertising).
-    public init(milliseconds: Int, for set: AdvertisingCommandSet = .legacy) throws(ParameterError) {
+    public init(milliseconds: Int, for set: LECommandSet = .legacy) throws(ParameterError) {
         let range = Self.range(for: set)
         // Compare in milliseconds first so huge inputs cannot overflow the slot arithmetic.
         let minMs = Int(range.lowerBound) * 5 / 8
@@ -98,21 +99,21 @@ public struct ScanTiming: Hashable, Sendable, Comparable, CustomStringConvertibl
     public static let legacyRange: ClosedRange<UInt16> = 0x0004...0x4000
     public static let extendedRange: ClosedRange<UInt16> = 0x0004...0xFFFF
 
-    public static func range(for set: AdvertisingCommandSet) -> ClosedRange<UInt16> {
+    public static func range(for set: LECommandSet) -> ClosedRange<UInt16> {
         set == .legacy ? legacyRange : extendedRange
     }
 
-    private static func reference(_ set: AdvertisingCommandSet) -> String {
+    private static func reference(_ set: LECommandSet) -> String {
         set == .legacy ? "Core 5.4 Vol 4 Part E §7.8.10" : "Core 5.4 Vol 4 Part E §7.8.64"
     }
 
-    private static func allowedText(_ set: AdvertisingCommandSet) -> String {
+    private static func allowedText(_ set: LECommandSet) -> String {
         let r = range(for: set)
         return "\(formatMilliseconds(Double(r.lowerBound) * 0.625))…\(formatMilliseconds(Double(r.upperBound) * 0.625))"
             + " (\(r.lowerBound)…\(r.upperBound) slots of 0.625 ms)"
     }
 
-    public init(slots: UInt16, for set: AdvertisingCommandSet = .legacy) throws(ParameterError) {
+    public init(slots: UInt16, for set: LECommandSet = .legacy) throws(ParameterError) {
         guard Self.range(for: set).contains(slots) else {
             throw .outOfRange(
                 what: "scan interval/window", value: "\(slots) slots", allowed: Self.allowedText(set),
@@ -122,7 +123,7 @@ public struct ScanTiming: Hashable, Sendable, Comparable, CustomStringConvertibl
     }
 
     /// From milliseconds, rounded to the nearest 0.625 ms slot (2.5 ms → 4 slots).
-    public init(milliseconds: Double, for set: AdvertisingCommandSet = .legacy) throws(ParameterError) {
+    public init(milliseconds: Double, for set: LECommandSet = .legacy) throws(ParameterError) {
         let r = Self.range(for: set)
         let slots = (milliseconds / 0.625).rounded()
         guard slots.isFinite, slots >= Double(r.lowerBound), slots <= Double(r.upperBound) else {

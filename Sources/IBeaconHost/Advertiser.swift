@@ -3,6 +3,7 @@ import Logging
 
 /// Which HCI advertising command set to use. A controller must not get both kinds between
 /// resets (Core 5.4 Vol 4 Part E §3.1.1: the other kind then answers Command Disallowed).
+/// The user's choice of command set (`--mode`); what was used in the end is an `LECommandSet`.
 public enum AdvertisingMode: String, Sendable, CaseIterable {
     /// Extended when the controller supports it (LE feature bit 12), else legacy.
     case auto
@@ -46,7 +47,7 @@ public struct AdvertisingStatus: Sendable {
         public var txPower: Int8?
     }
 
-    public var mode: AdvertisingMode
+    public var commandSet: LECommandSet
     public var controllerAddress: BDAddress
     public var beacons: [Beacon]
     /// Things the user should know (TX power not honoured, calibrated at another TX power).
@@ -82,19 +83,19 @@ public struct Advertiser: Sendable {
         if ownsController { try await client.resetAndUnmaskEvents() }
         let address = try await client.execute(ReadBDAddr())
         let features = try await client.execute(LEReadLocalSupportedFeatures())
-        let chosen = try chooseMode(features: features)
+        let chosen = try chooseCommandSet(features: features)
         do {
             switch chosen {
             case .extended: return try await startExtended(on: client, controllerAddress: address)
-            default: return try await startLegacy(on: client, controllerAddress: address)
+            case .legacy: return try await startLegacy(on: client, controllerAddress: address)
             }
         } catch {
-            await stop(on: client, mode: chosen)
+            await stop(on: client, commandSet: chosen)
             throw error
         }
     }
 
-    func chooseMode(features: LEFeatures) throws -> AdvertisingMode {
+    func chooseCommandSet(features: LEFeatures) throws -> LECommandSet {
         let hasExtended = features.contains(.extendedAdvertising)
         switch mode {
         case .auto:
@@ -179,7 +180,7 @@ public struct Advertiser: Sendable {
         }
         if let warning = calibrationWarning(spec, inUse: power) { warnings.append(warning) }
         return AdvertisingStatus(
-            mode: .legacy, controllerAddress: controllerAddress,
+            commandSet: .legacy, controllerAddress: controllerAddress,
             beacons: [.init(spec: spec, address: spec.randomAddress ?? controllerAddress, handle: nil, txPower: power)],
             warnings: warnings)
     }
@@ -221,7 +222,7 @@ public struct Advertiser: Sendable {
         }
         _ = try await client.execute(Self.extendedEnableCommand(count: beacons.count))
         return AdvertisingStatus(
-            mode: .extended, controllerAddress: controllerAddress, beacons: status, warnings: warnings)
+            commandSet: .extended, controllerAddress: controllerAddress, beacons: status, warnings: warnings)
     }
 
     /// Measured power tracks TX power about 1:1, so a profile calibrated at another TX power is off.
@@ -233,9 +234,9 @@ public struct Advertiser: Sendable {
     }
 
     /// Turns advertising off. Errors are logged, not thrown: this runs on the way out.
-    public func stop(on client: ControllerClient, mode: AdvertisingMode) async {
+    public func stop(on client: ControllerClient, commandSet: LECommandSet) async {
         do {
-            if mode == .extended {
+            if commandSet == .extended {
                 _ = try await client.execute(
                     LESetExtendedAdvertisingEnable(enable: false, sets: []), timeout: .seconds(1))
                 _ = try? await client.execute(LEClearAdvertisingSets(), timeout: .seconds(1))
@@ -248,7 +249,7 @@ public struct Advertiser: Sendable {
     }
 
     /// Turns off advertising that anything left on, whichever command set it used.
-    public static func stopAny(on client: ControllerClient, logger: Logger) async throws -> AdvertisingMode {
+    public static func stopAny(on client: ControllerClient, logger: Logger) async throws -> LECommandSet {
         let features = try await client.execute(LEReadLocalSupportedFeatures())
         if features.contains(.extendedAdvertising) {
             do {

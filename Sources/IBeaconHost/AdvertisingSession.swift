@@ -140,7 +140,7 @@ public struct AdvertisingSession: Sendable {
                 onRecovered(s)
             }
         }
-        await advertiser.stop(on: client, mode: status.mode)
+        await advertiser.stop(on: client, commandSet: status.commandSet)
         await client.close()
     }
 

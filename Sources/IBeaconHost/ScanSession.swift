@@ -82,9 +82,9 @@ public struct ControllerSightingSource: SightingSource {
             }
             return true
         }
-        var mode: AdvertisingMode
+        var commandSet: LECommandSet
         do {
-            mode = try await scanner.start(on: client)
+            commandSet = try await scanner.start(on: client)
         } catch {
             await client.setEventHandler(nil)
             throw error
@@ -106,13 +106,15 @@ public struct ControllerSightingSource: SightingSource {
                         throw error
                     case .event(let event):
                         // A reset or another program stopped the scan: start it again.
-                        if let restarted = try await scanner.recover(after: event, on: client) { mode = restarted }
+                        if let restarted = try await scanner.recover(after: event, on: client) {
+                            commandSet = restarted
+                        }
                     }
                 }
             },
             cleanup: { _ in
                 await client.setEventHandler(nil)
-                await scanner.stop(on: client, mode: mode)
+                await scanner.stop(on: client, commandSet: commandSet)
             })
     }
 }

@@ -64,7 +64,7 @@ public struct Scanner: Sendable {
     }
 
     /// Starts scanning; returns the command set used (needed to stop).
-    public func start(on client: ControllerClient) async throws -> AdvertisingMode {
+    public func start(on client: ControllerClient) async throws -> LECommandSet {
         if ownsController { try await client.resetAndUnmaskEvents() }
         let features = try await client.execute(LEReadLocalSupportedFeatures())
         let useExtended: Bool
@@ -100,10 +100,10 @@ public struct Scanner: Sendable {
     /// Keeps a scan going through what stops it behind our back: a controller reset by another
     /// host, a power-up, a Hardware Error, the adapter going down and up, another program
     /// changing the scan. For such an event it says so on the log and starts scanning again
-    /// (retrying with back-off while the controller is not ready) and returns the mode now in
-    /// use; for any other event it returns nil at once. Throws when scanning cannot be started
+    /// (retrying with back-off while the controller is not ready) and returns the command set
+    /// now in use; for any other event it returns nil at once. Throws when scanning cannot be started
     /// again (the link is gone, or the controller refuses eight times, over about 12 s).
-    public func recover(after event: HCIEvent, on client: ControllerClient) async throws -> AdvertisingMode? {
+    public func recover(after event: HCIEvent, on client: ControllerClient) async throws -> LECommandSet? {
         let reason: String
         if let loss = ControllerStateLoss(event) {
             if loss == .adapterDown {
@@ -118,7 +118,7 @@ public struct Scanner: Sendable {
         }
         logger.warning("\(reason); scanning again")
         let logger = self.logger
-        let (mode, elapsed) = try await recoveryPolicy.run(on: clock) {
+        let (commandSet, elapsed) = try await recoveryPolicy.run(on: clock) {
             try await start(on: client)
         } retrying: { error, _ in
             guard let error = error as? ControllerError, error.isWorthRetrying else { return false }
@@ -126,7 +126,7 @@ public struct Scanner: Sendable {
             return true
         }
         logger.notice("scanning resumed after \(elapsed.formattedSeconds)")
-        return mode
+        return commandSet
     }
 
     /// Starting a scan again after a reset: the settle time first, then back-off up to 2 s,
@@ -137,9 +137,9 @@ public struct Scanner: Sendable {
     }
 
     /// Stops scanning; errors are logged, not thrown (this runs on the way out).
-    public func stop(on client: ControllerClient, mode: AdvertisingMode) async {
+    public func stop(on client: ControllerClient, commandSet: LECommandSet) async {
         do {
-            if mode == .extended {
+            if commandSet == .extended {
                 _ = try await client.execute(
                     LESetExtendedScanEnable(enabled: false, filterDuplicates: .disabled), timeout: .seconds(1))
             } else {

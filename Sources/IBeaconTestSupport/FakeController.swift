@@ -43,7 +43,7 @@ public final class FakeController: HCITransport, @unchecked Sendable {
     public private(set) var sets: [UInt8: AdvertisingSet] = [:]
     public private(set) var scanning = false
     public private(set) var scanFilterDuplicates = false
-    private var commandSet: AdvertisingCommandSet?
+    private var commandSet: LECommandSet?
     public var faults: [HCIOpcode: Fault] = [:]
     /// Num_HCI_Command_Packets in every answer: 0 plays a controller that, once it has answered,
     /// accepts no further command (issue 11).

@@ -149,12 +149,12 @@ func statusLine(_ status: AdvertisingStatus, device: String, json: Bool) -> Stri
                 "event": "advertising", "device": device, "address": b.address.description,
                 "uuid": beacon.uuidString, "major": Int(beacon.major), "minor": Int(beacon.minor),
                 "measuredPower": Int(beacon.measuredPower), "intervalMs": b.spec.intervalMilliseconds,
-                "mode": status.mode.rawValue, "txPower": b.txPower.map { Int($0) }, "profile": b.spec.label,
+                "mode": status.commandSet.rawValue, "txPower": b.txPower.map { Int($0) }, "profile": b.spec.label,
             ])
         }
         return "advertising \(b.spec.label) on \(device) from \(b.address): \(beacon.uuidString) "
             + "major \(beacon.major) minor \(beacon.minor), measured power \(beacon.measuredPower) dBm, "
-            + "every \(b.spec.intervalMilliseconds) ms, \(status.mode.rawValue), TX power \(tx)"
+            + "every \(b.spec.intervalMilliseconds) ms, \(status.commandSet.rawValue), TX power \(tx)"
     }.joined(separator: "\n")
 }
 
@@ -180,9 +180,9 @@ struct StopCommand: AsyncParsableCommand {
                 return
             }
             let client = try await device.connect(logger: logger)
-            let mode = try await Advertiser.stopAny(on: client, logger: logger)
+            let commandSet = try await Advertiser.stopAny(on: client, logger: logger)
             await client.close()
-            printOut("advertising off on \(device.deviceText) (\(mode.rawValue) commands)")
+            printOut("advertising off on \(device.deviceText) (\(commandSet.rawValue) commands)")
         }
     }
 }

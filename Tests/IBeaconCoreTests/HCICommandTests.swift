@@ -11,7 +11,7 @@ private func packetHex(_ command: some HCICommand) -> String { command.packet.by
 
 private func address(_ text: String) throws -> BDAddress { try #require(BDAddress(text)) }
 
-private func interval(_ slots: UInt32, _ set: AdvertisingCommandSet = .legacy) throws -> AdvertisingInterval {
+private func interval(_ slots: UInt32, _ set: LECommandSet = .legacy) throws -> AdvertisingInterval {
     try AdvertisingInterval(slots: slots, for: set)
 }
 

@@ -36,7 +36,7 @@ func startedClient(
             ownsController: true, logger: quietLogger)
         let status = try await advertiser.start(on: client)
 
-        #expect(status.mode == .legacy)
+        #expect(status.commandSet == .legacy)
         #expect(
             fake.opcodes == [
                 .reset, .setEventMask, .leSetEventMask, .readBDAddr, .leReadLocalSupportedFeatures,
@@ -62,7 +62,7 @@ func startedClient(
             mode: .auto, ownsController: true, logger: quietLogger)
         let status = try await advertiser.start(on: client)
 
-        #expect(status.mode == .extended)
+        #expect(status.commandSet == .extended)
         #expect(!fake.opcodes.contains { FakeControllerOpcodes.legacy.contains($0) })
         let set = try #require(fake.advertisingSets[0])
         #expect(set.enabled)

@@ -39,7 +39,7 @@ import Testing
 
     /// `scanner.recover(after:on:)` with its waits ended by advancing its `ManualClock`.
     func recover(_ scanner: Scanner, after event: HCIEvent, on client: ControllerClient) async throws
-        -> AdvertisingMode?
+        -> LECommandSet?
     {
         let clock = try #require(scanner.clock as? ManualClock)
         return try await advancingThroughWaits(clock) { try await scanner.recover(after: event, on: client) }.result

@@ -27,7 +27,7 @@ public struct ScanningFilterPolicy: RawRepresentable, Hashable, Sendable {
 
 /// Checks Scan_Window ≤ Scan_Interval and both within `set`'s range.
 private func validateScanTiming(
-    interval: ScanTiming, window: ScanTiming, set: AdvertisingCommandSet, reference: String
+    interval: ScanTiming, window: ScanTiming, set: LECommandSet, reference: String
 ) throws(ParameterError) {
     let range = ScanTiming.range(for: set)
     for (name, value) in [("Scan_Interval", interval), ("Scan_Window", window)] {

@@ -144,6 +144,34 @@ import Testing
         }
     }
 
+    /// A reply with a byte too many is refused, naming the command whose reply it is.
+    @Test func trailingBytesNameTheCommand() {
+        func trailing(_ what: String) -> DecodingError { .trailingBytes(what: "\(what) return parameters", count: 1) }
+        #expect(throws: trailing("Read Controller Index List")) {
+            try MgmtReadIndexList.decodeReturn([0x00, 0x00, 0xFF])
+        }
+        #expect(throws: trailing("Read Advertising Features")) {
+            try MgmtReadAdvertisingFeatures.decodeReturn([0, 0, 0, 0, 31, 31, 5, 0, 0xFF])
+        }
+        #expect(throws: trailing("Add Advertising")) { try MgmtAddAdvertising.decodeReturn([0x01, 0xFF]) }
+        #expect(throws: trailing("Remove Advertising")) { try MgmtRemoveAdvertising.decodeReturn([0x01, 0xFF]) }
+        #expect(throws: trailing("Add Extended Advertising Parameters")) {
+            try MgmtAddExtendedAdvertisingParameters.decodeReturn([0x02, 0xFC, 0x1F, 0x1F, 0xFF])
+        }
+        #expect(throws: trailing("Add Extended Advertising Data")) {
+            try MgmtAddExtendedAdvertisingData.decodeReturn([0x01, 0xFF])
+        }
+        #expect(throws: trailing("Add Advertisement Patterns Monitor")) {
+            try MgmtAddAdvPatternsMonitor.decodeReturn([0x01, 0x00, 0xFF])
+        }
+        #expect(throws: trailing("Remove Advertisement Monitor")) {
+            try MgmtRemoveAdvMonitor.decodeReturn([0x01, 0x00, 0xFF])
+        }
+        #expect(throws: trailing("Set Default System Configuration")) {
+            try MgmtSetDefaultSystemConfiguration.decodeReturn([0xFF])
+        }
+    }
+
     @Test func removeAdvertisingAndInstanceZeroRefused() throws {
         #expect(
             try MgmtRemoveAdvertising(instance: 2).packet(index: MgmtIndex(0)).bytes == [

@@ -13,6 +13,9 @@ extension MgmtCommand {
     public func packet(index: MgmtIndex) -> MgmtPacket {
         MgmtPacket(code: Self.opcode.rawValue, index: index, parameters: encodeParameters())
     }
+
+    /// What decoding errors call the reply: `Add Advertising return parameters`.
+    static var returnParameters: String { "\(opcode.name ?? opcode.description) return parameters" }
 }
 
 /// The management settings bitmask (mgmt-api.txt "Read Controller Information Command").
@@ -127,7 +130,7 @@ public struct MgmtReadIndexList: MgmtCommand {
         let count = Int(try r.readUInt16LE("Num_Controllers"))
         var indices: [UInt16] = []
         for i in 0..<count { indices.append(try r.readUInt16LE("Controller_Index[\(i)]")) }
-        try r.expectEnd("Read Controller Index List return parameters")
+        try r.expectEnd(Self.returnParameters)
         return indices
     }
 }
@@ -203,7 +206,7 @@ public struct MgmtReadAdvertisingFeatures: MgmtCommand {
         let maxInstances = try r.readUInt8("Max_Instances")
         let count = Int(try r.readUInt8("Num_Instances"))
         let instances = try r.readBytes(count, "Instance[]")
-        try r.expectEnd("Read Advertising Features return parameters")
+        try r.expectEnd(Self.returnParameters)
         return ReturnParameters(
             supportedFlags: flags, maxAdvertisingDataLength: maxData, maxScanResponseLength: maxScan,
             maxInstances: maxInstances, instances: instances)
@@ -252,7 +255,7 @@ public struct MgmtAddAdvertising: MgmtCommand {
     }
 
     public static func decodeReturn(_ bytes: [UInt8]) throws(DecodingError) -> UInt8 {
-        try decodeInstance(bytes, "Add Advertising")
+        try decodeInstance(bytes, Self.returnParameters)
     }
 }
 
@@ -297,10 +300,10 @@ extension ByteWriter {
     }
 }
 
-func decodeInstance(_ bytes: [UInt8], _ command: String) throws(DecodingError) -> UInt8 {
+func decodeInstance(_ bytes: [UInt8], _ what: String) throws(DecodingError) -> UInt8 {
     var r = ByteReader(bytes)
     let instance = try r.readUInt8("Instance")
-    try r.expectEnd("\(command) return parameters")
+    try r.expectEnd(what)
     return instance
 }
 
@@ -319,7 +322,7 @@ public struct MgmtRemoveAdvertising: MgmtCommand {
 
     public func encodeParameters() -> [UInt8] { [instance] }
     public static func decodeReturn(_ bytes: [UInt8]) throws(DecodingError) -> UInt8 {
-        try decodeInstance(bytes, "Remove Advertising")
+        try decodeInstance(bytes, Self.returnParameters)
     }
 }
 
@@ -391,7 +394,7 @@ public struct MgmtAddExtendedAdvertisingParameters: MgmtCommand {
         let tx = try r.readInt8("TxPower")
         let maxData = try r.readUInt8("MaxAdvDataLen")
         let maxScan = try r.readUInt8("MaxScanRspLen")
-        try r.expectEnd("Add Extended Advertising Parameters return parameters")
+        try r.expectEnd(Self.returnParameters)
         return ReturnParameters(
             instance: instance, txPower: tx, maxAdvertisingDataLength: maxData, maxScanResponseLength: maxScan)
     }
@@ -420,7 +423,7 @@ public struct MgmtAddExtendedAdvertisingData: MgmtCommand {
     }
 
     public static func decodeReturn(_ bytes: [UInt8]) throws(DecodingError) -> UInt8 {
-        try decodeInstance(bytes, "Add Extended Advertising Data")
+        try decodeInstance(bytes, Self.returnParameters)
     }
 }
 
@@ -592,7 +595,7 @@ public struct MgmtAddAdvPatternsMonitor: MgmtCommand {
     }
 
     public static func decodeReturn(_ bytes: [UInt8]) throws(DecodingError) -> UInt16 {
-        try decodeMonitorHandle(bytes, "Add Advertisement Patterns Monitor")
+        try decodeMonitorHandle(bytes, Self.returnParameters)
     }
 }
 
@@ -611,14 +614,14 @@ public struct MgmtRemoveAdvMonitor: MgmtCommand {
 
     public func encodeParameters() -> [UInt8] { [UInt8(handle & 0xFF), UInt8(handle >> 8)] }
     public static func decodeReturn(_ bytes: [UInt8]) throws(DecodingError) -> UInt16 {
-        try decodeMonitorHandle(bytes, "Remove Advertisement Monitor")
+        try decodeMonitorHandle(bytes, Self.returnParameters)
     }
 }
 
-func decodeMonitorHandle(_ bytes: [UInt8], _ command: String) throws(DecodingError) -> UInt16 {
+func decodeMonitorHandle(_ bytes: [UInt8], _ what: String) throws(DecodingError) -> UInt16 {
     var r = ByteReader(bytes)
     let handle = try r.readUInt16LE("Monitor_Handle")
-    try r.expectEnd("\(command) return parameters")
+    try r.expectEnd(what)
     return handle
 }
 
@@ -702,6 +705,6 @@ public struct MgmtSetDefaultSystemConfiguration: MgmtCommand {
     public func encodeParameters() -> [UInt8] { MgmtSystemParameter.encode(parameters) }
     public static func decodeReturn(_ bytes: [UInt8]) throws(DecodingError) {
         let r = ByteReader(bytes)
-        try r.expectEnd("Set Default System Configuration return parameters")
+        try r.expectEnd(Self.returnParameters)
     }
 }

@@ -45,9 +45,12 @@ public struct MgmtOpcode: RawRepresentable, Hashable, Sendable, CustomStringConv
 
     public var hex: String { "0x" + String(rawValue, radix: 16, uppercase: true).leftPadded(to: 4) }
 
+    /// `Add Advertising`; nil for a code this program does not know.
+    public var name: String? { Self.names[rawValue] }
+
     /// `Add Advertising (0x003E)`.
     public var description: String {
-        Self.names[rawValue].map { "\($0) (\(hex))" } ?? "management command \(hex)"
+        name.map { "\($0) (\(hex))" } ?? "management command \(hex)"
     }
 }
 

@@ -74,12 +74,13 @@ struct DecodeCommand: AsyncParsableCommand {
             }
             var reports: [JSONValue] = []
             for (i, s) in sightings.enumerated() {
+                let data = Array(s.data)
                 // Like scan: a report whose advertising data is malformed (common in the wild) is
                 // still a report; the problem is shown with it and it holds no iBeacon.
                 let structures: [ADStructure]
                 var adError: String?
                 do {
-                    structures = try ADStructure.parse(s.data)
+                    structures = try ADStructure.parse(data)
                 } catch {
                     structures = []
                     adError = "malformed advertising data: \(error)"
@@ -89,7 +90,7 @@ struct DecodeCommand: AsyncParsableCommand {
                         ("address", s.address.description), ("addressType", s.addressType.description),
                         ("rssi", s.rssi.map { Int($0) }), ("extended", s.extended),
                     ]
-                    pairs += adJSON(s.data, structures)
+                    pairs += adJSON(data, structures)
                     if let adError { pairs.append(("adError", adError)) }
                     reports.append(jsonObject(pairs))
                 } else {
@@ -98,7 +99,7 @@ struct DecodeCommand: AsyncParsableCommand {
                     )
                     if let adError {
                         printOut("  \(adError)")
-                        printOut("  data: \(s.data.hexString)")
+                        printOut("  data: \(data.hexString)")
                     } else {
                         printAD(structures, indent: "  ")
                     }

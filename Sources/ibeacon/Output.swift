@@ -246,7 +246,7 @@ struct JSONLineBuilder {
         digits(value)
     }
 
-    private mutating func digits(_ value: Int) {
+    @inline(__always) private mutating func digits(_ value: Int) {
         // At most a sign and 19 digits; written from the last digit back, dividing by the
         // constant 10 (a multiplication) rather than by a power of ten per digit.
         guard 20 <= capacity - count else { return }  // bounded by maximumLength

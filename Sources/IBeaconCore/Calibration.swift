@@ -11,19 +11,7 @@ public struct MeasuredPowerEstimate: Sendable, Equatable, CustomStringConvertibl
     public var method: String
     /// Relative standard error of `halfWidth95` itself (delta method on Σψ²), e.g. 0.08: the
     /// half-width is an estimate too, and `StoppingRule` allows for that.
-    public var halfWidthRelativeError: Double
-
-    public init(
-        value: Double, halfWidth95: Double, spread: Double, count: Int, method: String,
-        halfWidthRelativeError: Double = 0
-    ) {
-        self.value = value
-        self.halfWidth95 = halfWidth95
-        self.spread = spread
-        self.count = count
-        self.method = method
-        self.halfWidthRelativeError = halfWidthRelativeError
-    }
+    public var halfWidthRelativeError: Double = 0
 
     /// `value` rounded to whole dBm, the iBeacon measured power field.
     public var measuredPower: Int { Int(value.rounded()) }
@@ -139,11 +127,6 @@ public struct MeasuredPowerEstimator: Sendable {
         }
         return MeasuredPowerEstimate(
             value: m, halfWidth95: half, spread: s, count: n, method: method, halfWidthRelativeError: relativeError)
-    }
-
-    private func median(_ sorted: [Double]) -> Double {
-        let n = sorted.count
-        return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2
     }
 
     /// 1.4826 × median of the deviations above `m` (ties at `m` count half, as zeros): a

@@ -61,16 +61,9 @@ public struct SecondMeans: Sendable, Equatable {
 public struct SecondMean: Sendable, Equatable {
     public var second: Int
     public var mean: Double
-    public var count: Int
+    public var count = 1
     /// Σ (x − mean)² over the second's samples.
-    public var sumOfSquares: Double
-
-    public init(second: Int, mean: Double, count: Int = 1, sumOfSquares: Double = 0) {
-        self.second = second
-        self.mean = mean
-        self.count = count
-        self.sumOfSquares = sumOfSquares
-    }
+    public var sumOfSquares = 0.0
 }
 
 /// A run of seconds whose 1 Hz mean was far from the rest (a person passing, a door), left out
@@ -81,12 +74,6 @@ public struct CalibrationTransient: Sendable, Equatable {
     public var seconds: Int
     /// Mean of those seconds minus the estimate, dB (negative: weaker).
     public var shift: Double
-
-    public init(start: Int, seconds: Int, shift: Double) {
-        self.start = start
-        self.seconds = seconds
-        self.shift = shift
-    }
 }
 
 /// The level of the first half of the run against the second half.
@@ -98,12 +85,6 @@ public struct CalibrationDrift: Sendable, Equatable {
     /// Significant (|z| > `PhoneCalibrationEstimator.driftZ`) and at least the precision asked
     /// for: the estimate depends on when the run stopped, so it is not written without --force.
     public var isLarge: Bool
-
-    public init(difference: Double, z: Double, isLarge: Bool) {
-        self.difference = difference
-        self.z = z
-        self.isLarge = isLarge
-    }
 }
 
 /// Apple's quantity with an honest interval; see `PhoneCalibrationEstimator`.
@@ -152,20 +133,24 @@ public struct PhoneCalibrationEstimate: Sendable, Equatable {
 /// Interval: the 1 Hz means are not independent when the level wanders over seconds (body
 /// shadowing), so their plain standard error can be too small. The spread of the samples inside
 /// each second (pooled, many degrees of freedom) predicts how much independent 1 Hz means would
-/// vary; 1, 2, 3 and 5 s block means that vary more than predicted (F test, 2.5 % each) reveal
-/// slow variation. Without it the variance of a 1 Hz mean is the larger of the prediction and
-/// the observed spread; with it, white noise plus an AR(1) whose lag-1 correlation is at least
-/// e^(−1/3) (a 3 s correlation time, `minimumCorrelationTime`), with Satterthwaite degrees of
-/// freedom for the Student-t quantile. With at most one report per second, batch means of the
-/// 1 Hz series instead. docs/CALIBRATION.md argues the choice and BENCHMARKS.md shows the coverage.
+/// vary; 1, 2, 3 and 5 s block means that vary more than predicted (F test, 10 % each) reveal
+/// slow variation, and once seen in a run it is allowed for until the run ends (`assumeSlow`:
+/// the collector passes it on, as a quiet stretch does not end the shadowing). Without it the
+/// variance of a 1 Hz mean is the larger of the prediction and the observed spread; with it,
+/// white noise plus an AR(1) whose lag-1 correlation is at least e^(−1/3) (a 3 s correlation
+/// time, `minimumCorrelationTime`), with Satterthwaite degrees of freedom for the Student-t
+/// quantile. With at most one report per second, batch means of the 1 Hz series instead.
+/// docs/CALIBRATION.md argues the choice and BENCHMARKS.md shows the coverage.
 public struct PhoneCalibrationEstimator: Sendable {
     public static let methodName = "apple-1hz-mean"
     /// A transient is this many robust standard deviations of the 1 Hz means away…
     public var transientSpread = 4.0
     /// …and at least this many dB.
     public var transientFloor = 3.0
-    /// Standard-normal quantile of the slow-variation test at each block length (1.96: 2.5 %).
-    public var detectionZ = 1.959_964
+    /// Standard-normal quantile of the slow-variation test at each block length (1.28: 10 %).
+    /// Deliberately eager: missing slow variation writes a wrong value, a false alarm only
+    /// allows for a correlation that is not there (a longer run); docs/CALIBRATION.md.
+    public var detectionZ = 1.281_552
     /// Seconds back at the usual level after a transient before the run may stop.
     public static let settleSeconds = 2
     /// |z| of the first-half/second-half difference above which the level moved.
@@ -262,20 +247,20 @@ public struct PhoneCalibrationEstimator: Sendable {
     /// Long-run variance (per second) of a series of 1 Hz means: see the type's documentation.
     static func longRunVariance(
         _ y: [Double], counts: [Int], within: (variance: Double, degreesOfFreedom: Int), assumeSlow: Bool = false,
-        detectionZ: Double = 1.959_964
+        detectionZ: Double = 1.281_552
     ) -> LongRunVariance {
         let n = y.count
         guard n > 1 else { return LongRunVariance(variance: .infinity, degreesOfFreedom: 0, batch: 1, slow: false) }
         // One report per second (or fewer): nothing to compare with inside the seconds.
         guard within.degreesOfFreedom >= 10 else { return batchMeans(y) }
         let mean = y.reduce(0, +) / Double(n)
-        let between = y.map { ($0 - mean) * ($0 - mean) }.reduce(0, +) / Double(n - 1)
+        let between = variance(y)
         // What independent samples would give: the within-second variance over each second's count.
         let white = within.variance * counts.map { 1 / Double($0) }.reduce(0, +) / Double(n)
         // Slow variation (shadowing) hides under fast fading in 1 s means but not in longer
         // blocks, where the fast part averages out and the slow part does not: compare the spread
         // of 1, 2, 3 and 5 s block means with what the within-second spread predicts (F test,
-        // 2.5 % each; the within-second variance has many degrees of freedom, so
+        // `detectionZ` each; the within-second variance has many degrees of freedom, so
         // between/white ~ χ²(blocks−1)/(blocks−1) for independent seconds).
         var slowSeen = 0.0
         var detected = false
@@ -283,22 +268,12 @@ public struct PhoneCalibrationEstimator: Sendable {
             let blocks = n / b
             guard blocks >= 4 else { break }
             // Blocks from the start of the run, so the partition does not shift every second; each
-            // second counts once, whatever its report count, as in Apple's average.
-            var means: [Double] = []
-            var inverse = 0.0
-            for k in 0..<blocks {
-                var sum = 0.0
-                // Variance of a mean of b second-means of n_k samples each: σ²·Σ(1/n_k)/b².
-                var v = 0.0
-                for i in (k * b)..<(k * b + b) {
-                    sum += y[i]
-                    v += 1 / Double(counts[i])
-                }
-                means.append(sum / Double(b))
-                inverse += v / Double(b * b)
-            }
-            let m = means.reduce(0, +) / Double(blocks)
-            let spread = means.map { ($0 - m) * ($0 - m) }.reduce(0, +) / Double(blocks - 1)
+            // second counts once, whatever its report count, as in Apple's average. The variance of
+            // a mean of b second-means of n_k samples each is σ²·Σ(1/n_k)/b².
+            let spread = variance(blockMeans(y, length: b, blocks: blocks, start: 0))
+            let inverse =
+                blockMeans(counts.map { 1 / Double($0) }, length: b, blocks: blocks, start: 0)
+                .reduce(0, +) / Double(b)
             let expected = within.variance * inverse / Double(blocks)
             if spread > expected * chiSquareQuantile(degreesOfFreedom: blocks - 1, z: detectionZ) / Double(blocks - 1) {
                 detected = true
@@ -336,6 +311,19 @@ public struct PhoneCalibrationEstimator: Sendable {
         return LongRunVariance(variance: variance, degreesOfFreedom: df, batch: 1, slow: true)
     }
 
+    /// Means of `blocks` consecutive blocks of `length` values of `y`, from index `start`.
+    static func blockMeans(_ y: [Double], length: Int, blocks: Int, start: Int) -> [Double] {
+        (0..<blocks).map { k in
+            y[(start + k * length)..<(start + k * length + length)].reduce(0, +) / Double(length)
+        }
+    }
+
+    /// Sample variance (n − 1 denominator) of at least two values.
+    static func variance(_ x: [Double]) -> Double {
+        let m = x.reduce(0, +) / Double(x.count)
+        return x.map { ($0 - m) * ($0 - m) }.reduce(0, +) / Double(x.count - 1)
+    }
+
     /// Non-overlapping batch means, for series without several reports per second.
     static func batchMeans(_ y: [Double]) -> LongRunVariance {
         let n = y.count
@@ -344,14 +332,7 @@ public struct PhoneCalibrationEstimator: Sendable {
             let batches = n / b
             if b > 1 && batches < 10 { break }
             // The most recent batches; the oldest remainder is left out of the variance only.
-            var means: [Double] = []
-            means.reserveCapacity(batches)
-            let start = n - batches * b
-            for k in 0..<batches {
-                var s = 0.0
-                for i in 0..<b { s += y[start + k * b + i] }
-                means.append(s / Double(b))
-            }
+            let means = blockMeans(y, length: b, blocks: batches, start: n - batches * b)
             let m = means.reduce(0, +) / Double(batches)
             let ss = means.map { ($0 - m) * ($0 - m) }.reduce(0, +)
             let variance = Double(b) * ss / Double(batches - 1)

@@ -155,6 +155,10 @@ public struct CalibrationCollector: Sendable {
     private var streak = 0
     /// Source time of the first sample: the 1 Hz seconds and the minimum duration count from it.
     private var firstTime: Double?
+    /// An estimate of this run saw slow variation: later ones allow for it (`assumeSlow`). Each
+    /// second is one more look at the data; without this, the run stops on the first quiet
+    /// stretch of a level that wanders, exactly when its spread looks smallest.
+    private var slowSeen = false
 
     public init(target: CalibrationTarget, settings: CalibrationSettings) {
         self.target = target
@@ -226,7 +230,8 @@ public struct CalibrationCollector: Sendable {
         if completed > evaluatedSeconds {
             evaluatedSeconds = completed
             lastApple = settings.estimator.estimate(
-                seconds.means(completedBy: Double(completed)), precision: settings.precision)
+                seconds.means(completedBy: Double(completed)), precision: settings.precision, assumeSlow: slowSeen)
+            if lastApple?.slowVariation == true { slowSeen = true }
             if let e = lastApple,
                 e.halfWidth95 * (1 + settings.assurance * e.halfWidthRelativeError) <= settings.precision,
                 e.drift?.isLarge != true, !e.transientOngoing
@@ -260,7 +265,7 @@ public struct CalibrationCollector: Sendable {
         }
         let completed = (time - (firstTime ?? time)).rounded(.down)
         let apple = settings.estimator.estimate(
-            seconds.means(completedBy: completed), precision: settings.precision)
+            seconds.means(completedBy: completed), precision: settings.precision, assumeSlow: slowSeen)
         let robust = MeasuredPowerEstimator().estimate(samples)
         let chosen: (value: Double, halfWidth95: Double, method: String)?
         switch settings.method {

@@ -76,6 +76,8 @@ public struct CalibrationSimulation: Sendable {
         /// Among the runs that would be written without --force (precision reached, no drift).
         public var written: Double
         public var writtenWithin1dB: Double
+        /// Runs written without --force with a value more than 1 dB from the truth.
+        public var writtenOff: Int
         public var coverage: Double
         public var driftRefused: Double
         public var medianSeconds: Double
@@ -107,6 +109,7 @@ public struct CalibrationSimulation: Sendable {
             written: Double(written.count) / n,
             writtenWithin1dB: written.isEmpty
                 ? .nan : Double(written.filter { abs($0.estimate - truth.value) <= 1 }.count) / Double(written.count),
+            writtenOff: written.filter { abs($0.estimate - truth.value) > 1 }.count,
             coverage: Double(covered) / n, driftRefused: Double(runs.filter(\.driftIsLarge).count) / n,
             medianSeconds: quantile(0.5), p90Seconds: quantile(0.9), minimumSeconds: times.first ?? .nan,
             bias: errors.reduce(0, +) / n, covered: covered)

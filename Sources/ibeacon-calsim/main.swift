@@ -18,6 +18,7 @@ let usage = """
            ibeacon-calsim --dump MODEL --seed N [--duration S]     (one "time rssi" line per report)
            ibeacon-calsim --truth MODEL                            (Apple's procedure, 10-minute lists)
            ibeacon-calsim --trace MODEL --seed N [--duration S]    (the estimate second by second)
+           ibeacon-calsim --detection Z [--seeds N] [--models a,b] (how often the slow-variation test fires)
            ibeacon-calsim --list                                   (the model names)
     models: \(RSSIModel.all.map(\.name).joined(separator: ", "))
 
@@ -81,6 +82,39 @@ if let name = options["trace"] {
             next += 1
         }
         means.add(s.rssi, at: s.time)
+    }
+    exit(0)
+}
+if let z = options["detection"] {
+    // How often the slow-variation test fires at least once by 13 s and by 29 s of a run (each
+    // completed second is one look), per model: docs/CALIBRATION.md, "What 30 seconds can show".
+    var estimator = PhoneCalibrationEstimator()
+    guard let v = Double(z), v > 0 else { fail("--detection takes the test's z, e.g. 1.28") }
+    estimator.detectionZ = v
+    let seedCount = UInt64(number("seeds", 200))
+    print("| model | slow variation seen by 13 s | by 29 s |")
+    print("|---|---|---|")
+    for m in options["models"].map({ $0.split(separator: ",").map { model(String($0)) } }) ?? RSSIModel.all {
+        var by13 = 0
+        var by29 = 0
+        for seed in 1...seedCount {
+            let samples = m.samples(duration: 31, seed: seed)
+            var means = SecondMeans()
+            var seen = false
+            var next = 1
+            for s in samples {
+                let heard = s.time - samples[0].time
+                while heard >= Double(next) && next <= 29 {
+                    if estimator.estimate(means.means(completedBy: Double(next)))?.slowVariation == true { seen = true }
+                    if next == 13 && seen { by13 += 1 }
+                    if next == 29 && seen { by29 += 1 }
+                    next += 1
+                }
+                means.add(s.rssi, at: heard)
+            }
+        }
+        let n = Double(seedCount)
+        print("| \(m.name) | \((100 * Double(by13) / n).fixed(1)) % | \((100 * Double(by29) / n).fixed(1)) % |")
     }
     exit(0)
 }

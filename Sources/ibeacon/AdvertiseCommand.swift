@@ -41,8 +41,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
     @Flag(help: "Advertise from a static random address derived from the profile (stable across restarts).")
     var randomAddress = false
 
-    @Option(help: ArgumentHelp("Stop after this many seconds (default: run until stopped).", valueName: "seconds"))
-    var duration: Double?
+    @OptionGroup var stopAfter: DurationOption<UntilStopped>
 
     @Option(
         help: ArgumentHelp(
@@ -56,7 +55,6 @@ struct AdvertiseCommand: AsyncParsableCommand {
 
     func validate() throws {
         if profile.isEmpty { throw ValidationError("give at least one --profile FILE") }
-        if let duration { try validateSeconds("--duration", duration, 0.001...maximumRunSeconds) }
         try validateSeconds("--check-interval", checkInterval, 0.1...86400, zeroAllowed: "disable the check")
     }
 
@@ -65,64 +63,66 @@ struct AdvertiseCommand: AsyncParsableCommand {
         try await reporting {
             let specs = try profile.map { path in try beaconSpec(path: path, forceRandomAddress: randomAddress) }
             if let kernel = try await device.kernelPath(logger: logger) {
-                if mode != .auto {
-                    logger.warning("--mode \(mode.rawValue) applies to raw HCI only; the kernel chooses the commands")
-                }
-                let json = self.json
-                let duration = self.duration
-                try await runUntilSignalled {
-                    try await withThrowingTaskGroup(of: Void.self) { group in
-                        group.addTask {
-                            try await advertiseThroughKernel(kernel, specs: specs, json: json, logger: logger) { line in
-                                printOut(line)
-                                SystemdNotifier.notify(
-                                    "READY=1\nSTATUS=advertising \(specs.count) beacon(s) on \(kernel.name) through the kernel",
-                                    environment: ProcessInfo.processInfo.environment)
-                            }
-                        }
-                        if let duration {
-                            group.addTask { try await Task.sleep(for: .milliseconds(Int64(duration * 1000))) }
-                        }
-                        try await group.next()
-                        group.cancelAll()
-                        try await group.waitForAll()
-                    }
-                }
-                return
+                try await advertise(specs, through: kernel, logger: logger)
+            } else {
+                try await advertise(specs, logger: logger)
             }
-            let transportSpec = try device.spec()
-            let advertiser = Advertiser(
-                beacons: specs, mode: mode, ownsController: transportSpec.isExclusive, logger: logger)
-            let device = self.device
-            let session = AdvertisingSession(
-                advertiser: advertiser, connect: { try await device.connect(logger: logger) },
-                healthCheckInterval: checkInterval > 0 ? .milliseconds(Int64(checkInterval * 1000)) : nil,
-                logger: logger)
-            let deviceName = device.deviceText
-            let json = self.json
-            let duration = self.duration
-            try await runUntilSignalled {
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    group.addTask {
-                        try await session.run(onReady: { status in
-                            for w in status.warnings { logger.warning("\(w)") }
-                            let line = statusLine(status, device: deviceName, json: json)
-                            printOut(line)
-                            SystemdNotifier.notify(
-                                "READY=1\nSTATUS=advertising \(status.beacons.count) beacon(s) on \(deviceName)",
-                                environment: ProcessInfo.processInfo.environment)
-                        })
-                    }
-                    if let duration {
-                        group.addTask {
-                            try await Task.sleep(for: .milliseconds(Int64(duration * 1000)))
-                        }
-                    }
-                    // Whichever ends first (the duration, or the session with an error) ends both.
-                    try await group.next()
-                    group.cancelAll()
-                    try await group.waitForAll()
+        }
+    }
+
+    /// On hciN managed by the kernel: advertising instances through its management interface.
+    private func advertise(_ specs: [BeaconSpec], through kernel: KernelPath, logger: Logger) async throws {
+        if mode != .auto {
+            logger.warning("--mode \(mode.rawValue) applies to raw HCI only; the kernel chooses the commands")
+        }
+        let json = self.json
+        try await untilStopped {
+            try await advertiseThroughKernel(kernel, specs: specs, json: json, logger: logger) { line in
+                printOut(line)
+                SystemdNotifier.notify(
+                    "READY=1\nSTATUS=advertising \(specs.count) beacon(s) on \(kernel.name) through the kernel",
+                    environment: ProcessInfo.processInfo.environment)
+            }
+        }
+    }
+
+    /// Over raw HCI (raw:hciN, serial, TCP): a session that re-applies advertising after resets.
+    private func advertise(_ specs: [BeaconSpec], logger: Logger) async throws {
+        let transportSpec = try device.spec()
+        let advertiser = Advertiser(
+            beacons: specs, mode: mode, ownsController: transportSpec.isExclusive, logger: logger)
+        let device = self.device
+        let session = AdvertisingSession(
+            advertiser: advertiser, connect: { try await device.connect(logger: logger) },
+            healthCheckInterval: checkInterval > 0 ? .milliseconds(Int64(checkInterval * 1000)) : nil,
+            logger: logger)
+        let deviceName = device.deviceText
+        let json = self.json
+        try await untilStopped {
+            try await session.run(onReady: { status in
+                for w in status.warnings { logger.warning("\(w)") }
+                let line = statusLine(status, device: deviceName, json: json)
+                printOut(line)
+                SystemdNotifier.notify(
+                    "READY=1\nSTATUS=advertising \(status.beacons.count) beacon(s) on \(deviceName)",
+                    environment: ProcessInfo.processInfo.environment)
+            })
+        }
+    }
+
+    /// Runs `advertising` until a signal, or --duration: whichever ends first (the duration, or
+    /// advertising with an error) ends both.
+    private func untilStopped(_ advertising: @escaping @Sendable () async throws -> Void) async throws {
+        let duration = stopAfter.duration
+        try await runUntilSignalled {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await advertising() }
+                if let duration {
+                    group.addTask { try await Task.sleep(for: duration) }
                 }
+                try await group.next()
+                group.cancelAll()
+                try await group.waitForAll()
             }
         }
     }

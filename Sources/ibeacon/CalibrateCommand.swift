@@ -105,56 +105,123 @@ struct CalibrateCommand: AsyncParsableCommand {
         }
     }
 
+    /// The steps, in order: everything that can be checked before scanning is checked first, so
+    /// a read-only or broken profile fails in a second, not after 30 s of measuring; then the
+    /// measurement, the report, and the profile written (or why not).
     func calibrate(logger: Logger) async throws {
-        // Everything that can be checked before scanning is checked first, so a read-only or
-        // broken profile fails in a second, not after 30 s of measuring.
+        try refuseWritingACapture()
+        let destination = try openDestination()
+        defer { destination.lock?.unlock() }
+        let target = calibrationTarget(existing: destination.existing)
+        let (result, receiverAddress) = try await measure(target, protecting: destination.path, logger: logger)
+        let record = CalibrationRecord(
+            timestamp: CalibrationRecord.iso8601(secondsSince1970: Int64(Date().timeIntervalSince1970)),
+            samples: result.samples.count, estimate: result.estimate, interval95: result.halfWidth95,
+            spread: result.spread, method: result.method, receiver: device.deviceText,
+            receiverAddress: receiverAddress?.description ?? "unknown", offset: offset,
+            txPower: destination.existing?.txPower.map { Int($0) })
+        let refusal = force ? nil : Self.refusal(result, precision: precision, duration: duration)
+        if json {
+            let written = !dryRun && destination.path != nil && refusal == nil
+            printJSON(result, target: target, destination: destination, refusal: refusal, written: written)
+        } else {
+            printText(result)
+        }
+        if result.spread > 8 {
+            logger.warning(
+                "the RSSI spread is \(result.spread.fixed(1)) dB (over 8 dB): reflections or obstacles; move to a clearer spot and calibrate again"
+            )
+        }
+        // A signal during the measurement: the result is partial, and nothing may be written.
+        try Task.checkCancellation()
+        if let refusal {
+            let path = destination.path
+            throw CLIError(
+                refusal.message + (path == nil || dryRun ? "" : "; \(path!) is unchanged"), code: refusal.code)
+        }
+        if force && !json, let reason = Self.refusal(result, precision: precision, duration: duration) {
+            logger.warning("--force: writing although \(reason.message)")
+        }
+        guard !dryRun, let path = destination.path else {
+            if !json { printOut("measured power \(result.measuredPower) dBm (dry run: nothing written)") }
+            return
+        }
+        try write(result, record: record, target: target, to: path, destination: destination)
+    }
+
+    /// A capture was recorded by some receiver at some time: its measurement can be shown, but
+    /// written into a profile it would pass for a calibration made here and now.
+    func refuseWritingACapture() throws {
         if case .btsnoop = try device.spec(), !dryRun {
-            // A capture was recorded by some receiver at some time: its measurement can be shown,
-            // but written into a profile it would pass for a calibration made here and now.
             throw CLIError(
                 "calibrate reads \(device.deviceText) only with --dry-run: a capture's measurement is shown, "
                     + "not written into a profile (calibrate with a live receiver to write measuredPower)",
                 code: Exit.usage)
         }
-        let path = profile ?? write
+    }
+
+    /// The profile the result goes to (--profile, or --write), as read before measuring, and
+    /// its lock when it exists and will be written.
+    struct Destination {
+        var path: String?
         var existing: Profile?
-        if let path, try profile != nil || ProfileStore.exists(path, writing: !dryRun) {
-            existing = try Profile.load(bytes: ProfileStore.read(path), file: path)
+        var lock: ProfileStore.Lock?
+    }
+
+    /// Reads the profile and, unless --dry-run, checks it can be written and locks it.
+    func openDestination() throws -> Destination {
+        var destination = Destination(path: profile ?? write)
+        guard let path = destination.path else { return destination }
+        if try profile != nil || ProfileStore.exists(path, writing: !dryRun) {
+            destination.existing = try Profile.load(bytes: ProfileStore.read(path), file: path)
         }
+        guard !dryRun else { return destination }
         // Locked, then read again through the lock: the file replaced at the end is the one
         // read here, in the directory opened here, whatever happens to the path meanwhile.
         // The file and its directory must be writable before measuring, not after.
-        var lock: ProfileStore.Lock?
-        defer { lock?.unlock() }
-        if !dryRun, let path {
-            if existing != nil {
-                try ProfileStore.checkWritable(path)
-                let locked = try ProfileStore.lock(path)
-                lock = locked
-                existing = try Profile.load(bytes: locked.read(), file: path)
+        if destination.existing != nil {
+            try ProfileStore.checkWritable(path)
+            let locked = try ProfileStore.lock(path)
+            destination.lock = locked
+            do {
+                destination.existing = try Profile.load(bytes: locked.read(), file: path)
                 try locked.checkWritable()
-            } else {
-                try ProfileStore.checkWritable(path, mayCreate: true)
+            } catch {
+                locked.unlock()
+                throw error
             }
+        } else {
+            try ProfileStore.checkWritable(path, mayCreate: true)
         }
-        let target: CalibrationTarget
+        return destination
+    }
+
+    /// The beacon to listen to: the profile's, or --uuid/--major/--minor's.
+    func calibrationTarget(existing: Profile?) -> CalibrationTarget {
         if let existing {
-            target = CalibrationTarget(
+            return CalibrationTarget(
                 proximityUUID: existing.proximityUUID, major: existing.major, minor: existing.minor,
                 address: address.flatMap(BDAddress.init))
-        } else {
-            target = CalibrationTarget(
-                proximityUUID: UUID(uuidString: uuid ?? "") ?? UUID(), major: UInt16(major ?? 0),
-                minor: UInt16(minor ?? 0), address: address.flatMap(BDAddress.init))
         }
+        return CalibrationTarget(
+            proximityUUID: UUID(uuidString: uuid ?? "") ?? UUID(), major: UInt16(major ?? 0),
+            minor: UInt16(minor ?? 0), address: address.flatMap(BDAddress.init))
+    }
 
+    var settings: CalibrationSettings {
         var settings = CalibrationSettings()
         settings.maximumDuration = .milliseconds(Int64(duration * 1000))
         settings.precision = precision
         settings.offset = offset
         settings.method = method
         settings.notHeardTimeout = .milliseconds(Int64(min(duration, 10) * 1000))
+        return settings
+    }
 
+    /// Scans until the calibrator has its result, showing the estimate as it goes on a terminal.
+    func measure(
+        _ target: CalibrationTarget, protecting path: String?, logger: Logger
+    ) async throws -> (CalibrationResult, receiverAddress: BDAddress?) {
         let source = try await device.openSightingSource(logger: logger, protecting: path)
         let receiverAddress: BDAddress?
         do {
@@ -187,110 +254,98 @@ struct CalibrateCommand: AsyncParsableCommand {
         }
         await source.close()
         if live { printOut("") }
+        return (result, receiverAddress)
+    }
 
-        let record = CalibrationRecord(
-            timestamp: CalibrationRecord.iso8601(secondsSince1970: Int64(Date().timeIntervalSince1970)),
-            samples: result.samples.count, estimate: result.estimate, interval95: result.halfWidth95,
-            spread: result.spread, method: result.method, receiver: device.deviceText,
-            receiverAddress: receiverAddress?.description ?? "unknown", offset: offset,
-            txPower: existing?.txPower.map { Int($0) })
-        let spreadWarning = result.spread > 8
-        let histogram = Histogram(result.samples)
-        let refusal = force ? nil : Self.refusal(result, precision: precision, duration: duration)
-        let willWrite = !dryRun && path != nil && refusal == nil
-        if json {
+    /// --json: the result as one object.
+    func printJSON(
+        _ result: CalibrationResult, target: CalibrationTarget, destination: Destination,
+        refusal: (reason: String, message: String, code: Int32)?, written: Bool
+    ) {
+        let offset = self.offset
+        printOut(
+            jsonLine([
+                "uuid": target.proximityUUID.uuidString, "major": Int(target.major), "minor": Int(target.minor),
+                "address": result.address.description, "measuredPower": result.measuredPower,
+                "estimate": result.estimate, "interval95": result.halfWidth95, "spread": result.spread,
+                "samples": result.samples.count, "seconds": result.seconds,
+                "precisionReached": result.precisionReached, "method": result.method,
+                "apple": result.apple.map { a in
+                    jsonObject([
+                        "estimate": a.value + offset, "interval95": a.halfWidth95, "seconds": a.seconds,
+                        "secondSpread": a.secondSpread, "degreesOfFreedom": a.degreesOfFreedom,
+                        "slowVariation": a.slowVariation,
+                    ])
+                },
+                "robust": result.robust.map { r in
+                    jsonObject(["estimate": r.value + offset, "interval95": r.halfWidth95, "spread": r.spread])
+                },
+                "drift": result.apple?.drift.map { d in
+                    jsonObject(["difference": d.difference, "z": d.z, "large": d.isLarge])
+                },
+                "transients": (result.apple?.transients ?? []).map {
+                    jsonObject(["start": $0.start, "seconds": $0.seconds, "shift": $0.shift])
+                },
+                "refused": refusal?.reason, "forced": force,
+                "previousMeasuredPower": destination.existing.map { Int($0.measuredPower) }, "written": written,
+                "file": destination.path,
+                "histogram": Histogram(result.samples).bins.map { jsonObject(["dBm": $0.dBm, "count": $0.count]) },
+            ]))
+    }
+
+    /// The result for a person: the histogram, the estimate, and what the estimators saw.
+    func printText(_ result: CalibrationResult) {
+        printOut(Histogram(result.samples).rendered(width: 40, mark: result.estimate - result.offset))
+        printOut(
+            "estimate \(result.estimate.fixed(2)) dBm, 95% interval ±\(result.halfWidth95.fixed(2)) dB, "
+                + "spread (σ) \(result.spread.fixed(1)) dB, \(result.samples.count) samples in "
+                + "\(result.seconds.fixed(1)) s (\(result.method))")
+        if let a = result.apple, let r = result.robust {
             printOut(
-                jsonLine([
-                    "uuid": target.proximityUUID.uuidString, "major": Int(target.major), "minor": Int(target.minor),
-                    "address": result.address.description, "measuredPower": result.measuredPower,
-                    "estimate": result.estimate, "interval95": result.halfWidth95, "spread": result.spread,
-                    "samples": result.samples.count, "seconds": result.seconds,
-                    "precisionReached": result.precisionReached, "method": result.method,
-                    "apple": result.apple.map { a in
-                        jsonObject([
-                            "estimate": a.value + offset, "interval95": a.halfWidth95, "seconds": a.seconds,
-                            "secondSpread": a.secondSpread, "degreesOfFreedom": a.degreesOfFreedom,
-                            "slowVariation": a.slowVariation,
-                        ])
-                    },
-                    "robust": result.robust.map { r in
-                        jsonObject(["estimate": r.value + offset, "interval95": r.halfWidth95, "spread": r.spread])
-                    },
-                    "drift": result.apple?.drift.map { d in
-                        jsonObject(["difference": d.difference, "z": d.z, "large": d.isLarge])
-                    },
-                    "transients": (result.apple?.transients ?? []).map {
-                        jsonObject(["start": $0.start, "seconds": $0.seconds, "shift": $0.shift])
-                    },
-                    "refused": refusal?.reason, "forced": force,
-                    "previousMeasuredPower": existing.map { Int($0.measuredPower) }, "written": willWrite,
-                    "file": path,
-                    "histogram": histogram.bins.map { jsonObject(["dBm": $0.dBm, "count": $0.count]) },
-                ]))
-        } else {
-            printOut(histogram.rendered(width: 40, mark: result.estimate - result.offset))
-            printOut(
-                "estimate \(result.estimate.fixed(2)) dBm, 95% interval ±\(result.halfWidth95.fixed(2)) dB, "
-                    + "spread (σ) \(result.spread.fixed(1)) dB, \(result.samples.count) samples in "
-                    + "\(result.seconds.fixed(1)) s (\(result.method))")
-            if let a = result.apple, let r = result.robust {
-                printOut(
-                    "  apple (1 Hz mean, what phones expect) \((a.value + offset).fixed(2)) dBm ±\(a.halfWidth95.fixed(2)) dB "
-                        + "over \(a.seconds) s; robust centre \((r.value + offset).fixed(2)) dBm ±\(r.halfWidth95.fixed(2)) dB"
-                )
-                if a.slowVariation {
-                    printOut("  the level wandered over seconds (shadowing, movement): the interval allows for it")
-                }
-                for t in a.transients {
-                    printOut(
-                        "  left out \(t.seconds) s at \(t.start) s, \(signed(t.shift)) dB from the rest (a person passing?)"
-                    )
-                }
-                if let d = a.drift, abs(d.z) > PhoneCalibrationEstimator.driftZ {
-                    printOut(
-                        "  the level moved \(signed(d.difference)) dB between the first and second half of the run")
-                }
-            }
-            printOut(
-                result.precisionReached
-                    ? "precision ±\(precision) dB reached"
-                    : "precision ±\(precision) dB NOT reached within \(formatSeconds(duration))")
-        }
-        if spreadWarning {
-            logger.warning(
-                "the RSSI spread is \(result.spread.fixed(1)) dB (over 8 dB): reflections or obstacles; move to a clearer spot and calibrate again"
+                "  apple (1 Hz mean, what phones expect) \((a.value + offset).fixed(2)) dBm ±\(a.halfWidth95.fixed(2)) dB "
+                    + "over \(a.seconds) s; robust centre \((r.value + offset).fixed(2)) dBm ±\(r.halfWidth95.fixed(2)) dB"
             )
+            if a.slowVariation {
+                printOut("  the level wandered over seconds (shadowing, movement): the interval allows for it")
+            }
+            for t in a.transients {
+                printOut(
+                    "  left out \(t.seconds) s at \(t.start) s, \(signed(t.shift)) dB from the rest (a person passing?)"
+                )
+            }
+            if let d = a.drift, abs(d.z) > PhoneCalibrationEstimator.driftZ {
+                printOut(
+                    "  the level moved \(signed(d.difference)) dB between the first and second half of the run")
+            }
         }
-        // A signal during the measurement: the result is partial, and nothing may be written.
-        try Task.checkCancellation()
-        if let refusal {
-            throw CLIError(
-                refusal.message + (path == nil || dryRun ? "" : "; \(path!) is unchanged"), code: refusal.code)
-        }
-        if force && !json, let reason = Self.refusal(result, precision: precision, duration: duration) {
-            logger.warning("--force: writing although \(reason.message)")
-        }
-        guard !dryRun, let path else {
-            if !json { printOut("measured power \(result.measuredPower) dBm (dry run: nothing written)") }
-            return
-        }
+        printOut(
+            result.precisionReached
+                ? "precision ±\(precision) dB reached"
+                : "precision ±\(precision) dB NOT reached within \(formatSeconds(duration))")
+    }
+
+    /// Writes measured power and the record into the profile: the locked one, re-read so edits
+    /// made while measuring are kept, or a new file.
+    func write(
+        _ result: CalibrationResult, record: CalibrationRecord, target: CalibrationTarget, to path: String,
+        destination: Destination
+    ) throws {
         var updated =
-            try existing
+            try destination.existing
             ?? Profile.new(
                 uuid: target.proximityUUID, major: target.major, minor: target.minor,
                 measuredPower: result.measuredPower, file: path)
-        if let lock {
-            // Re-read under the lock, so edits made while measuring are kept.
+        if let lock = destination.lock {
             updated = try Profile.load(bytes: lock.read(), file: path)
         }
         try updated.applyCalibration(measuredPower: result.measuredPower, record: record)
-        if let lock {
+        if let lock = destination.lock {
             try lock.replace(with: updated.encoded())
         } else {
             try ProfileStore.create(path, updated.encoded(), overwrite: false)
         }
         if !json {
-            let was = existing.map { " (was \($0.measuredPower) dBm)" } ?? ""
+            let was = destination.existing.map { " (was \($0.measuredPower) dBm)" } ?? ""
             printOut("wrote measuredPower \(result.measuredPower) dBm to \(path)\(was)")
         }
     }

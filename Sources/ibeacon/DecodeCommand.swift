@@ -28,84 +28,108 @@ struct DecodeCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await reporting {
-            let text = hex.joined(separator: " ")
-            guard let bytes = [UInt8](hex: text) else {
-                throw CLIError(
-                    "decode: '\(text.prefix(80))' is not hex (expected pairs of hex digits, optionally separated by spaces or colons)",
-                    code: Exit.dataError)
-            }
-            guard !bytes.isEmpty else { throw CLIError("decode: no bytes given", code: Exit.dataError) }
+            let bytes = try inputBytes()
             var kind = `as`
             if kind == .auto {
                 kind = (bytes.count >= 2 && bytes[0] == 0x04 && bytes[1] == 0x3E) || bytes[0] == 0x3E ? .event : .ad
             }
             if kind == .ad {
-                // Core 5.4 Vol 4 Part E §7.8.7: legacy advertising data is at most 31 octets.
-                guard bytes.count <= 31 else {
-                    throw CLIError(
-                        "decode: \(bytes.count) bytes of advertising data; legacy advertising data is at most 31 "
-                            + "(Core 5.4 Vol 4 Part E §7.8.7) — for an extended advertisement pass the whole HCI event",
-                        code: Exit.dataError)
-                }
-                let structures = try parseAD(bytes, what: "advertising data")
-                if json {
-                    printOut(jsonLine(["kind": "advertisingData"] + adJSON(bytes, structures)))
-                } else {
-                    printAD(structures, indent: "")
-                }
-                return
+                try decodeAdvertisingData(bytes)
+            } else {
+                try decodeEvent(bytes)
             }
-            let body = bytes.first == 0x04 ? Array(bytes.dropFirst()) : bytes
-            let event: HCIEvent
-            do {
-                event = try HCIEvent.decode(body)
-            } catch {
-                throw CLIError("decode: not a valid HCI event: \(error)", code: Exit.dataError)
+        }
+    }
+
+    /// The HEX arguments as bytes; at least one.
+    private func inputBytes() throws -> [UInt8] {
+        let text = hex.joined(separator: " ")
+        guard let bytes = [UInt8](hex: text) else {
+            throw CLIError(
+                "decode: '\(text.prefix(80))' is not hex (expected pairs of hex digits, optionally separated by spaces or colons)",
+                code: Exit.dataError)
+        }
+        guard !bytes.isEmpty else { throw CLIError("decode: no bytes given", code: Exit.dataError) }
+        return bytes
+    }
+
+    private func decodeAdvertisingData(_ bytes: [UInt8]) throws {
+        // Core 5.4 Vol 4 Part E §7.8.7: legacy advertising data is at most 31 octets.
+        guard bytes.count <= 31 else {
+            throw CLIError(
+                "decode: \(bytes.count) bytes of advertising data; legacy advertising data is at most 31 "
+                    + "(Core 5.4 Vol 4 Part E §7.8.7) — for an extended advertisement pass the whole HCI event",
+                code: Exit.dataError)
+        }
+        let structures = try parseAD(bytes, what: "advertising data")
+        if json {
+            printOut(jsonLine(["kind": "advertisingData"] + adJSON(bytes, structures)))
+        } else {
+            printAD(structures, indent: "")
+        }
+    }
+
+    /// An HCI event (with or without the H4 packet type): its advertising reports, or a summary.
+    private func decodeEvent(_ bytes: [UInt8]) throws {
+        let body = bytes.first == 0x04 ? Array(bytes.dropFirst()) : bytes
+        let event: HCIEvent
+        do {
+            event = try HCIEvent.decode(body)
+        } catch {
+            throw CLIError("decode: not a valid HCI event: \(error)", code: Exit.dataError)
+        }
+        let sightings = Sighting.all(in: event)
+        if sightings.isEmpty {
+            let summary = "\(event)"
+            if json {
+                printOut(jsonLine(["kind": "event", "event": summary]))
+            } else {
+                printOut("HCI event: \(summary)")
             }
-            let sightings = Sighting.all(in: event)
-            if sightings.isEmpty {
-                let summary = "\(event)"
-                if json {
-                    printOut(jsonLine(["kind": "event", "event": summary]))
-                } else {
-                    printOut("HCI event: \(summary)")
-                }
-                return
+            return
+        }
+        var reports: [JSONValue] = []
+        for (i, s) in sightings.enumerated() {
+            if json {
+                reports.append(reportJSON(s))
+            } else {
+                printReport(s, number: i + 1, of: sightings.count)
             }
-            var reports: [JSONValue] = []
-            for (i, s) in sightings.enumerated() {
-                let data = Array(s.data)
-                // Like scan: a report whose advertising data is malformed (common in the wild) is
-                // still a report; the problem is shown with it and it holds no iBeacon.
-                let structures: [ADStructure]
-                var adError: String?
-                do {
-                    structures = try ADStructure.parse(data)
-                } catch {
-                    structures = []
-                    adError = "malformed advertising data: \(error)"
-                }
-                if json {
-                    var pairs: JSONPairs = [
-                        ("address", s.address.description), ("addressType", s.addressType.description),
-                        ("rssi", s.rssi.map { Int($0) }), ("extended", s.extended),
-                    ]
-                    pairs += adJSON(data, structures)
-                    if let adError { pairs.append(("adError", adError)) }
-                    reports.append(jsonObject(pairs))
-                } else {
-                    printOut(
-                        "report \(i + 1) of \(sightings.count): \(s.address) (\(s.addressType)), RSSI \(s.rssi.map { "\($0) dBm" } ?? "not available")\(s.extended ? ", extended" : "")"
-                    )
-                    if let adError {
-                        printOut("  \(adError)")
-                        printOut("  data: \(data.hexString)")
-                    } else {
-                        printAD(structures, indent: "  ")
-                    }
-                }
-            }
-            if json { printOut(jsonLine(["kind": "advertisingReport", "reports": reports])) }
+        }
+        if json { printOut(jsonLine(["kind": "advertisingReport", "reports": reports])) }
+    }
+
+    /// Like scan: a report whose advertising data is malformed (common in the wild) is still a
+    /// report; the problem is shown with it and it holds no iBeacon.
+    private func parseReportAD(_ s: Sighting) -> (structures: [ADStructure], error: String?) {
+        do {
+            return (try ADStructure.parse(Array(s.data)), nil)
+        } catch {
+            return ([], "malformed advertising data: \(error)")
+        }
+    }
+
+    private func reportJSON(_ s: Sighting) -> JSONValue {
+        let (structures, adError) = parseReportAD(s)
+        var pairs: JSONPairs = [
+            ("address", s.address.description), ("addressType", s.addressType.description),
+            ("rssi", s.rssi.map { Int($0) }), ("extended", s.extended),
+        ]
+        pairs += adJSON(Array(s.data), structures)
+        if let adError { pairs.append(("adError", adError)) }
+        return jsonObject(pairs)
+    }
+
+    private func printReport(_ s: Sighting, number: Int, of count: Int) {
+        let (structures, adError) = parseReportAD(s)
+        printOut(
+            "report \(number) of \(count): \(s.address) (\(s.addressType)), RSSI \(s.rssi.map { "\($0) dBm" } ?? "not available")\(s.extended ? ", extended" : "")"
+        )
+        if let adError {
+            printOut("  \(adError)")
+            printOut("  data: \(Array(s.data).hexString)")
+        } else {
+            printAD(structures, indent: "  ")
         }
     }
 

@@ -40,12 +40,8 @@ struct BeaconOptions: ParsableArguments {
         guard let uuid, major != nil, minor != nil else {
             throw ValidationError("give --profile FILE, or --uuid, --major and --minor")
         }
-        guard UUID(uuidString: uuid) != nil, uuid.count == 36 else {
-            throw ValidationError("--uuid \(uuid) is not a UUID like F7826DA6-4FA2-4E98-8024-BC5B71E0893E")
-        }
-        for (name, value) in [("--major", major), ("--minor", minor)] {
-            if let value, !(0...65535).contains(value) { throw ValidationError("\(name) \(value) is outside 0…65535") }
-        }
+        try validateUUIDForm(uuid)
+        try validateMajorMinor(major, minor)
         if let p = measuredPower, !(-127...(-1)).contains(p) {
             throw ValidationError("--measured-power \(p) is outside -127…-1 dBm")
         }

@@ -66,8 +66,7 @@ struct MonitorCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("dB below --min-rssi that still keep a region inside.", valueName: "db"))
     var hysteresis: Double = 6
 
-    @Option(help: ArgumentHelp("Stop after this many seconds (default: until interrupted).", valueName: "seconds"))
-    var duration: Double?
+    @OptionGroup var stopAfter: DurationOption<UntilInterrupted>
 
     @Option(help: "Scanning commands: auto, legacy or extended.")
     var mode: AdvertisingMode = .auto
@@ -90,7 +89,6 @@ struct MonitorCommand: AsyncParsableCommand {
     func validate() throws {
         try validateSeconds("--exit-after", exitAfter, 0.1...86400)
         try validateSeconds("--exec-timeout", execTimeout, 0.1...3600)
-        if let duration { try validateSeconds("--duration", duration, 0.001...maximumRunSeconds) }
         guard hysteresis.isFinite, (0...40).contains(hysteresis) else {
             throw ValidationError("--hysteresis must be a number of dB within 0…40, got \(hysteresis)")
         }
@@ -104,9 +102,7 @@ struct MonitorCommand: AsyncParsableCommand {
         if minor != nil && major == nil {
             throw ValidationError("--minor needs --major (a region is UUID[:MAJOR[:MINOR]])")
         }
-        for (name, v) in [("--major", major), ("--minor", minor)] {
-            if let v, !(0...65535).contains(v) { throw ValidationError("\(name) \(v) is outside 0…65535") }
-        }
+        try validateMajorMinor(major, minor)
         if regions.isEmpty && uuid == nil && profile.isEmpty {
             throw ValidationError(
                 "give at least one region: --region UUID[:MAJOR[:MINOR]], --uuid UUID or --profile FILE")
@@ -199,7 +195,7 @@ struct MonitorCommand: AsyncParsableCommand {
     func monitor(_ session: MonitorSession, logger: Logger) async throws {
         let source = try await device.openSightingSource(mode: mode, logger: logger)
         if source.name.hasPrefix("btsnoop:") { session.live.store(false, ordering: .relaxed) }
-        let deadline = duration
+        let deadline = stopAfter.seconds
         let deviceText = device.deviceText
         var failure: (any Error)?
         do {

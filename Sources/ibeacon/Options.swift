@@ -64,16 +64,55 @@ func validateSeconds(
     if zeroAllowed != nil, value == 0 { return }
     let zero = zeroAllowed.map { ", or 0 to \($0)" } ?? ""
     throw ValidationError(
-        "\(option) must be a number of seconds within \(formatSeconds(range.lowerBound))…\(formatSeconds(range.upperBound))\(zero), got \(value)"
+        "\(option) must be a number of seconds within \(range.lowerBound.clean)…\(range.upperBound.clean)\(zero), got \(value)"
     )
 }
 
-private func formatSeconds(_ s: Double) -> String {
-    s == s.rounded() && abs(s) < 1e15 ? String(Int64(s)) : String(s)
+/// Checks `--major` and `--minor`: each is two octets of the iBeacon payload, 0…65535.
+func validateMajorMinor(_ major: Int?, _ minor: Int?) throws {
+    for (name, value) in [("--major", major), ("--minor", minor)] {
+        if let value, !(0...65535).contains(value) { throw ValidationError("\(name) \(value) is outside 0…65535") }
+    }
 }
 
-/// The longest `--duration` of advertise and scan: one year (longer runs need no duration).
+/// Checks a `--uuid` that goes into a beacon (encode, profile new): the 8-4-4-4-12 form only.
+func validateUUIDForm(_ uuid: String) throws {
+    guard UUID(uuidString: uuid) != nil, uuid.count == 36 else {
+        throw ValidationError("--uuid \(uuid) is not a UUID like F7826DA6-4FA2-4E98-8024-BC5B71E0893E")
+    }
+}
+
+/// The longest `--duration` of advertise, scan and monitor: one year (longer runs need no duration).
 let maximumRunSeconds: Double = 366 * 86400
+
+/// How a command's help describes what happens without `--duration`.
+protocol DurationHelp {
+    static var text: String { get }
+}
+
+/// scan, monitor: they run until interrupted.
+enum UntilInterrupted: DurationHelp {
+    static let text = "Stop after this many seconds (default: until interrupted)."
+}
+
+/// advertise: it runs until stopped.
+enum UntilStopped: DurationHelp {
+    static let text = "Stop after this many seconds (default: run until stopped)."
+}
+
+/// `--duration` of the commands that otherwise run until stopped (advertise, scan, monitor), and
+/// its one range check; `Help` words its help text.
+struct DurationOption<Help: DurationHelp>: ParsableArguments {
+    @Option(name: .customLong("duration"), help: ArgumentHelp(Help.text, valueName: "seconds"))
+    var seconds: Double?
+
+    func validate() throws {
+        if let seconds { try validateSeconds("--duration", seconds, 0.001...maximumRunSeconds) }
+    }
+
+    /// As a `Duration` (to sleep for); nil without `--duration`.
+    var duration: Duration? { seconds.map { .milliseconds(Int64($0 * 1000)) } }
+}
 
 /// `--device`, `--timeout`, `--btsnoop`: how to reach the controller.
 struct DeviceOptions: ParsableArguments {

@@ -38,14 +38,11 @@ struct ProfileCommand: AsyncParsableCommand {
         var force = false
 
         func validate() throws {
-            guard (0...65535).contains(major) else { throw ValidationError("--major \(major) is outside 0…65535") }
-            guard (0...65535).contains(minor) else { throw ValidationError("--minor \(minor) is outside 0…65535") }
+            try validateMajorMinor(major, minor)
             guard (-127...(-1)).contains(measuredPower) else {
                 throw ValidationError("--measured-power \(measuredPower) is outside -127…-1 dBm")
             }
-            if let uuid, UUID(uuidString: uuid) == nil || uuid.count != 36 {
-                throw ValidationError("--uuid \(uuid) is not a UUID like F7826DA6-4FA2-4E98-8024-BC5B71E0893E")
-            }
+            if let uuid { try validateUUIDForm(uuid) }
         }
 
         func run() async throws {

@@ -35,8 +35,7 @@ struct ScanCommand: AsyncParsableCommand {
     var minor: Int?
     @Flag(help: "Also show advertisements that are not iBeacons.")
     var all = false
-    @Option(help: ArgumentHelp("Stop after this many seconds (default: until interrupted).", valueName: "seconds"))
-    var duration: Double?
+    @OptionGroup var stopAfter: DurationOption<UntilInterrupted>
     @Option(help: "Scanning commands: auto, legacy or extended.")
     var mode: AdvertisingMode = .auto
     @Flag(help: "One JSON object per report, one per line.")
@@ -45,10 +44,7 @@ struct ScanCommand: AsyncParsableCommand {
 
     func validate() throws {
         if let uuid, UUID(uuidString: uuid) == nil { throw ValidationError("--uuid \(uuid) is not a UUID") }
-        for (name, v) in [("--major", major), ("--minor", minor)] {
-            if let v, !(0...65535).contains(v) { throw ValidationError("\(name) \(v) is outside 0…65535") }
-        }
-        if let duration { try validateSeconds("--duration", duration, 0.001...maximumRunSeconds) }
+        try validateMajorMinor(major, minor)
     }
 
     /// Which reports to show, read once from the options (an option's value is slow to read
@@ -99,7 +95,7 @@ struct ScanCommand: AsyncParsableCommand {
     func scan(logger: Logger) async throws {
         let source = try await device.openSightingSource(mode: mode, logger: logger)
         let live = stdoutIsTerminal && !json
-        let deadline = duration
+        let deadline = stopAfter.seconds
         let state = Mutex(State())
         let command = self
         let filter = self.filter
@@ -157,12 +153,6 @@ struct ScanCommand: AsyncParsableCommand {
         if let failure { throw failure }
     }
 
-    /// One JSON line per report: t, address, addressType, rssi, uuid, major, minor,
-    /// measuredPower, distance, proximity, data (hex), appended to `buffer`.
-    func appendJSONReport(_ s: Sighting, t: Double, to buffer: inout PendingOutput) {
-        ReportJSON.shared.append(s, t: t, to: &buffer)
-    }
-
     /// `estimatedDistance` of every measured power − RSSI difference (−255…255): the distance
     /// depends on nothing else, and `pow` was a tenth of the cost of a `--json` line.
     private static let distances: [Double?] = (-255...255).map {
@@ -174,9 +164,11 @@ struct ScanCommand: AsyncParsableCommand {
         distances[Int(measuredPower) - Int(rssi) + 255]
     }
 
-    /// Writes `--json` report lines. The parts that depend on one octet or on the measured
-    /// power − RSSI difference alone are spelled once per value by `JSONLineBuilder` and copied
-    /// into each line, so the text is the builder's (and so `jsonLine`'s) in every case.
+    /// Writes `--json` report lines, one per report: t, address, addressType, rssi, uuid, major,
+    /// minor, measuredPower, distance, proximity, data (hex). The parts that depend on one octet
+    /// or on the measured power − RSSI difference alone are spelled once per value by
+    /// `JSONLineBuilder` and copied into each line, so the text is the builder's (and so
+    /// `jsonLine`'s) in every case.
     struct ReportJSON: Sendable {
         /// `"distance":…,"proximity":"…"` for each measured power − RSSI difference, −255…255.
         let distanceMembers: JSONTextTable

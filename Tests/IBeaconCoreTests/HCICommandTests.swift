@@ -216,6 +216,82 @@ struct HCICommandEncodingTests {
     }
 }
 
+/// The two pairs of commands that share their parameters (advertising data and scan response
+/// data, legacy and extended) are built by one implementation each: every command keeps its own
+/// row, its own words in errors, and its bytes up to the longest data allowed.
+@Suite("Data commands: one implementation, four commands")
+struct HCIDataCommandTests {
+    @Test func eachKeepsItsRow() {
+        let rows: [(HCICommandSpec, UInt16, String, Int, Int)] = [
+            (LESetAdvertisingData.spec, 0x2008, "LE Set Advertising Data", 25, 7),
+            (LESetScanResponseData.spec, 0x2009, "LE Set Scan Response Data", 26, 0),
+            (LESetExtendedAdvertisingData.spec, 0x2037, "LE Set Extended Advertising Data", 36, 3),
+            (LESetExtendedScanResponseData.spec, 0x2038, "LE Set Extended Scan Response Data", 36, 4),
+        ]
+        for (spec, opcode, name, octet, bit) in rows {
+            #expect(spec.opcode.rawValue == opcode)
+            #expect(spec.name == name)
+            #expect(spec.supportedCommandsBit?.octet == octet && spec.supportedCommandsBit?.bit == bit, "\(name)")
+            #expect(HCIOpcode(rawValue: opcode).name == name)
+        }
+    }
+
+    @Test func eachNamesItsDataWhenTooLong() {
+        let errors: [(() throws(ParameterError) -> Void, String)] = [
+            (
+                { () throws(ParameterError) in _ = try LESetAdvertisingData(data: Array(repeating: 0, count: 32)) },
+                "advertising data is 32 long, at most 31 allowed (Core 5.4 Vol 4 Part E §7.8.7)"
+            ),
+            (
+                { () throws(ParameterError) in _ = try LESetScanResponseData(data: Array(repeating: 0, count: 33)) },
+                "scan response data is 33 long, at most 31 allowed (Core 5.4 Vol 4 Part E §7.8.8)"
+            ),
+            (
+                { () throws(ParameterError) in
+                    _ = try LESetExtendedAdvertisingData(advertisingHandle: 0, data: Array(repeating: 0, count: 252))
+                },
+                "extended advertising data fragment is 252 long, at most 251 allowed (Core 5.4 Vol 4 Part E §7.8.54)"
+            ),
+            (
+                { () throws(ParameterError) in
+                    _ = try LESetExtendedScanResponseData(advertisingHandle: 0, data: Array(repeating: 0, count: 300))
+                },
+                "extended scan response data fragment is 300 long, at most 251 allowed (Core 5.4 Vol 4 Part E §7.8.55)"
+            ),
+            (
+                { () throws(ParameterError) in _ = try LESetExtendedScanResponseData(advertisingHandle: 0xF0, data: [])
+                },
+                "Advertising_Handle 0xF0 is out of range: allowed 0x00…0xEF (Core 5.4 Vol 4 Part E §7.8.53)"
+            ),
+        ]
+        for (make, message) in errors {
+            do {
+                try make()
+                Issue.record("accepted: \(message)")
+            } catch {
+                #expect(error.description == message)
+            }
+        }
+    }
+
+    @Test func theLongestDataEncodesWhole() throws {
+        let legacy = (1...31).map { UInt8($0) }
+        // 01 | 0920 | 20 (32) | 1f length | 31 data bytes, no padding left
+        #expect(packetHex(try LESetScanResponseData(data: legacy)) == "01092020" + "1f" + legacy.hexString)
+        let extended = (0..<251).map { UInt8(truncatingIfNeeded: $0 * 7) }
+        // 01 | 3820 | ff (255) | 05 handle | 02 last fragment | 00 may fragment | fb (251) length | data
+        let response = try LESetExtendedScanResponseData(
+            advertisingHandle: 5, operation: .lastFragment, avoidFragmentation: false, data: extended)
+        #expect(packetHex(response) == "013820ff" + "050200fb" + extended.hexString)
+        // 01 | 3720 | ff | ef handle | 00 intermediate | 01 no fragmenting | fb length | data
+        let data = try LESetExtendedAdvertisingData(
+            advertisingHandle: 0xEF, operation: .intermediateFragment, data: extended)
+        #expect(packetHex(data) == "013720ff" + "ef0001fb" + extended.hexString)
+        #expect(data.data == extended && response.data == extended)
+        #expect(try LESetScanResponseData(data: legacy).data == legacy)
+    }
+}
+
 @Suite("HCI command parameters are validated")
 struct HCICommandValidationTests {
     @Test func legacyAdvertisingDataOver31BytesThrows() {

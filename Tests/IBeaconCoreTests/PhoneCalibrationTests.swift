@@ -57,7 +57,9 @@ import Testing
             if e.slowVariation && e.halfWidth95 > 1.5 * naive { widened += 1 }
         }
         #expect(widened >= 15, "only \(widened) of 20 runs allowed for the correlation")
-        // Independent samples are not penalised.
+        // Independent samples are rarely taken for slow variation: the test is deliberately eager
+        // (10 % at each of four block lengths, as a miss costs a wrong value and a false alarm
+        // only time), but not more than that.
         let gauss = try #require(RSSIModel.named("gauss-4"))
         var flagged = 0
         for seed: UInt64 in 1...20 {
@@ -65,7 +67,7 @@ import Testing
             for x in gauss.samples(duration: 40, seed: seed) { s.add(x.rssi, at: x.time) }
             if PhoneCalibrationEstimator().estimate(s.means(completedBy: 40))?.slowVariation == true { flagged += 1 }
         }
-        #expect(flagged <= 3)
+        #expect(flagged <= 6, "\(flagged) of 20 independent runs taken for slow variation")
     }
 
     @Test func constantRSSIHasAZeroWidthIntervalAndNoDrift() throws {

@@ -37,11 +37,8 @@ import Testing
             // Never under Apple's 10 s.
             #expect(s.minimumSeconds >= 10, "\(s.model) stopped after \(s.minimumSeconds) s")
             if s.model.hasPrefix("shadow") {
-                // Known miss (BENCHMARKS.md): 30 s hold only about 5 independent looks at a
-                // 3 s shadowing process; the runs the tool would write are still mostly right.
+                // Known miss (BENCHMARKS.md, docs/CALIBRATION.md); see the test below.
                 #expect(s.within1dB >= 0.55, "\(s.model): \(s.within1dB)")
-                // Its interval allows for the correlation over seconds (70 % without: the plain
-                // interval of the 1 Hz means).
                 #expect(s.coverage >= 0.8, "\(s.model): coverage \(s.coverage)")
                 continue
             }
@@ -58,5 +55,26 @@ import Testing
             let s = try #require(all.first { $0.model == name })
             #expect(s.medianSeconds <= 15, "\(name): median \(s.medianSeconds) s")
         }
+    }
+
+    /// Slow variation (shadowing with a 3 s correlation time under Rayleigh fading) on 100 more
+    /// seeds. 30 s hold about 5 independent looks at it and in some runs it looks like
+    /// independent seconds, so an honest ±1 dB needs about 100 s (docs/CALIBRATION.md): most
+    /// runs must end without the precision, the interval must allow for the correlation, and
+    /// few runs may claim the precision with a value more than 1 dB off. Now: coverage 87 %,
+    /// precision claimed in 19 runs, 6 of them more than 1 dB off. These bounds fail for the
+    /// estimator that forgot slow variation seen earlier in the run on a quiet stretch and
+    /// tested for it at 2.5 % (coverage 82 %, claimed in 32 runs, 13 of them off).
+    @Test func slowVariationIsNotForgottenOnAQuietStretch() async throws {
+        let model = try #require(RSSIModel.named("shadow-3s+rayleigh"))
+        let s = await withCheckedContinuation { done in
+            DispatchQueue.global().async {
+                done.resume(returning: CalibrationSimulation().summarise(model, seeds: 41..<141, truthLists: 5))
+            }
+        }
+        #expect(s.results == 100)
+        #expect(s.coverage >= 0.85, "coverage \(s.coverage)")
+        #expect(s.writtenOff <= 9, "\(s.writtenOff) of 100 runs written more than 1 dB off")
+        #expect(s.written <= 0.25, "precision claimed in \(s.written) of the runs")
     }
 }

@@ -129,58 +129,61 @@ public struct LEReadAdvertisingPhysicalChannelTxPower: HCICommand, Hashable {
     public func encodeParameters(into writer: inout ByteWriter) {}
 }
 
-/// Legacy advertising or scan response data: at most 31 octets, always sent as a length
-/// octet and 31 octets zero-padded (Core 5.4 Vol 4 Part E §7.8.7, §7.8.8).
-public struct LegacyAdvertisingPayload: Hashable, Sendable {
-    public static let maximumLength = 31
-    public let bytes: [UInt8]
+/// The row of one of a pair of commands that share their parameters, advertising data and scan
+/// response data (legacy `LESetLegacyData`, extended `LESetExtendedData`): the opcode, name
+/// and Supported_Commands bit, and how errors name the data and cite its limit.
+public protocol DataCommandRow: Sendable {
+    static var spec: HCICommandSpec { get }
+    /// `advertising data`, as a `ParameterError` names it.
+    static var dataName: String { get }
+    /// The section that limits the data, `Core 5.4 Vol 4 Part E §7.8.7`.
+    static var reference: String { get }
+}
 
-    init(_ bytes: [UInt8], what: String, reference: String) throws(ParameterError) {
-        guard bytes.count <= Self.maximumLength else {
-            throw .tooLong(what: what, count: bytes.count, maximum: Self.maximumLength, reference: reference)
+/// HCI_LE_Set_Advertising_Data and HCI_LE_Set_Scan_Response_Data (`Row` says which): the data's
+/// length (1 octet, 0…31) and the data, always 31 octets zero-padded (Core 5.4 Vol 4 Part E
+/// §7.8.7, §7.8.8).
+public struct LESetLegacyData<Row: DataCommandRow>: HCICommand, Hashable {
+    public static var spec: HCICommandSpec { Row.spec }
+    public static var maximumLength: Int { 31 }
+    public let data: [UInt8]
+
+    /// Throws if `data` is longer than 31 octets; never truncates.
+    public init(data: [UInt8]) throws(ParameterError) {
+        guard data.count <= Self.maximumLength else {
+            throw .tooLong(
+                what: Row.dataName, count: data.count, maximum: Self.maximumLength, reference: Row.reference)
         }
-        self.bytes = bytes
+        self.data = data
     }
 
-    func encode(into w: inout ByteWriter) {
-        w.uint8(UInt8(bytes.count))  // ≤ 31, checked in init
-        w.append(bytes)
-        w.append(repeatElement(0, count: Self.maximumLength - bytes.count))
+    public func encodeParameters(into w: inout ByteWriter) {
+        w.uint8(UInt8(data.count))  // ≤ 31, checked in init
+        w.append(data)
+        w.append(repeatElement(0, count: Self.maximumLength - data.count))
     }
 }
 
 /// HCI_LE_Set_Advertising_Data. Core 5.4 Vol 4 Part E §7.8.7: Advertising_Data_Length
 /// (1 octet, 0…31) and Advertising_Data (31 octets).
-public struct LESetAdvertisingData: HCICommand, Hashable {
+public typealias LESetAdvertisingData = LESetLegacyData<LESetAdvertisingDataRow>
+
+public enum LESetAdvertisingDataRow: DataCommandRow {
     public static let spec = HCICommandSpec(
         ogf: 0x08, ocf: 0x0008, "LE Set Advertising Data", supportedCommandsBit: (25, 7))
-    public let payload: LegacyAdvertisingPayload
-    public var data: [UInt8] { payload.bytes }
-
-    /// Throws if `data` is longer than 31 octets; never truncates.
-    public init(data: [UInt8]) throws(ParameterError) {
-        payload = try LegacyAdvertisingPayload(
-            data, what: "advertising data", reference: "Core 5.4 Vol 4 Part E §7.8.7")
-    }
-
-    public func encodeParameters(into writer: inout ByteWriter) { payload.encode(into: &writer) }
+    public static let dataName = "advertising data"
+    public static let reference = "Core 5.4 Vol 4 Part E §7.8.7"
 }
 
 /// HCI_LE_Set_Scan_Response_Data. Core 5.4 Vol 4 Part E §7.8.8: Scan_Response_Data_Length
 /// (1 octet, 0…31) and Scan_Response_Data (31 octets).
-public struct LESetScanResponseData: HCICommand, Hashable {
+public typealias LESetScanResponseData = LESetLegacyData<LESetScanResponseDataRow>
+
+public enum LESetScanResponseDataRow: DataCommandRow {
     public static let spec = HCICommandSpec(
         ogf: 0x08, ocf: 0x0009, "LE Set Scan Response Data", supportedCommandsBit: (26, 0))
-    public let payload: LegacyAdvertisingPayload
-    public var data: [UInt8] { payload.bytes }
-
-    /// Throws if `data` is longer than 31 octets; never truncates.
-    public init(data: [UInt8]) throws(ParameterError) {
-        payload = try LegacyAdvertisingPayload(
-            data, what: "scan response data", reference: "Core 5.4 Vol 4 Part E §7.8.8")
-    }
-
-    public func encodeParameters(into writer: inout ByteWriter) { payload.encode(into: &writer) }
+    public static let dataName = "scan response data"
+    public static let reference = "Core 5.4 Vol 4 Part E §7.8.8"
 }
 
 /// HCI_LE_Set_Advertising_Enable. Core 5.4 Vol 4 Part E §7.8.9. Advertising_Enable, 1 octet.
@@ -430,11 +433,12 @@ public struct AdvertisingDataOperation: RawRepresentable, Hashable, Sendable {
     public static let unchanged = AdvertisingDataOperation(rawValue: 0x04)
 }
 
-/// The shared body of LE Set Extended Advertising Data and LE Set Extended Scan Response
-/// Data: Advertising_Handle, Operation, Fragment_Preference, length (1 octet) and at most
-/// 251 octets of data (Core 5.4 Vol 4 Part E §7.8.54, §7.8.55).
-public struct ExtendedAdvertisingDataFragment: Hashable, Sendable {
-    public static let maximumLength = 251
+/// HCI_LE_Set_Extended_Advertising_Data and HCI_LE_Set_Extended_Scan_Response_Data (`Row` says
+/// which): Advertising_Handle, Operation, Fragment_Preference, the data's length (1 octet) and at
+/// most 251 octets of data (Core 5.4 Vol 4 Part E §7.8.54, §7.8.55).
+public struct LESetExtendedData<Row: DataCommandRow>: HCICommand, Hashable {
+    public static var spec: HCICommandSpec { Row.spec }
+    public static var maximumLength: Int { 251 }
     public let advertisingHandle: UInt8
     public let operation: AdvertisingDataOperation
     /// Fragment_Preference 0x01: the host asks the controller not to fragment, or to fragment
@@ -442,13 +446,15 @@ public struct ExtendedAdvertisingDataFragment: Hashable, Sendable {
     public let avoidFragmentation: Bool
     public let data: [UInt8]
 
-    init(
-        advertisingHandle: UInt8, operation: AdvertisingDataOperation, avoidFragmentation: Bool, data: [UInt8],
-        what: String, reference: String
+    /// Throws if `data` exceeds 251 octets (one command's worth) or the handle exceeds 0xEF.
+    public init(
+        advertisingHandle: UInt8, operation: AdvertisingDataOperation = .complete, avoidFragmentation: Bool = true,
+        data: [UInt8]
     ) throws(ParameterError) {
         try validateAdvertisingHandle(advertisingHandle)
         guard data.count <= Self.maximumLength else {
-            throw .tooLong(what: what, count: data.count, maximum: Self.maximumLength, reference: reference)
+            throw .tooLong(
+                what: Row.dataName, count: data.count, maximum: Self.maximumLength, reference: Row.reference)
         }
         self.advertisingHandle = advertisingHandle
         self.operation = operation
@@ -456,7 +462,7 @@ public struct ExtendedAdvertisingDataFragment: Hashable, Sendable {
         self.data = data
     }
 
-    func encode(into w: inout ByteWriter) {
+    public func encodeParameters(into w: inout ByteWriter) {
         w.uint8(advertisingHandle)
         w.uint8(operation.rawValue)
         w.uint8(avoidFragmentation ? 0x01 : 0x00)
@@ -466,40 +472,23 @@ public struct ExtendedAdvertisingDataFragment: Hashable, Sendable {
 }
 
 /// HCI_LE_Set_Extended_Advertising_Data. Core 5.4 Vol 4 Part E §7.8.54.
-public struct LESetExtendedAdvertisingData: HCICommand, Hashable {
+public typealias LESetExtendedAdvertisingData = LESetExtendedData<LESetExtendedAdvertisingDataRow>
+
+public enum LESetExtendedAdvertisingDataRow: DataCommandRow {
     public static let spec = HCICommandSpec(
         ogf: 0x08, ocf: 0x0037, "LE Set Extended Advertising Data", supportedCommandsBit: (36, 3))
-    public let fragment: ExtendedAdvertisingDataFragment
-
-    /// Throws if `data` exceeds 251 octets (one command's worth) or the handle exceeds 0xEF.
-    public init(
-        advertisingHandle: UInt8, operation: AdvertisingDataOperation = .complete, avoidFragmentation: Bool = true,
-        data: [UInt8]
-    ) throws(ParameterError) {
-        fragment = try ExtendedAdvertisingDataFragment(
-            advertisingHandle: advertisingHandle, operation: operation, avoidFragmentation: avoidFragmentation,
-            data: data, what: "extended advertising data fragment", reference: "Core 5.4 Vol 4 Part E §7.8.54")
-    }
-
-    public func encodeParameters(into writer: inout ByteWriter) { fragment.encode(into: &writer) }
+    public static let dataName = "extended advertising data fragment"
+    public static let reference = "Core 5.4 Vol 4 Part E §7.8.54"
 }
 
 /// HCI_LE_Set_Extended_Scan_Response_Data. Core 5.4 Vol 4 Part E §7.8.55.
-public struct LESetExtendedScanResponseData: HCICommand, Hashable {
+public typealias LESetExtendedScanResponseData = LESetExtendedData<LESetExtendedScanResponseDataRow>
+
+public enum LESetExtendedScanResponseDataRow: DataCommandRow {
     public static let spec = HCICommandSpec(
         ogf: 0x08, ocf: 0x0038, "LE Set Extended Scan Response Data", supportedCommandsBit: (36, 4))
-    public let fragment: ExtendedAdvertisingDataFragment
-
-    public init(
-        advertisingHandle: UInt8, operation: AdvertisingDataOperation = .complete, avoidFragmentation: Bool = true,
-        data: [UInt8]
-    ) throws(ParameterError) {
-        fragment = try ExtendedAdvertisingDataFragment(
-            advertisingHandle: advertisingHandle, operation: operation, avoidFragmentation: avoidFragmentation,
-            data: data, what: "extended scan response data fragment", reference: "Core 5.4 Vol 4 Part E §7.8.55")
-    }
-
-    public func encodeParameters(into writer: inout ByteWriter) { fragment.encode(into: &writer) }
+    public static let dataName = "extended scan response data fragment"
+    public static let reference = "Core 5.4 Vol 4 Part E §7.8.55"
 }
 
 /// HCI_LE_Set_Extended_Advertising_Enable. Core 5.4 Vol 4 Part E §7.8.56: Enable, Num_Sets,

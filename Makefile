@@ -78,16 +78,17 @@ lint: venv ## swift format lint --strict with the checked-in .swift-format; pyfl
 format: ## reformat the sources in place
 	$(SWIFT) format --in-place --recursive Sources Tests Package.swift
 
-# File capabilities for the installed binary. advertise, stop and info on hciN go through the
-# kernel's management interface and need cap_net_admin only, and so do scan and calibrate on a
-# powered hciN the kernel manages; raw:hciN (and hciN with LE off or powered off, no bluetoothd)
-# use raw HCI and need cap_net_raw too. A machine with bluetoothd: make install CAPS=cap_net_admin
-CAPS ?= cap_net_raw,cap_net_admin
+# File capabilities for the installed binary. Next to bluetoothd (Debian, Ubuntu, Raspberry Pi
+# OS) every command on hciN goes through the kernel's management interface and needs
+# cap_net_admin only: the default. Raw HCI (raw:hciN, and hciN on a box without bluetoothd,
+# where the kernel has LE off or the adapter powered off) needs cap_net_raw too:
+#   make install CAPS=cap_net_raw,cap_net_admin
+CAPS ?= cap_net_admin
 
 install: build ## install to $(PREFIX)/bin, grant capabilities ($(CAPS)), install the systemd unit
 	install -D -m 0755 .build/release/ibeacon $(DESTDIR)$(PREFIX)/bin/ibeacon
 	@if command -v setcap >/dev/null && setcap $(CAPS)+ep $(DESTDIR)$(PREFIX)/bin/ibeacon 2>/dev/null; then \
-	  echo "granted $(CAPS) to $(PREFIX)/bin/ibeacon (advertising through the kernel needs cap_net_admin only)"; \
+	  echo "granted $(CAPS) to $(PREFIX)/bin/ibeacon (hciN through the kernel needs cap_net_admin only; raw HCI: make install CAPS=cap_net_raw,cap_net_admin)"; \
 	else \
 	  echo "could not grant capabilities; run: sudo setcap $(CAPS)+ep $(PREFIX)/bin/ibeacon"; \
 	fi

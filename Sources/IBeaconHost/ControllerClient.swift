@@ -88,15 +88,7 @@ public actor ControllerClient {
     private let clock: any Clock<Duration>
     public let defaultTimeout: Duration
 
-    private struct Pending {
-        let id: UInt64
-        let opcode: HCIOpcode
-        let continuation: CheckedContinuation<[UInt8], any Error>
-        var timer: Task<Void, Never>?
-    }
-
-    private var pending: Pending?
-    private var nextID: UInt64 = 0
+    private var outstanding = OutstandingCommand<HCIOpcode>()
     private var credits = 1
     private var busy = false
     /// Commands waiting for their turn (a credit, and no other command outstanding); resumed
@@ -203,8 +195,7 @@ public actor ControllerClient {
     private func exchange(_ packet: H4Packet, opcode: HCIOpcode, timeout: Duration) async throws -> [UInt8] {
         if let linkError { throw ControllerError.transport(linkError) }
         if isClosed { throw ControllerError.closed(opcode: opcode) }
-        nextID += 1
-        let id = nextID
+        let id = outstanding.nextID()
         guard await acquireTurn(id: id, timeout: timeout) else {
             // Waiting for our turn timed out: with no credit granted, the controller refuses
             // commands; otherwise another command held the turn all that time.
@@ -228,7 +219,7 @@ public actor ControllerClient {
                 } catch { return }  // cancelled: answered in time
                 await self?.expire(id: id, opcode: opcode, after: timeout)
             }
-            pending = Pending(id: id, opcode: opcode, continuation: continuation, timer: timer)
+            outstanding.begin(id: id, key: opcode, continuation: continuation, timer: timer)
             let transport = self.transport
             Task { [weak self] in
                 do {
@@ -277,7 +268,7 @@ public actor ControllerClient {
     }
 
     private func expire(id: UInt64, opcode: HCIOpcode, after: Duration) {
-        guard pending?.id == id else { return }
+        guard outstanding.current?.id == id else { return }
         logger.debug("timeout", metadata: ["opcode": "\(opcode)"])
         // A lost reply also loses its credit; assume the controller can take one more command
         // rather than stalling every later command.
@@ -287,16 +278,13 @@ public actor ControllerClient {
 
     /// The command never reached the controller, so no answer will give its credit back.
     private func sendFailed(id: UInt64, with error: ControllerError) {
-        guard let p = pending, p.id == id else { return }
+        guard outstanding.current?.id == id else { return }
         credits = max(credits, 1)
         finish(id: id, with: .failure(error))
     }
 
     private func finish(id: UInt64, with result: Result<[UInt8], any Error>) {
-        guard let p = pending, p.id == id else { return }
-        pending = nil
-        p.timer?.cancel()
-        p.continuation.resume(with: result)
+        outstanding.finish(id: id, with: result)
     }
 
     private func receive(_ packet: H4Packet) {
@@ -323,12 +311,12 @@ public actor ControllerClient {
         case .commandComplete(let n, let opcode, let returnParameters):
             credits = Int(n)
             if n > 0 { starved = false }
-            if let p = pending, p.opcode == opcode {
+            if let id = outstanding.id(answeredBy: opcode) {
                 let status = returnParameters.first.map(HCIStatus.init(rawValue:)) ?? .success
                 if status != .success {
-                    finish(id: p.id, with: .failure(ControllerError.commandFailed(opcode: opcode, status: status)))
+                    finish(id: id, with: .failure(ControllerError.commandFailed(opcode: opcode, status: status)))
                 } else {
-                    finish(id: p.id, with: .success(Array(returnParameters.dropFirst())))
+                    finish(id: id, with: .success(Array(returnParameters.dropFirst())))
                 }
             } else {
                 deliver(event)
@@ -337,9 +325,9 @@ public actor ControllerClient {
         case .commandStatus(let status, let n, let opcode):
             credits = Int(n)
             if n > 0 { starved = false }
-            if let p = pending, p.opcode == opcode {
+            if let id = outstanding.id(answeredBy: opcode) {
                 finish(
-                    id: p.id,
+                    id: id,
                     with: status == .success
                         ? .success([]) : .failure(ControllerError.commandFailed(opcode: opcode, status: status)))
             } else {
@@ -376,10 +364,10 @@ public actor ControllerClient {
         // A stream that finishes without an error is a closed client or the end of a replayed
         // capture; transports report a peer that went away by throwing.
         linkError = error ?? TransportError(.disconnected, "the connection to \(transport.name) has ended")
-        if let p = pending {
+        if let (id, opcode) = outstanding.current {
             finish(
-                id: p.id,
-                with: .failure(error.map { ControllerError.transport($0) } ?? ControllerError.closed(opcode: p.opcode)))
+                id: id,
+                with: .failure(error.map { ControllerError.transport($0) } ?? ControllerError.closed(opcode: opcode)))
         }
         while !waiters.isEmpty { waiters.removeFirst().continuation.resume(returning: true) }
         eventQueue.push(.linkClosed(error))

@@ -55,15 +55,12 @@ public actor MgmtClient {
     private let clock: any Clock<Duration>
     public let defaultTimeout: Duration
 
-    private struct Pending {
-        let id: UInt64
+    /// A reply answers the command of its opcode on its controller index.
+    private struct ReplyKey: Equatable, Sendable {
         let opcode: MgmtOpcode
         let index: MgmtIndex
-        let continuation: CheckedContinuation<[UInt8], any Error>
-        var timer: Task<Void, Never>?
     }
-    private var pending: Pending?
-    private var nextID: UInt64 = 0
+    private var outstanding = OutstandingCommand<ReplyKey>()
     private var busy = false
     private var waiters: [CheckedContinuation<Void, Never>] = []
     private var reader: Task<Void, Never>?
@@ -116,14 +113,14 @@ public actor MgmtClient {
         defer { releaseTurn() }
         if let linkError { throw MgmtError.transport(linkError) }
         if isClosed { throw MgmtError.closed(opcode: opcode) }
-        nextID += 1
-        let id = nextID
+        let id = outstanding.nextID()
         return try await withCheckedThrowingContinuation { continuation in
-            pending = Pending(id: id, opcode: opcode, index: packet.index, continuation: continuation)
-            pending?.timer = Task { [clock] in
-                do { try await clock.sleep(for: timeout) } catch { return }
-                self.expire(id: id, after: timeout)
-            }
+            outstanding.begin(id: id, key: ReplyKey(opcode: opcode, index: packet.index), continuation: continuation)
+            outstanding.setTimer(
+                Task { [clock] in
+                    do { try await clock.sleep(for: timeout) } catch { return }
+                    self.expire(id: id, after: timeout)
+                }, for: id)
             logger.trace("mgmt send", metadata: ["packet": "\(packet)"])
             do {
                 try transport.send(packet.bytes)
@@ -148,15 +145,12 @@ public actor MgmtClient {
     }
 
     private func expire(id: UInt64, after: Duration) {
-        guard let p = pending, p.id == id else { return }
-        finish(id: id, with: .failure(MgmtError.timeout(opcode: p.opcode, index: p.index, after: after)))
+        guard let (current, key) = outstanding.current, current == id else { return }
+        finish(id: id, with: .failure(MgmtError.timeout(opcode: key.opcode, index: key.index, after: after)))
     }
 
     private func finish(id: UInt64, with result: Result<[UInt8], any Error>) {
-        guard let p = pending, p.id == id else { return }
-        pending = nil
-        p.timer?.cancel()
-        p.continuation.resume(with: result)
+        outstanding.finish(id: id, with: result)
     }
 
     private func receive(_ bytes: [UInt8]) {
@@ -170,21 +164,21 @@ public actor MgmtClient {
         logger.trace("mgmt receive", metadata: ["event": "\(event)"])
         switch event {
         case .commandComplete(let index, let opcode, let status, let parameters):
-            if let p = pending, p.opcode == opcode, p.index == index {
+            if let id = outstanding.id(answeredBy: ReplyKey(opcode: opcode, index: index)) {
                 finish(
-                    id: p.id,
+                    id: id,
                     with: status.isSuccess
                         ? .success(parameters)
                         : .failure(MgmtError.commandFailed(opcode: opcode, index: index, status: status)))
                 return
             }
         case .commandStatus(let index, let opcode, let status):
-            if let p = pending, p.opcode == opcode, p.index == index {
+            if let id = outstanding.id(answeredBy: ReplyKey(opcode: opcode, index: index)) {
                 // mgmt-api.txt: a Command Status with a failure "also means that the command has
                 // finished executing"; a success status is an early one, the Complete follows.
                 if !status.isSuccess {
                     finish(
-                        id: p.id, with: .failure(MgmtError.commandFailed(opcode: opcode, index: index, status: status)))
+                        id: id, with: .failure(MgmtError.commandFailed(opcode: opcode, index: index, status: status)))
                 }
                 return
             }
@@ -196,10 +190,10 @@ public actor MgmtClient {
 
     private func linkEnded(_ error: TransportError?) {
         linkError = error
-        if let p = pending {
+        if let (id, key) = outstanding.current {
             finish(
-                id: p.id,
-                with: .failure(error.map { MgmtError.transport($0) } ?? MgmtError.closed(opcode: p.opcode)))
+                id: id,
+                with: .failure(error.map { MgmtError.transport($0) } ?? MgmtError.closed(opcode: key.opcode)))
         }
         sink.finish()
     }
@@ -208,7 +202,7 @@ public actor MgmtClient {
         guard !isClosed else { return }
         isClosed = true
         transport.close()
-        if let p = pending { finish(id: p.id, with: .failure(MgmtError.closed(opcode: p.opcode))) }
+        if let (id, key) = outstanding.current { finish(id: id, with: .failure(MgmtError.closed(opcode: key.opcode))) }
         sink.finish()
     }
 }

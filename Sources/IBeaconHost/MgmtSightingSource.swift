@@ -11,16 +11,21 @@ import Synchronization
 /// - Device Found (0x0012) while another program (bluetoothd `scan on`, `btmgmt find`) runs
 ///   discovery: the kernel then reports each advertisement once, through that event.
 ///
-/// Nothing of the adapter is changed for other programs: the monitor is ibeacon's own, removed
-/// again (by its handle, never handle 0) when the scan ends, fails or is cancelled.
+/// The monitor is ibeacon's own, removed again (by its handle, never handle 0) when the scan
+/// ends, fails or is cancelled. One setting of the adapter changes for the duration, logged and
+/// restored the same way: the monitor scan window (`MgmtMonitorScanWindow`), without which the
+/// kernel hears about half of the advertisements.
 public struct MgmtSightingSource: SightingSource {
     public let client: MgmtClient
     public let index: MgmtIndex
+    /// Shares the widened scan window with other ibeacon scans on the adapter.
+    public let scanWindowRecords: ScanWindowRecords
     let logger: Logger
 
-    public init(client: MgmtClient, index: MgmtIndex, logger: Logger) {
+    public init(client: MgmtClient, index: MgmtIndex, scanWindowRecords: ScanWindowRecords = .alone, logger: Logger) {
         self.client = client
         self.index = index
+        self.scanWindowRecords = scanWindowRecords
         self.logger = logger
     }
 
@@ -59,12 +64,21 @@ public struct MgmtSightingSource: SightingSource {
         receive: @escaping @Sendable ([Sighting], Double) -> ScanControl,
         tick: @escaping @Sendable (Double) async throws -> ScanControl
     ) async throws {
-        let started = ContinuousClock.now
-        @Sendable func now() -> Double { started.duration(to: ContinuousClock.now).seconds }
+        let run = LiveScanLoop()
+        let now = run.now
         let client = self.client
         let index = self.index
         let monitor = try MgmtAddAdvPatternsMonitor(patterns: [.iBeacon])
-        let handle = try await client.execute(monitor, index: index)
+        // The window first: adding the monitor (re)starts the kernel's passive scan with it.
+        let scanWindow = MgmtMonitorScanWindow(client: client, index: index, records: scanWindowRecords, logger: logger)
+        let widened = await scanWindow.widen()
+        let handle: UInt16
+        do {
+            handle = try await client.execute(monitor, index: index)
+        } catch {
+            if let widened { await scanWindow.restore(widened) }
+            throw error
+        }
         logger.debug("advertisement monitor \(handle) registered on \(index): the kernel scans for us")
 
         let (inputs, sink) = AsyncStream.makeStream(of: Input.self, bufferingPolicy: .unbounded)
@@ -72,56 +86,53 @@ public struct MgmtSightingSource: SightingSource {
             for await event in client.events { sink.yield(.event(event)) }
             sink.yield(.ended)
         }
-        let ticker = Task {
-            while !Task.isCancelled {
-                do { try await Task.sleep(for: tickInterval) } catch { return }
-                sink.yield(.tick)
-            }
-        }
-        var failure: (any Error)?
         var poweredOff = false
-        do {
-            loop: for await input in inputs {
-                if Task.isCancelled { break }
-                switch input {
-                case .tick:
-                    if try await tick(now()) == .stop { break loop }
-                case .ended:
-                    if let error = await client.linkError { throw error }
-                    throw MgmtError.closed(opcode: .addAdvPatternsMonitor)
-                case .event(.indexRemoved(index)):
-                    throw TransportError(
-                        .disconnected, "\(index) was removed while scanning (unplugged, or the driver was unloaded)")
-                case .event(.newSettings(index, let settings)):
-                    // The kernel keeps the monitor across a power cycle and scans again by itself.
-                    if !settings.contains(.powered), !poweredOff {
-                        poweredOff = true
-                        logger.notice("\(index) was powered off: no reports until it is back")
-                    } else if settings.contains(.powered), poweredOff {
-                        poweredOff = false
-                        logger.notice("\(index) is powered again: scanning resumed (the kernel scans for the monitor)")
+        try await run.run(
+            tickInterval: tickInterval, wake: { sink.yield(.tick) },
+            loop: {
+                loop: for await input in inputs {
+                    if Task.isCancelled { break }
+                    switch input {
+                    case .tick:
+                        if try await tick(now()) == .stop { break loop }
+                    case .ended:
+                        if let error = await client.linkError { throw error }
+                        throw MgmtError.closed(opcode: .addAdvPatternsMonitor)
+                    case .event(.indexRemoved(index)):
+                        throw TransportError(
+                            .disconnected, "\(index) was removed while scanning (unplugged, or the driver was unloaded)"
+                        )
+                    case .event(.newSettings(index, let settings)):
+                        // The kernel keeps the monitor across a power cycle and scans again by itself.
+                        if !settings.contains(.powered), !poweredOff {
+                            poweredOff = true
+                            logger.notice("\(index) was powered off: no reports until it is back")
+                        } else if settings.contains(.powered), poweredOff {
+                            poweredOff = false
+                            logger.notice(
+                                "\(index) is powered again: scanning resumed (the kernel scans for the monitor)")
+                        }
+                    case .event(let event):
+                        let sightings = Self.sightings(in: event, index: index)
+                        if !sightings.isEmpty, receive(sightings, now()) == .stop { break loop }
                     }
-                case .event(let event):
-                    let sightings = Self.sightings(in: event, index: index)
-                    if !sightings.isEmpty, receive(sightings, now()) == .stop { break loop }
                 }
-            }
-        } catch {
-            failure = error
-        }
-        forwarder.cancel()
-        ticker.cancel()
-        sink.finish()
-        do {
-            _ = try await client.execute(try MgmtRemoveAdvMonitor(handle: handle), index: index)
-            logger.debug("advertisement monitor \(handle) removed from \(index)")
-        } catch {
-            if failure == nil {
-                logger.warning(
-                    "could not remove advertisement monitor \(handle) from \(index): \(error); `btmgmt --index \(index.rawValue) rem-monitor \(handle)` removes it"
-                )
-            }
-        }
-        if let failure { throw failure }
+            },
+            cleanup: { failure in
+                forwarder.cancel()
+                sink.finish()
+                // Restored before the monitor goes, so the kernel's next passive scan uses it again.
+                if let widened { await scanWindow.restore(widened) }
+                do {
+                    _ = try await client.execute(try MgmtRemoveAdvMonitor(handle: handle), index: index)
+                    logger.debug("advertisement monitor \(handle) removed from \(index)")
+                } catch {
+                    if failure == nil {
+                        logger.warning(
+                            "could not remove advertisement monitor \(handle) from \(index): \(error); `btmgmt --index \(index.rawValue) rem-monitor \(handle)` removes it"
+                        )
+                    }
+                }
+            })
     }
 }

@@ -67,8 +67,8 @@ public struct ControllerSightingSource: SightingSource {
         receive: @escaping @Sendable ([Sighting], Double) -> ScanControl,
         tick: @escaping @Sendable (Double) async throws -> ScanControl
     ) async throws {
-        let started = ContinuousClock.now
-        @Sendable func now() -> Double { started.duration(to: ContinuousClock.now).seconds }
+        let run = LiveScanLoop()
+        let now = run.now
         let client = self.client
         let stopRequested = Atomic<Bool>(false)
         // Reports are handled as they are decoded: no hand-over between tasks per report.
@@ -91,35 +91,28 @@ public struct ControllerSightingSource: SightingSource {
         }
         // The events left are wake-ups (every tick, and when `receive` asks to stop), the end of
         // the link, and what a reset or another program does to the scan.
-        let ticker = Task {
-            while !Task.isCancelled {
-                do { try await Task.sleep(for: tickInterval) } catch { return }
-                client.wake()
-            }
-        }
-        defer { ticker.cancel() }
-        var failure: (any Error)?
-        do {
-            loop: for await input in client.events {
-                if stopRequested.load(ordering: .relaxed) || Task.isCancelled { break }
-                switch input {
-                case .wake:
-                    if try await tick(now()) == .stop { break loop }
-                case .linkClosed(nil):
-                    _ = try await tick(now())
-                    break loop  // the end of a replayed capture
-                case .linkClosed(let error?):
-                    throw error
-                case .event(let event):
-                    // A reset or another program stopped the scan: start it again.
-                    if let restarted = try await scanner.recover(after: event, on: client) { mode = restarted }
+        try await run.run(
+            tickInterval: tickInterval, wake: { client.wake() },
+            loop: {
+                loop: for await input in client.events {
+                    if stopRequested.load(ordering: .relaxed) || Task.isCancelled { break }
+                    switch input {
+                    case .wake:
+                        if try await tick(now()) == .stop { break loop }
+                    case .linkClosed(nil):
+                        _ = try await tick(now())
+                        break loop  // the end of a replayed capture
+                    case .linkClosed(let error?):
+                        throw error
+                    case .event(let event):
+                        // A reset or another program stopped the scan: start it again.
+                        if let restarted = try await scanner.recover(after: event, on: client) { mode = restarted }
+                    }
                 }
-            }
-        } catch {
-            failure = error
-        }
-        await client.setEventHandler(nil)
-        await scanner.stop(on: client, mode: mode)
-        if let failure { throw failure }
+            },
+            cleanup: { _ in
+                await client.setEventHandler(nil)
+                await scanner.stop(on: client, mode: mode)
+            })
     }
 }

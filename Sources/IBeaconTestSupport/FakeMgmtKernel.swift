@@ -30,6 +30,11 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
     private var _monitors: [UInt16: [MgmtAdvPattern]] = [:]
     private var _nextMonitor: UInt16 = 1
     private var _otherDiscovering = false
+    private var _systemConfiguration: [UInt16: UInt16] = [
+        MgmtSystemParameter.leScanIntervalAdvMonitor: 0x0060, MgmtSystemParameter.leScanWindowAdvMonitor: 0x0030,
+        0x000D: 0x0060, 0x000E: 0x0030,
+    ]
+    private var _monitorScan: MonitorScanParameters?
 
     public init(powered: Bool = true) {
         _powered = powered
@@ -42,6 +47,31 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
     public var monitors: [UInt16: [MgmtAdvPattern]] { lock.withLock { _monitors } }
     /// False: Add Advertisement Patterns Monitor answers Unknown Command (kernel < 5.10).
     public var supportsAdvMonitor = true
+    /// False: Read/Set Default System Configuration answer Unknown Command (kernel < 5.8).
+    public var supportsSystemConfiguration = true
+    /// False: Set Default System Configuration answers with this status instead of success.
+    public var setSystemConfigurationStatus = MgmtStatus.success
+    /// The Default System Configuration values (16-bit each), by type.
+    public var systemConfiguration: [UInt16: UInt16] { lock.withLock { _systemConfiguration } }
+    /// The advertisement-monitor scan parameters the kernel's passive scan was last (re)started
+    /// with: like hci_update_passive_scan, when a monitor is added or removed; nil when none
+    /// was ever started or the last monitor went.
+    public var monitorScan: MonitorScanParameters? { lock.withLock { _monitorScan } }
+
+    /// Another program (an administrator's `btmgmt set-sysconfig`, bluetoothd's main.conf) sets
+    /// a default.
+    public func otherProgramSetsSystemConfiguration(_ type: UInt16, _ value: UInt16) {
+        lock.withLock { _systemConfiguration[type] = value }
+    }
+
+    private func restartPassiveScan() {
+        _monitorScan =
+            _monitors.isEmpty
+            ? nil
+            : MonitorScanParameters(
+                interval: _systemConfiguration[MgmtSystemParameter.leScanIntervalAdvMonitor] ?? 0,
+                window: _systemConfiguration[MgmtSystemParameter.leScanWindowAdvMonitor] ?? 0)
+    }
     /// Every command the client sent, in order.
     public var opcodes: [MgmtOpcode] { lock.withLock { _opcodes } }
 
@@ -218,6 +248,7 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
                 let handle = _nextMonitor
                 _nextMonitor += 1
                 _monitors[handle] = patterns
+                restartPassiveScan()
                 return (.success, [UInt8(handle & 0xFF), UInt8(handle >> 8)])
             case .removeAdvMonitor:
                 guard let handle = try? r.readUInt16LE() else { return (.invalidParameters, []) }
@@ -226,7 +257,31 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
                 } else if _monitors.removeValue(forKey: handle) == nil {
                     return (.invalidIndex, [])
                 }
+                restartPassiveScan()
                 return (.success, [UInt8(handle & 0xFF), UInt8(handle >> 8)])
+            case .readDefaultSystemConfiguration:
+                guard supportsSystemConfiguration else { return (.unknownCommand, []) }
+                var w = ByteWriter()
+                for (type, value) in _systemConfiguration.sorted(by: { $0.key < $1.key }) {
+                    w.uint16LE(type)
+                    w.uint8(2)
+                    w.uint16LE(value)
+                }
+                return (.success, w.bytes)
+            case .setDefaultSystemConfiguration:
+                guard supportsSystemConfiguration else { return (.unknownCommand, []) }
+                guard setSystemConfigurationStatus.isSuccess else { return (setSystemConfigurationStatus, []) }
+                // mgmt_config.c: every entry is validated first (16-bit values), then applied.
+                var updates: [(UInt16, UInt16)] = []
+                while !r.isAtEnd {
+                    guard let type = try? r.readUInt16LE(), let length = try? r.readUInt8(), length == 2,
+                        let value = try? r.readUInt16LE()
+                    else { return (.invalidParameters, []) }
+                    updates.append((type, value))
+                }
+                guard !updates.isEmpty else { return (.invalidParameters, []) }
+                for (type, value) in updates { _systemConfiguration[type] = value }
+                return (.success, [])
             default:
                 return (.unknownCommand, [])
             }

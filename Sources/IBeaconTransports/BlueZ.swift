@@ -70,9 +70,13 @@ public struct AdapterInfo: Hashable, Sendable {
     public var controllerType: HCIControllerType
 }
 
+/// Raw HCI is the path without bluetoothd (or `raw:hciN`); `make install` grants
+/// cap_net_admin only by default, for the kernel path.
 private let capabilityHint =
-    "needs CAP_NET_RAW (and CAP_NET_ADMIN to bring the adapter up): run as root, or "
-    + "`sudo setcap cap_net_raw,cap_net_admin+ep $(command -v ibeacon)`"
+    "needs CAP_NET_RAW and CAP_NET_ADMIN (raw HCI): run as root, or grant both: "
+    + "`sudo setcap cap_net_raw,cap_net_admin+ep $(command -v ibeacon)` "
+    + "(`make install CAPS=cap_net_raw,cap_net_admin`); an adapter bluetoothd manages goes through "
+    + "the kernel with CAP_NET_ADMIN alone (`--device hciN`)"
 
 private func bluetoothUnavailable() -> TransportError {
     TransportError(

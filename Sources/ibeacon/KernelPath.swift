@@ -133,6 +133,66 @@ struct InstanceRecords {
     }
 }
 
+/// The monitor scan window a running `scan`/`calibrate`/`monitor` widened and will restore, next
+/// to the instance records: `hciN-PID.scanwindow`, one line `interval N window N` (0.625 ms
+/// slots). Another ibeacon scan on the same adapter sees it, so only the last one to end restores.
+extension InstanceRecords {
+    func scanWindowPath(adapter: String, pid: Int32) -> String { "\(directory)/\(adapter)-\(pid).scanwindow" }
+
+    func scanWindowRecords(adapter: String) -> ScanWindowRecords {
+        let records = self
+        return ScanWindowRecords(
+            inherited: { records.liveScanWindows(adapter: adapter).first?.parameters },
+            save: { records.saveScanWindow($0, adapter: adapter) },
+            othersScanning: { records.liveScanWindows(adapter: adapter).map(\.pid) })
+    }
+
+    func saveScanWindow(_ parameters: MonitorScanParameters?, adapter: String) {
+        let file = scanWindowPath(adapter: adapter, pid: getpid())
+        guard let parameters else {
+            unlink(file)
+            return
+        }
+        if mkdir(directory, 0o755) != 0 && errno != EEXIST {
+            logger.info(
+                "cannot create \(directory) (errno \(errno)): another ibeacon scan will not know the scan window to restore"
+            )
+            return
+        }
+        let line = "interval \(parameters.interval) window \(parameters.window)\n"
+        do {
+            try ProfileStore.writeAtomically(file, Array(line.utf8))
+        } catch {
+            logger.info("cannot record the scan window in \(file) (\(error)): another ibeacon scan will not know it")
+        }
+    }
+
+    /// Records of other running processes (the stale ones of processes gone are removed).
+    func liveScanWindows(adapter: String) -> [(pid: Int32, parameters: MonitorScanParameters)] {
+        guard let top = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return [] }
+        var out: [(Int32, MonitorScanParameters)] = []
+        for dir in [directory] + top.sorted().map({ "\(directory)/\($0)" }) {
+            guard let names = try? FileManager.default.contentsOfDirectory(atPath: dir) else { continue }
+            for name in names.sorted() where name.hasPrefix("\(adapter)-") && name.hasSuffix(".scanwindow") {
+                let pidText = name.dropFirst(adapter.count + 1).dropLast(".scanwindow".count)
+                guard let pid = Int32(pidText), pid > 0, pid != getpid() else { continue }
+                let file = "\(dir)/\(name)"
+                guard kill(pid, 0) == 0 || errno == EPERM else {
+                    unlink(file)
+                    continue
+                }
+                guard let data = try? ProfileStore.read(file), data.count <= 256 else { continue }
+                let words = String(decoding: data, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" })
+                guard words.count == 4, words[0] == "interval", words[2] == "window",
+                    let interval = UInt16(words[1]), let window = UInt16(words[3])
+                else { continue }
+                out.append((pid, MonitorScanParameters(interval: interval, window: window)))
+            }
+        }
+        return out
+    }
+}
+
 /// `advertise` through the kernel: registers the beacons as advertising instances and keeps
 /// them there until SIGINT/SIGTERM or the duration ends, then removes them.
 func advertiseThroughKernel(

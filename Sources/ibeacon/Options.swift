@@ -217,7 +217,10 @@ struct DeviceOptions: ParsableArguments {
                     "--mode \(mode.rawValue) applies to raw HCI; through the kernel it picks the scanning commands (--device raw:\(path.name) to choose)"
                 )
             }
-            return MgmtSightingSource(client: path.client, index: MgmtIndex(path.index), logger: logger)
+            return MgmtSightingSource(
+                client: path.client, index: MgmtIndex(path.index),
+                scanWindowRecords: InstanceRecords(logger: logger).scanWindowRecords(adapter: path.name), logger: logger
+            )
         }
         let client = try await connect(logger: logger, protecting: protecting)
         return ControllerSightingSource(

@@ -29,6 +29,39 @@ import Testing
             ])
     }
 
+    @Test func setDefaultSystemConfiguration() throws {
+        let command = try MgmtSetDefaultSystemConfiguration([
+            MgmtSystemParameter(type: MgmtSystemParameter.leScanWindowAdvMonitor, uint16: 0x0060)
+        ])
+        #expect(
+            command.packet(index: MgmtIndex(1)).bytes == [
+                0x4C, 0x00,  // Command Code 0x004C
+                0x01, 0x00,  // Controller Index: hci1
+                0x05, 0x00,  // Parameter Length: 5
+                0x14, 0x00,  // Parameter_Type 0x0014: LE Scanning Window for adv monitoring
+                0x02,  // Value_Length
+                0x60, 0x00,  // Value: 96 × 0.625 ms = 60 ms
+            ])
+        #expect(throws: MgmtParameterError.self) { try MgmtSetDefaultSystemConfiguration([]) }
+    }
+
+    @Test func readDefaultSystemConfigurationReturn() throws {
+        let reply: [UInt8] = [
+            0x13, 0x00, 0x02, 0x60, 0x00,  // 0x0013 adv monitor interval: 0x0060
+            0x14, 0x00, 0x02, 0x30, 0x00,  // 0x0014 adv monitor window: 0x0030
+            0x1F, 0x00, 0x01, 0x01,  // a one-byte type a newer kernel may add survives
+        ]
+        let got = try MgmtReadDefaultSystemConfiguration.decodeReturn(reply)
+        #expect(got.map(\.type) == [0x13, 0x14, 0x1F])
+        #expect(got.map(\.uint16) == [0x0060, 0x0030, nil])
+        #expect(got[2].value == [0x01])
+        // A Value_Length running past the end is an error, not a shorter value.
+        #expect(throws: DecodingError.self) {
+            try MgmtReadDefaultSystemConfiguration.decodeReturn([0x13, 0x00, 0x02, 0x60])
+        }
+        #expect(try MgmtReadDefaultSystemConfiguration.decodeReturn([]).isEmpty)
+    }
+
     @Test func addExtendedAdvertisingParametersWithoutTxPowerLeavesItUnflagged() throws {
         let command = try MgmtAddExtendedAdvertisingParameters(
             instance: 1, interval: AdvertisingInterval(milliseconds: 1000, for: .extended), txPower: nil)

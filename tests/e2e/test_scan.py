@@ -208,8 +208,16 @@ def test_calibrate_replays_a_recorded_calibration(
     assert proc.returncode == 0, proc.stderr
     offline = json.loads(proc.stdout)
 
-    for k in ('estimate', 'interval95', 'spread', 'samples', 'measuredPower', 'address', 'precisionReached'):
+    for k in ('samples', 'address', 'precisionReached'):
         assert offline[k] == live[k], (k, live, offline)
+    # The capture stamps each packet as the transport reads it; the live estimator bins reports
+    # into seconds when it handles them. On a loaded machine the two can differ by milliseconds,
+    # enough to move a report near a second boundary into the neighbouring second (seen: live
+    # -58.067 / replay -58.050 dBm). The same reports, a hundredth of a dB apart, not equal.
+    assert abs(offline['estimate'] - live['estimate']) < 0.1, (live, offline)
+    assert abs(offline['spread'] - live['spread']) < 0.2, (live, offline)
+    assert abs(offline['interval95'] - live['interval95']) < 0.2, (live, offline)
+    assert abs(offline['measuredPower'] - live['measuredPower']) <= 1, (live, offline)
     assert offline['written'] is False
     assert offline_profile.read_text() == text
     # Replayed as fast as it can be read, not in real time.

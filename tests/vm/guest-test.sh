@@ -644,6 +644,7 @@ scenario_ibeacon_permissions() {
     "$WORK/ibeacon-nocap" advertise --device raw:hci0 --profile "$WORK/profile.json" > "$WORK/nocap.txt" 2>&1
   check_status "unprivileged advertise (EX_NOPERM)" 77 $? "$WORK/nocap.txt"
   check_contains "message names the capability" CAP_NET_RAW "$WORK/nocap.txt"
+  check_contains "message says how to grant it at install" "make install CAPS=cap_net_raw,cap_net_admin" "$WORK/nocap.txt"
 
   setcap cap_net_raw,cap_net_admin+ep "$capdir/ibeacon-cap" 2>"$WORK/setcap.err"
   check_status "setcap on a copy" 0 $? "$WORK/setcap.err"
@@ -947,7 +948,55 @@ scenario_kernel_coexist() {
     fail "after exit: the other advertisement still heard, the iBeacon no longer" "other > 0, iBeacon 0" "iBeacon $ours, other $others"
   fi
   btmgmt_tty --index 0 rm-adv 1 > /dev/null 2>&1
+  coexist_bluetoothctl
   bluetoothd_stop
+}
+
+# The same with bluetoothctl's `advertise on` as the other program (D-Bus LEAdvertisingManager1:
+# bluetoothd adds the kernel instance, and removes it when bluetoothctl goes). bluetoothctl reads
+# its commands from a terminal: script(1) gives it one, fed from a FIFO kept open on fd 7.
+BTCTL_ADV="FF FF CA FE 03 04"   # manufacturer data 0xFFFF: CA FE 03 04
+coexist_bluetoothctl() {
+  local fifo=$WORK/btctl.in
+  rm -f "$fifo"; mkfifo "$fifo"
+  script -qfc "bluetoothctl" /dev/null < "$fifo" > "$WORK/btctl.out" 2>&1 &
+  local btctl=$!
+  BG_PIDS+=("$btctl")
+  exec 7> "$fifo"
+  sleep 1
+  # btvirt's hci0 is 00:AA:01:00:00:00 (bluetoothctl's default is the first adapter it met).
+  printf 'select 00:AA:01:00:00:00\nmenu advertise\nmanufacturer 0xffff 0xca 0xfe 0x03 0x04\nback\nadvertise on\n' >&7
+  if poll 20 grep -q "Advertising object registered" "$WORK/btctl.out"; then
+    pass "bluetoothctl advertise on (another program, through bluetoothd)" "$(mgmt_instances 0) instance(s)"
+  else
+    fail "bluetoothctl advertise on (another program, through bluetoothd)" "Advertising object registered" "$(tr -d '\r' < "$WORK/btctl.out" | tail -5 | tr '\n' ' ')"
+  fi
+  "$IBEACON_BIN" advertise --device hci0 --profile "$PROFILE" > "$WORK/coexist-btctl-adv.txt" 2>&1 &
+  local adv=$!
+  BG_PIDS+=("$adv")
+  poll 30 grep -q "through the kernel" "$WORK/coexist-btctl-adv.txt"
+  check_eq "kernel instances: bluetoothctl's and ibeacon's" "2" "$(mgmt_instances 0)"
+  kernel_observe 6
+  local ours others
+  ours=$(count_reports_with "$P_ADV"); others=$(count_reports_with "$BTCTL_ADV")
+  if [ "$ours" -gt 0 ] && [ "$others" -gt 0 ]; then
+    pass "iBeacon and bluetoothctl's advertisement both heard on hci1" "iBeacon $ours, bluetoothctl $others reports"
+  else
+    fail "iBeacon and bluetoothctl's advertisement both heard on hci1" "both" "iBeacon $ours, bluetoothctl $others reports: $(observer_seen)"
+  fi
+  stop_advertiser "$adv" "$WORK/coexist-btctl-adv.txt"
+  check_eq "after ibeacon exits: bluetoothctl's instance only" "1" "$(mgmt_instances 0)"
+  kernel_observe 4
+  ours=$(count_reports_with "$P_ADV"); others=$(count_reports_with "$BTCTL_ADV")
+  if [ "$others" -gt 0 ] && [ "$ours" -eq 0 ]; then
+    pass "after exit: bluetoothctl's advertisement still heard, the iBeacon no longer" "bluetoothctl $others reports"
+  else
+    fail "after exit: bluetoothctl's advertisement still heard, the iBeacon no longer" "bluetoothctl > 0, iBeacon 0" "iBeacon $ours, bluetoothctl $others"
+  fi
+  printf 'advertise off\nquit\n' >&7
+  exec 7>&-
+  poll 10 dead "$btctl" || kill "$btctl" 2>/dev/null
+  wait "$btctl" 2>/dev/null; bg_forget "$btctl"
 }
 
 # 4. scan and calibrate on an adapter bluetoothd manages go through the kernel (an advertisement
@@ -955,6 +1004,11 @@ scenario_kernel_coexist() {
 #    bluetoothctl scan on): both get reports, neither is stopped, and ibeacon removes its monitor.
 #    The receiver is a Bumble controller behind /dev/vhci (btvirt reports once per scan enable and
 #    RSSI 127): the beacon advertises every 100 ms, so reports/s is the kernel path's rate.
+# The kernel's advertisement-monitor scan window (Default System Configuration 0x0014) as
+# btmgmt prints it: little-endian hex, 3000 = 48 slots = 30 ms.
+monitor_window() {
+  btmgmt_tty --index "$1" read-sysconfig | awk '/Type: 0x0014/ { print $NF }'
+}
 kernel_scan_rate() {  # kernel_scan_rate FILE SECS → reports/s of the profile's beacon
   "$PY" - "$1" "$P_MAJOR" "$P_MINOR" "$2" <<'PYEOF'
 import json, sys
@@ -982,7 +1036,8 @@ scenario_kernel_scan_discovery() {
     --beacon "$P_UUID,$P_MAJOR,$P_MINOR,$P_POWER,100" > "$WORK/kscan-vhci.out" 2> "$WORK/kscan-vhci.err" &
   local harness=$!
   BG_PIDS+=("$harness")
-  poll 60 grep -q '"event": *"ready"' "$WORK/kscan-vhci.out"
+  # Bumble's imports take long under TCG on a loaded host (over 60 s seen).
+  poll 180 grep -q '"event": *"ready"' "$WORK/kscan-vhci.out"
   local hci idx
   hci=$(grep -o '"hci": *"hci[0-9]*"' "$WORK/kscan-vhci.out" | grep -o 'hci[0-9][0-9]*' | head -1)
   idx=${hci#hci}
@@ -993,36 +1048,52 @@ scenario_kernel_scan_discovery() {
     return
   fi
   pass "Bumble controller on /dev/vhci, powered by bluetoothd" "$hci"
+  local window_before
+  window_before=$(monitor_window "$idx")
   ib scan -v --device "$hci" --json --duration 10 > "$WORK/kscan-alone.jsonl" 2> "$WORK/kscan-alone.err"
   check_status "scan on $hci alone" 0 $? "$WORK/kscan-alone.err"
   check_contains "scan goes through the kernel (advertisement monitor)" "advertisement monitor" "$WORK/kscan-alone.err"
+  check_contains "scan says it widened the kernel's monitor scan window" "set the kernel's advertisement-monitor scan window on $hci from 30 ms to 60 ms" "$WORK/kscan-alone.err"
+  check_contains "scan says it restored the window" "restored the kernel's advertisement-monitor scan window on $hci to 30 ms" "$WORK/kscan-alone.err"
+  local window_after
+  window_after=$(monitor_window "$idx")
+  if [ "$window_before" = 3000 ] && [ "$window_after" = 3000 ]; then
+    pass "the kernel's monitor scan window is the default before and after the scan (btmgmt read-sysconfig 0x0014)" "$window_before → $window_after"
+  else
+    fail "the kernel's monitor scan window is the default before and after the scan (btmgmt read-sysconfig 0x0014)" "3000 → 3000" "$window_before → $window_after"
+  fi
   # Baseline: the same controller and beacon through raw HCI.
   ib scan --device "raw:$hci" --json --duration 10 > "$WORK/kscan-raw.jsonl" 2> "$WORK/kscan-raw.err"
   check_status "scan on raw:$hci (baseline)" 0 $? "$WORK/kscan-raw.err"
   local rate raw
   rate=$(kernel_scan_rate "$WORK/kscan-alone.jsonl" 10)
   raw=$(kernel_scan_rate "$WORK/kscan-raw.jsonl" 10)
-  # The default monitor scan window is half the interval: about half of raw HCI's rate is expected.
-  if awk -v r="$rate" 'BEGIN { exit !(r > 0) }'; then
-    pass "reports/s through the kernel (no discovery, default window) vs raw HCI, beacon at 100 ms" "kernel $rate/s, raw $raw/s"
+  # With the kernel's default window (half the interval) about half of the reports arrived (~4.8/s).
+  if awk -v r="$rate" 'BEGIN { exit !(r >= 8) }'; then
+    pass "reports/s through the kernel, beacon at 100 ms (calibration needs >= 8/s)" "kernel $rate/s, raw HCI $raw/s"
   else
-    fail "reports/s through the kernel (no discovery, default window) vs raw HCI, beacon at 100 ms" "> 0" "kernel $rate/s, raw $raw/s"
+    fail "reports/s through the kernel, beacon at 100 ms (calibration needs >= 8/s)" ">= 8/s" "kernel $rate/s, raw HCI $raw/s"
   fi
-  # The kernel scans for monitors with its own interval and window (60/30 ms by default): set them
-  # equal in bluetoothd's main.conf ([LE] ScanIntervalAdvMonitor / ScanWindowAdvMonitor, applied
-  # with Set Default System Configuration when bluetoothd sets the adapter up) and measure again.
-  printf '[LE]\nScanIntervalAdvMonitor=96\nScanWindowAdvMonitor=96\n' > "$WORK/main.conf"
-  bluetoothd_stop
-  bluetoothd_start -f "$WORK/main.conf" && poll 15 mgmt_powered "$idx"
-  ib scan --device "$hci" --json --duration 10 > "$WORK/kscan-full.jsonl" 2> "$WORK/kscan-full.err"
-  check_status "scan on $hci, bluetoothd with ScanWindowAdvMonitor = ScanIntervalAdvMonitor" 0 $? "$WORK/kscan-full.err"
+  # An administrator's continuous window (as bluetoothd applies main.conf [LE]
+  # ScanIntervalAdvMonitor=96 / ScanWindowAdvMonitor=96) is used and left alone.
+  btmgmt_tty --index "$idx" set-sysconfig -v 0014:2:6000 > "$WORK/kscan-setcfg.txt" 2>&1
+  ib scan -v --device "$hci" --json --duration 5 > "$WORK/kscan-full.jsonl" 2> "$WORK/kscan-full.err"
+  check_status "scan on $hci with an administrator's continuous window (btmgmt set-sysconfig)" 0 $? "$WORK/kscan-full.err"
+  check_contains "a window already continuous is left as it is" "already continuous (interval 60 ms, window 60 ms): left as it is" "$WORK/kscan-full.err"
+  window_after=$(monitor_window "$idx")
+  if [ "$window_after" = 6000 ]; then
+    pass "the administrator's window is still in place after the scan" "$window_after"
+  else
+    fail "the administrator's window is still in place after the scan" "6000" "$window_after ($(tr '\n' ' ' < "$WORK/kscan-setcfg.txt"))"
+  fi
   local full
-  full=$(kernel_scan_rate "$WORK/kscan-full.jsonl" 10)
+  full=$(kernel_scan_rate "$WORK/kscan-full.jsonl" 5)
   if awk -v r="$full" 'BEGIN { exit !(r >= 8) }'; then
-    pass "reports/s through the kernel with a full scan window (calibration needs >= 8/s)" "$full/s (raw HCI $raw/s, default window $rate/s)"
+    pass "reports/s through the kernel with the administrator's continuous window" "$full/s"
   else
-    fail "reports/s through the kernel with a full scan window (calibration needs >= 8/s)" ">= 8/s" "$full/s (raw HCI $raw/s, default window $rate/s); $(grep -i 'advmon\|unknown key' "$WORK/bluetoothd.log" | head -2 | tr '\n' ' ')"
+    fail "reports/s through the kernel with the administrator's continuous window" ">= 8/s" "$full/s"
   fi
+  btmgmt_tty --index "$idx" set-sysconfig -v 0014:2:3000 > /dev/null 2>&1
   # Another program's discovery, kept running (the kernel ends an LE discovery after ~10 s;
   # bluetoothd's `scan on` starts it again, as this loop does).
   ( while :; do script -qc "btmgmt --index $idx find -l" /dev/null; done ) > "$WORK/kscan-find.txt" 2>&1 &
@@ -1041,7 +1112,9 @@ scenario_kernel_scan_discovery() {
   fi
   local copy=$WORK/kscan-cal.json
   cp "$PROFILE" "$copy"
-  ib calibrate --device "$hci" --profile "$copy" --duration 20 --json > "$WORK/kscan-cal.out" 2> "$WORK/kscan-cal.err"
+  # At the 2-5 reports/s of another program's discovery 20 s was not always enough for +-1 dB
+  # (main at 748da35: 80 samples, +-1.17 dB); calibrate ends as soon as the precision is reached.
+  ib calibrate --device "$hci" --profile "$copy" --duration 40 --json > "$WORK/kscan-cal.out" 2> "$WORK/kscan-cal.err"
   check_status "calibrate on $hci while btmgmt find -l runs" 0 $? "$WORK/kscan-cal.err"
   local got
   got=$("$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["measuredPower"], round(d["estimate"],2), d["samples"])' "$WORK/kscan-cal.out" 2>&1)
@@ -1065,16 +1138,153 @@ scenario_kernel_scan_discovery() {
   local term=$!
   BG_PIDS+=("$term")
   poll 30 grep -q "advertisement monitor .* registered" "$WORK/kscan-term.err"
-  sleep 2
+  # A second scan meanwhile finds the window widened by the first and leaves restoring to it.
+  ib scan -v --device "$hci" --json --duration 3 > "$WORK/kscan-second.jsonl" 2> "$WORK/kscan-second.err"
+  check_status "a second scan on $hci while the first runs" 0 $? "$WORK/kscan-second.err"
+  check_contains "the second scan knows the first widened the window" "widened by another ibeacon scan" "$WORK/kscan-second.err"
+  check_contains "the second scan leaves the window to the first" "still scanning there restore it" "$WORK/kscan-second.err"
+  window_after=$(monitor_window "$idx")
+  if [ "$window_after" = 6000 ]; then
+    pass "the window stays continuous while the first scan runs" "$window_after"
+  else
+    fail "the window stays continuous while the first scan runs" "6000" "$window_after"
+  fi
   stop_pid "$term" 5
   check_status "scan ended by SIGTERM exits 0" 0 "$STOPPED_STATUS" "$WORK/kscan-term.err"
   check_contains "scan ended by SIGTERM removed its monitor" "removed from $hci" "$WORK/kscan-term.err"
+  check_contains "scan ended by SIGTERM restored the window" "restored the kernel's advertisement-monitor scan window on $hci to 30 ms" "$WORK/kscan-term.err"
+  window_after=$(monitor_window "$idx")
+  if [ "$window_after" = 3000 ]; then
+    pass "the kernel's monitor scan window is the default again after SIGTERM" "$window_after"
+  else
+    fail "the kernel's monitor scan window is the default again after SIGTERM" "3000" "$window_after"
+  fi
   btmgmt_tty --index "$idx" monitor.features > "$WORK/kscan-advmon.txt" 2>&1
   if grep -q "Handles list with" "$WORK/kscan-advmon.txt"; then
     check_contains "ibeacon removed its advertisement monitors (btmgmt)" "Handles list with 0 item" "$WORK/kscan-advmon.txt"
   else
     check_contains "ibeacon removed its advertisement monitor (its log; this btmgmt cannot list them)" "removed from $hci" "$WORK/kscan-disc.err"
   fi
+  stop_pid "$harness" 15
+  bluetoothd_stop
+}
+
+# Reports/s of each iBeacon minor in the harness scanner's "adv" events between two
+# CLOCK_MONOTONIC times, and the mean length of a run of consecutive reports of one advertiser
+# (how long the kernel leaves an instance on the air before the next one's turn).
+harness_rates() {  # harness_rates FILE T0 T1 MINOR... → "MINOR=RATE/s ..." and "runs=SECONDS"
+  "$PY" - "$@" <<'PYEOF'
+import json, sys
+path, t0, t1, minors = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), [int(m) for m in sys.argv[4:]]
+seen = []
+for line in open(path):
+    try:
+        o = json.loads(line)
+    except ValueError:
+        continue
+    b = o.get("ibeacon") if o.get("event") == "adv" else None
+    if b and t0 <= o["t"] <= t1 and int(b["minor"]) in minors:
+        seen.append((o["t"], int(b["minor"])))
+out = ["%d=%.1f" % (m, sum(1 for _, x in seen if x == m) / (t1 - t0)) for m in minors]
+runs, start = [], None
+for i, (t, m) in enumerate(seen):
+    if start is None:
+        start = t
+    if i + 1 == len(seen) or seen[i + 1][1] != m:
+        runs.append(t - start)
+        start = None
+inner = runs[1:-1] or runs  # the first and last runs are cut by the window
+out.append("runs=%.2f" % (sum(inner) / len(inner) if inner else 0))
+out.append("switches=%d" % max(0, len(runs) - 1))
+print(" ".join(out))
+PYEOF
+}
+mono() { "$PY" -c 'import time; print(time.monotonic())'; }
+rate_of() { tr ' ' '\n' <<< "$1" | awk -F= -v k="$2" '$1 == k { print $2 }'; }
+
+# 6. A legacy-only controller has one advertising set: the kernel takes turns between the
+#    instances of all programs (each for its Duration: ibeacon asks for none, so the kernel's
+#    default rotation, 2 s). The Bumble controller on /dev/vhci with --features legacy (no LE
+#    extended advertising feature or commands); the harness's own scanner hears it over the air.
+scenario_kernel_legacy_rotation() {
+  need_bin || return
+  need_profile || return
+  local py=.venv/bin/python
+  if [ ! -x "$py" ]; then
+    fail "test virtualenv" ".venv/bin/python (make venv)" "missing"
+    return
+  fi
+  bluetoothd_start || { fail "bluetoothd powers hci0 and hci1" "powered" "$(tail -5 "$WORK/bluetoothd.log" | tr '\n' ' ')"; return; }
+  "$py" tests/harness/bumble_harness.py --vhci --keep-running --features legacy --scanner --no-adv-delay \
+    > "$WORK/rot-vhci.out" 2> "$WORK/rot-vhci.err" &
+  local harness=$!
+  BG_PIDS+=("$harness")
+  poll 180 grep -q '"event": *"ready"' "$WORK/rot-vhci.out"
+  local hci idx
+  hci=$(grep -o '"hci": *"hci[0-9]*"' "$WORK/rot-vhci.out" | grep -o 'hci[0-9][0-9]*' | head -1)
+  idx=${hci#hci}
+  if [ -z "$hci" ] || ! poll 15 mgmt_powered "$idx"; then
+    fail "legacy Bumble controller on /dev/vhci, powered by bluetoothd" "a new powered adapter" "${hci:-none}: $(tail -3 "$WORK/rot-vhci.err" | tr '\n' ' ')"
+    stop_pid "$harness" 15
+    bluetoothd_stop
+    return
+  fi
+  btmgmt_tty --index "$idx" advinfo > "$WORK/rot-advinfo.txt" 2>&1
+  pass "legacy Bumble controller on /dev/vhci, powered by bluetoothd" "$hci; $(grep -i 'max\|instances' "$WORK/rot-advinfo.txt" | tr '\n' ' ')"
+  local second=$WORK/rot-second.json second_minor=$(( (P_MINOR + 1) % 65536 ))
+  "$PY" - "$PROFILE" "$second" <<'PYEOF'
+import json, sys
+def bump(o):
+    if isinstance(o, dict):
+        if "major" in o and "minor" in o:
+            o["minor"] = (int(o["minor"]) + 1) % 65536
+            return True
+        return any(bump(v) for v in o.values())
+    if isinstance(o, list):
+        return any(bump(v) for v in o)
+    return False
+p = json.load(open(sys.argv[1]))
+bump(p)
+p.pop("calibration", None)
+json.dump(p, open(sys.argv[2], "w"))
+PYEOF
+  "$IBEACON_BIN" advertise -v --device "$hci" --profile "$PROFILE" > "$WORK/rot-a.txt" 2>&1 &
+  local a=$!
+  BG_PIDS+=("$a")
+  poll 30 grep -q "through the kernel" "$WORK/rot-a.txt"
+  sleep 1
+  local t0 t1 alone both
+  t0=$(mono); sleep 4; t1=$(mono)
+  alone=$(harness_rates "$WORK/rot-vhci.out" "$t0" "$t1" "$P_MINOR" "$second_minor")
+  if awk -v r="$(rate_of "$alone" "$P_MINOR")" 'BEGIN { exit !(r >= 7) }'; then
+    pass "one instance on the legacy controller: on the air all the time (100 ms interval)" "$alone"
+  else
+    fail "one instance on the legacy controller: on the air all the time (100 ms interval)" "minor $P_MINOR >= 7/s" "$alone; $(tr '\n' ' ' < "$WORK/rot-a.txt")"
+  fi
+  "$IBEACON_BIN" advertise -v --device "$hci" --profile "$second" > "$WORK/rot-b.txt" 2>&1 &
+  local b=$!
+  BG_PIDS+=("$b")
+  poll 30 grep -q "through the kernel" "$WORK/rot-b.txt"
+  sleep 1
+  t0=$(mono); sleep 10; t1=$(mono)
+  both=$(harness_rates "$WORK/rot-vhci.out" "$t0" "$t1" "$P_MINOR" "$second_minor")
+  local ra rb runs
+  ra=$(rate_of "$both" "$P_MINOR"); rb=$(rate_of "$both" "$second_minor"); runs=$(rate_of "$both" runs)
+  # Each gets about half the airtime: ~5/s of its 10/s, in turns of ~2 s.
+  if awk -v a="$ra" -v b="$rb" 'BEGIN { exit !(a >= 2.5 && b >= 2.5 && a + b >= 7) }'; then
+    pass "two instances on the legacy controller: both heard, taking turns" "$both (reports/s; runs = mean seconds on the air per turn)"
+  else
+    fail "two instances on the legacy controller: both heard, taking turns" "each >= 2.5/s, together >= 7/s" "$both; $(tail -2 "$WORK/rot-b.txt" | tr '\n' ' ')"
+  fi
+  if awk -v r="$runs" 'BEGIN { exit !(r >= 1.0 && r <= 3.0) }'; then
+    pass "the kernel rotates instances about every 2 s (its default duration)" "${runs} s per turn"
+  else
+    fail "the kernel rotates instances about every 2 s (its default duration)" "1.0–3.0 s" "$both"
+  fi
+  stop_pid "$b" 5
+  check_status "second advertiser ended by SIGTERM exits 0" 0 "$STOPPED_STATUS" "$WORK/rot-b.txt"
+  stop_pid "$a" 5
+  check_status "first advertiser ended by SIGTERM exits 0" 0 "$STOPPED_STATUS" "$WORK/rot-a.txt"
   stop_pid "$harness" 15
   bluetoothd_stop
 }
@@ -1110,8 +1320,12 @@ scenario_kernel_capabilities() {
   if [ "$n" -gt 0 ]; then pass "heard on hci1 (no CAP_NET_RAW)" "$n reports"; else fail "heard on hci1 (no CAP_NET_RAW)" "reports" "$(observer_seen)"; fi
   stop_advertiser "$adv" "$WORK/noraw.txt"
 
-  setcap cap_net_admin+ep "$capdir/ibeacon-admin" 2>"$WORK/setcap.err"
-  check_status "setcap cap_net_admin+ep on a copy" 0 $? "$WORK/setcap.err"
+  # What `make install` grants by default (the Makefile's CAPS), as it does it.
+  local caps
+  caps=$(awk '/^CAPS \?=/ { print $3 }' Makefile)
+  check_eq "make install grants cap_net_admin only by default (Makefile CAPS)" "cap_net_admin" "$caps"
+  setcap "$caps+ep" "$capdir/ibeacon-admin" 2>"$WORK/setcap.err"
+  check_status "setcap $caps+ep on a copy" 0 $? "$WORK/setcap.err"
   setpriv --reuid="$uid" --regid="$gid" --clear-groups env IBEACON_RUNTIME_DIR="$WORK/run-$TEST_USER" \
     "$capdir/ibeacon-admin" advertise --device hci0 --profile "$WORK/profile.json" > "$WORK/admin.txt" 2>&1 &
   adv=$!
@@ -1349,6 +1563,7 @@ SCENARIOS=(
   kernel_recovery
   kernel_two_advertisers
   kernel_scan_discovery
+  kernel_legacy_rotation
   ibeacon_planted_symlink
 )
 

@@ -599,3 +599,87 @@ func decodeMonitorHandle(_ bytes: [UInt8], _ command: String) throws(DecodingErr
     try r.expectEnd("\(command) return parameters")
     return handle
 }
+
+/// One parameter of Read/Set Default System Configuration: Parameter_Type (2), Value_Length (1),
+/// Value (0–255). The kernel's values are all 16-bit (net/bluetooth/mgmt_config.c).
+public struct MgmtSystemParameter: Sendable, Equatable {
+    public var type: UInt16
+    public var value: [UInt8]
+
+    public init(type: UInt16, value: [UInt8]) {
+        self.type = type
+        self.value = value
+    }
+
+    /// A 16-bit little-endian value (every type the kernel defines so far).
+    public init(type: UInt16, uint16 value: UInt16) {
+        self.init(type: type, value: [UInt8(value & 0xFF), UInt8(value >> 8)])
+    }
+
+    /// The value as a 16-bit number, nil when it is not two bytes long.
+    public var uint16: UInt16? {
+        value.count == 2 ? UInt16(value[0]) | UInt16(value[1]) << 8 : nil
+    }
+
+    /// "0x0013 LE Scanning Interval for adv monitoring", in 0.625 ms slots.
+    public static let leScanIntervalAdvMonitor: UInt16 = 0x0013
+    /// "0x0014 LE Scanning Window for adv monitoring", in 0.625 ms slots.
+    public static let leScanWindowAdvMonitor: UInt16 = 0x0014
+
+    static func encode(_ parameters: [MgmtSystemParameter]) -> [UInt8] {
+        var w = ByteWriter()
+        for p in parameters {
+            w.uint16LE(p.type)
+            w.uint8(UInt8(p.value.count))
+            w.append(p.value)
+        }
+        return w.bytes
+    }
+
+    static func decodeList(_ bytes: [UInt8], _ what: String) throws(DecodingError) -> [MgmtSystemParameter] {
+        var r = ByteReader(bytes)
+        var out: [MgmtSystemParameter] = []
+        while !r.isAtEnd {
+            let type = try r.readUInt16LE("\(what) Parameter_Type")
+            let length = Int(try r.readUInt8("\(what) Value_Length"))
+            out.append(MgmtSystemParameter(type: type, value: try r.readBytes(length, "\(what) Value")))
+        }
+        return out
+    }
+}
+
+/// Read Default System Configuration (0x004B, kernel ≥ 5.8): no parameters. Returns every
+/// parameter the kernel supports with its current value ("a list of supported default
+/// parameters as well as their current value"), as Type/Length/Value entries.
+public struct MgmtReadDefaultSystemConfiguration: MgmtCommand {
+    public static let opcode = MgmtOpcode.readDefaultSystemConfiguration
+    public init() {}
+    public func encodeParameters() -> [UInt8] { [] }
+    public static func decodeReturn(_ bytes: [UInt8]) throws(DecodingError) -> [MgmtSystemParameter] {
+        try MgmtSystemParameter.decodeList(bytes, "Read Default System Configuration")
+    }
+}
+
+/// Set Default System Configuration (0x004C): Type/Length/Value entries; no return parameters.
+/// The values are the adapter's defaults for every program until changed again (bluetoothd
+/// sets those configured in main.conf when it sets the adapter up).
+public struct MgmtSetDefaultSystemConfiguration: MgmtCommand {
+    public var parameters: [MgmtSystemParameter]
+    public static let opcode = MgmtOpcode.setDefaultSystemConfiguration
+
+    public init(_ parameters: [MgmtSystemParameter]) throws(MgmtParameterError) {
+        guard !parameters.isEmpty else {
+            throw MgmtParameterError(message: "Set Default System Configuration needs at least one parameter")
+        }
+        guard parameters.allSatisfy({ $0.value.count <= 255 }) else {
+            throw MgmtParameterError(message: "a system configuration value is at most 255 bytes")
+        }
+        self.parameters = parameters
+    }
+
+    public func encodeParameters() -> [UInt8] { MgmtSystemParameter.encode(parameters) }
+    public static func decodeReturn(_ bytes: [UInt8]) throws(DecodingError) {
+        var r = ByteReader(bytes)
+        try r.expectEnd("Set Default System Configuration return parameters")
+    }
+}

@@ -31,13 +31,16 @@ public struct MgmtOpcode: RawRepresentable, Hashable, Sendable, CustomStringConv
     public static let addExtendedAdvertisingData = MgmtOpcode(rawValue: 0x0055)
     public static let addAdvPatternsMonitor = MgmtOpcode(rawValue: 0x0052)
     public static let removeAdvMonitor = MgmtOpcode(rawValue: 0x0053)
+    public static let readDefaultSystemConfiguration = MgmtOpcode(rawValue: 0x004B)
+    public static let setDefaultSystemConfiguration = MgmtOpcode(rawValue: 0x004C)
 
     static let names: [UInt16: String] = [
         0x0001: "Read Management Version Information", 0x0003: "Read Controller Index List",
         0x0004: "Read Controller Information", 0x0005: "Set Powered", 0x003D: "Read Advertising Features",
         0x003E: "Add Advertising", 0x003F: "Remove Advertising", 0x0054: "Add Extended Advertising Parameters",
         0x0055: "Add Extended Advertising Data", 0x0052: "Add Advertisement Patterns Monitor",
-        0x0053: "Remove Advertisement Monitor",
+        0x0053: "Remove Advertisement Monitor", 0x004B: "Read Default System Configuration",
+        0x004C: "Set Default System Configuration",
     ]
 
     public var hex: String { "0x" + String(rawValue, radix: 16, uppercase: true).leftPadded(to: 4) }

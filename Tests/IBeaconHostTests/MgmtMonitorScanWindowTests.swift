@@ -1,0 +1,136 @@
+import IBeaconCore
+import IBeaconTestSupport
+import Logging
+import Synchronization
+import Testing
+
+@testable import IBeaconHost
+
+/// The monitor scan window a kernel scan widens for its duration (`MgmtMonitorScanWindow`),
+/// against the fake kernel, which restarts its passive scan with the current defaults whenever
+/// a monitor is added or removed, as hci_update_passive_scan does.
+@Suite struct MgmtMonitorScanWindowTests {
+    static let interval = MgmtSystemParameter.leScanIntervalAdvMonitor
+    static let window = MgmtSystemParameter.leScanWindowAdvMonitor
+
+    /// Runs a kernel scan for a moment, then cancels it as SIGINT/SIGTERM would.
+    static func scan(
+        _ kernel: FakeMgmtKernel, records: ScanWindowRecords = .alone,
+        during: @Sendable () async throws -> Void = {}
+    ) async throws {
+        let client = MgmtClient(transport: kernel, logger: Logger(label: "test"), defaultTimeout: .seconds(5))
+        await client.start()
+        let source = MgmtSightingSource(
+            client: client, index: MgmtIndex(0), scanWindowRecords: records, logger: Logger(label: "test"))
+        let task = Task {
+            try await source.scan(
+                tickInterval: .milliseconds(20), receive: { _, _ in .proceed }, tick: { _ in .proceed })
+        }
+        #expect(await eventually { kernel.monitors.count >= 1 })
+        try await during()
+        task.cancel()
+        _ = await task.result
+        await source.close()
+    }
+
+    @Test func scansContinuouslyAndRestoresTheWindowBeforeRemovingTheMonitor() async throws {
+        let kernel = FakeMgmtKernel()
+        let other = kernel.otherProgramAddsMonitor()  // bluetoothd's, for a D-Bus client
+        try await Self.scan(kernel) {
+            #expect(await eventually { kernel.monitors.count == 2 })
+            // The passive scan was (re)started with the monitor: window = interval = 60 ms.
+            #expect(kernel.monitorScan == MonitorScanParameters(interval: 0x60, window: 0x60))
+            #expect(kernel.systemConfiguration[Self.window] == 0x60)
+        }
+        #expect(kernel.systemConfiguration[Self.window] == 0x30)
+        #expect(kernel.systemConfiguration[Self.interval] == 0x60)
+        // Restored first: the scan the kernel restarted for the other monitor is back at 30 ms.
+        #expect(Array(kernel.monitors.keys) == [other])
+        #expect(kernel.monitorScan == MonitorScanParameters(interval: 0x60, window: 0x30))
+        let ops = kernel.opcodes
+        let firstSet = ops.firstIndex(of: .setDefaultSystemConfiguration)
+        let add = ops.firstIndex(of: .addAdvPatternsMonitor)
+        let lastSet = ops.lastIndex(of: .setDefaultSystemConfiguration)
+        let remove = ops.lastIndex(of: .removeAdvMonitor)
+        #expect(firstSet != nil && add != nil && firstSet! < add!)
+        #expect(lastSet != nil && remove != nil && lastSet! < remove!)
+    }
+
+    @Test func leavesAContinuousWindowAlone() async throws {
+        let kernel = FakeMgmtKernel()
+        kernel.otherProgramSetsSystemConfiguration(Self.window, 0x60)
+        try await Self.scan(kernel)
+        #expect(!kernel.opcodes.contains(.setDefaultSystemConfiguration))
+        #expect(kernel.systemConfiguration[Self.window] == 0x60)
+    }
+
+    @Test func leavesAWindowAnotherProgramChangedMeanwhile() async throws {
+        let kernel = FakeMgmtKernel()
+        try await Self.scan(kernel) {
+            #expect(kernel.systemConfiguration[Self.window] == 0x60)
+            kernel.otherProgramSetsSystemConfiguration(Self.window, 0x50)
+        }
+        #expect(kernel.systemConfiguration[Self.window] == 0x50)
+        #expect(kernel.monitors.isEmpty)
+    }
+
+    @Test func scansWithTheDefaultWindowWhenTheKernelCannotChangeIt() async throws {
+        let old = FakeMgmtKernel()
+        old.supportsSystemConfiguration = false
+        try await Self.scan(old) { #expect(old.monitorScan?.window == 0x30) }
+        #expect(old.monitors.isEmpty)
+
+        let denied = FakeMgmtKernel()
+        denied.setSystemConfigurationStatus = .permissionDenied
+        try await Self.scan(denied) { #expect(denied.monitorScan?.window == 0x30) }
+        #expect(denied.systemConfiguration[Self.window] == 0x30)
+        #expect(denied.monitors.isEmpty)
+    }
+
+    @Test func restoresWhenAddingTheMonitorFails() async throws {
+        let kernel = FakeMgmtKernel()
+        kernel.supportsAdvMonitor = false
+        let client = MgmtClient(transport: kernel, logger: Logger(label: "test"), defaultTimeout: .seconds(5))
+        await client.start()
+        let source = MgmtSightingSource(client: client, index: MgmtIndex(0), logger: Logger(label: "test"))
+        await #expect(throws: MgmtError.self) {
+            try await source.scan(
+                tickInterval: .milliseconds(20), receive: { _, _ in .proceed }, tick: { _ in .proceed })
+        }
+        #expect(kernel.opcodes.filter { $0 == .setDefaultSystemConfiguration }.count == 2)
+        #expect(kernel.systemConfiguration[Self.window] == 0x30)
+        await source.close()
+    }
+
+    /// Two ibeacon scans on one adapter, the first ending first: the second inherits the window
+    /// to restore and restores it when it ends, not before.
+    @Test func theLastOfTwoScansRestores() async throws {
+        let kernel = FakeMgmtKernel()
+        let client = MgmtClient(transport: kernel, logger: Logger(label: "test"), defaultTimeout: .seconds(5))
+        await client.start()
+        let saved = Mutex<[Int32: MonitorScanParameters]>([:])
+        func window(pid: Int32) -> MgmtMonitorScanWindow {
+            let records = ScanWindowRecords(
+                inherited: { saved.withLock { $0.first { $0.key != pid }?.value } },
+                save: { p in saved.withLock { $0[pid] = p } },
+                othersScanning: { saved.withLock { $0.keys.filter { $0 != pid }.sorted() } })
+            return MgmtMonitorScanWindow(
+                client: client, index: MgmtIndex(0), records: records, logger: Logger(label: "t"))
+        }
+        let defaults = MonitorScanParameters(interval: 0x60, window: 0x30)
+        let first = window(pid: 1)
+        let second = window(pid: 2)
+        let firstChange = try #require(await first.widen())
+        #expect(firstChange.original == defaults)
+        let secondChange = try #require(await second.widen())
+        #expect(secondChange.original == defaults)
+        #expect(saved.withLock { $0 } == [1: defaults, 2: defaults])
+        await first.restore(firstChange)
+        #expect(kernel.systemConfiguration[Self.window] == 0x60)
+        await second.restore(secondChange)
+        #expect(kernel.systemConfiguration[Self.window] == 0x30)
+        #expect(saved.withLock { $0.isEmpty })
+        #expect(kernel.opcodes.filter { $0 == .setDefaultSystemConfiguration }.count == 2)
+        await client.close()
+    }
+}

@@ -300,6 +300,8 @@ public struct BTSnoopDecoder: Sendable {
     /// File offset of `buffer[position]`.
     public private(set) var offset = 0
     private var failure: BTSnoopError?
+    /// `failure != nil`, checked per record without copying the error.
+    private var failed = false
 
     public init() {}
 
@@ -325,6 +327,7 @@ public struct BTSnoopDecoder: Sendable {
 
     private mutating func fail(_ error: BTSnoopError) -> BTSnoopError {
         failure = error
+        failed = true
         return error
     }
 
@@ -352,7 +355,7 @@ public struct BTSnoopDecoder: Sendable {
 
     /// The next complete record, or nil when more bytes are needed.
     public mutating func next() throws(BTSnoopError) -> BTSnoopRecord? {
-        if let failure { throw failure }
+        if failed, let failure { throw failure }
         if datalink == nil {
             guard try readHeader() else { return nil }
         }
@@ -360,11 +363,14 @@ public struct BTSnoopDecoder: Sendable {
         let available = buffer.count - position
         guard available >= BTSnoop.recordHeaderLength else { return nil }
         let p = position
-        let original = Int(uint32(at: p))
-        let included = Int(uint32(at: p + 4))
-        let flags = uint32(at: p + 8)
-        let drops = uint32(at: p + 12)
-        let timestamp = Int64(bitPattern: UInt64(uint32(at: p + 16)) << 32 | UInt64(uint32(at: p + 20)))
+        // The 24-octet header, big-endian fields (`available` covers it).
+        let (original, included, flags, drops, timestamp) = buffer.withUnsafeBytes { raw in
+            func field(_ at: Int) -> UInt32 { raw.loadUnaligned(fromByteOffset: p + at, as: UInt32.self).bigEndian }
+            return (
+                Int(field(0)), Int(field(4)), field(8), field(12),
+                Int64(bitPattern: raw.loadUnaligned(fromByteOffset: p + 16, as: UInt64.self).bigEndian)
+            )
+        }
         guard included <= original else {
             throw fail(
                 .invalidRecord(
@@ -381,14 +387,15 @@ public struct BTSnoopDecoder: Sendable {
         }
         let total = BTSnoop.recordHeaderLength + included
         guard available >= total else { return nil }
-        let data = buffer[(p + BTSnoop.recordHeaderLength)..<(p + total)]
+        let start = p + BTSnoop.recordHeaderLength
+        let data = buffer[start..<(p + total)]
         var record = BTSnoopRecord(
             packet: nil, direction: flags & 0x01 != 0 ? .received : .sent, timestampMicros: timestamp,
             originalLength: original, cumulativeDrops: drops)
         switch datalink {
         case .h4:
-            if let type = data.first {
-                record.packet = H4Packet(type: H4PacketType(rawValue: type), body: Array(data.dropFirst()))
+            if included > 0 {
+                record.packet = H4Packet(type: H4PacketType(rawValue: buffer[start]), body: Array(data.dropFirst()))
             }
         case .h1:
             // Bit 1: command or event (which one by the direction), else data; H1 cannot tell

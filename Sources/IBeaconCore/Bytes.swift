@@ -62,6 +62,14 @@ public struct ByteReader: Sendable {
         return UInt32(s[s.startIndex]) | UInt32(s[s.startIndex + 1]) << 8 | UInt32(s[s.startIndex + 2]) << 16
     }
 
+    /// Six octets, least significant first (a BD_ADDR).
+    public mutating func readUInt48LE(_ what: @autoclosure () -> String = "uint48") throws(DecodingError) -> UInt64 {
+        let s = try take(6, what())
+        var v: UInt64 = 0
+        for (i, b) in s.enumerated() { v |= UInt64(b) << (8 * UInt64(i)) }
+        return v
+    }
+
     public mutating func readUInt32LE(_ what: @autoclosure () -> String = "uint32") throws(DecodingError) -> UInt32 {
         let s = try take(4, what())
         var v: UInt32 = 0
@@ -90,6 +98,17 @@ public struct ByteReader: Sendable {
         -> [UInt8]
     {
         Array(try take(n, what()))
+    }
+
+    /// Skips `n` bytes and returns where they lie in `bytes`, for a field read in place.
+    public mutating func readRange(_ n: Int, _ what: @autoclosure () -> String = "bytes") throws(DecodingError)
+        -> Range<Int>
+    {
+        guard n >= 0, remaining >= n else {
+            throw .truncated(what: what(), needed: n, available: max(0, remaining))
+        }
+        defer { offset += n }
+        return offset..<offset + n
     }
 
     public mutating func readRest() -> [UInt8] {
@@ -174,47 +193,79 @@ extension Array where Element == UInt8 {
 
 /// A Bluetooth device address (BD_ADDR). Stored in the on-air/HCI order (least significant
 /// byte first); printed most significant byte first, as `AA:BB:CC:DD:EE:FF`.
+///
+/// Six octets held in one integer, not an array: every advertising report carries one (two in
+/// an extended report), and a heap allocation per address was a tenth of reading a capture.
 public struct BDAddress: Hashable, Sendable, CustomStringConvertible, Comparable {
+    /// The 48-bit address: octet `i` of the HCI (little-endian) order is bits `8i…8i+7`, so
+    /// `AA:BB:CC:DD:EE:FF` is `0xAABB_CCDD_EEFF`. The upper 16 bits are always zero.
+    public let uint48: UInt64
+
+    /// The address `uint48` (`AA:BB:CC:DD:EE:FF` is `0xAABB_CCDD_EEFF`); nil when it needs more
+    /// than 48 bits.
+    public init?(uint48: UInt64) {
+        guard uint48 >> 48 == 0 else { return nil }
+        self.uint48 = uint48
+    }
+
+    /// `value` masked to 48 bits, for values that fit by construction.
+    init(truncating value: UInt64) { uint48 = value & 0xFFFF_FFFF_FFFF }
+
     /// Little-endian, as carried in HCI packets.
-    public let bytes: [UInt8]
+    public var bytes: [UInt8] { (0..<6).map { UInt8(truncatingIfNeeded: uint48 >> (8 * UInt64($0))) } }
 
     public init(littleEndian bytes: [UInt8]) throws(DecodingError) {
         guard bytes.count == 6 else {
             throw .invalidValue(what: "BD_ADDR length", value: bytes.count, allowed: "6")
         }
-        self.bytes = bytes
+        var value: UInt64 = 0
+        for (i, b) in bytes.enumerated() { value |= UInt64(b) << (8 * UInt64(i)) }
+        uint48 = value
     }
 
     /// Parses `AA:BB:CC:DD:EE:FF` (any case; `-` also accepted as separator).
     public init?(_ text: String) {
         let parts = text.split(whereSeparator: { $0 == ":" || $0 == "-" })
         guard parts.count == 6 else { return nil }
-        var out: [UInt8] = []
+        var value: UInt64 = 0
         for p in parts {
             guard p.count == 2, let v = UInt8(p, radix: 16) else { return nil }
-            out.append(v)
+            value = value << 8 | UInt64(v)
         }
-        self.bytes = out.reversed()
+        uint48 = value
     }
 
-    public static let zero = try! BDAddress(littleEndian: [0, 0, 0, 0, 0, 0])  // constant, 6 bytes
+    public static let zero = BDAddress(truncating: 0)
 
     public var description: String {
-        bytes.reversed().map { b in
-            let s = String(b, radix: 16, uppercase: true)
-            return s.count == 1 ? "0" + s : s
-        }.joined(separator: ":")
+        var text: [UInt8] = []
+        text.reserveCapacity(17)
+        for k in 0..<6 {
+            if k > 0 { text.append(UInt8(ascii: ":")) }
+            let b = UInt8(truncatingIfNeeded: uint48 >> (8 * UInt64(5 - k)))
+            text.append(hexDigitUpper(b >> 4))
+            text.append(hexDigitUpper(b & 0xF))
+        }
+        return String(decoding: text, as: UTF8.self)
     }
 
     public static func < (a: BDAddress, b: BDAddress) -> Bool {
-        a.bytes.reversed().lexicographicallyPrecedes(b.bytes.reversed())
+        // Most significant octet first, like the printed form.
+        a.uint48 < b.uint48
     }
 
     public static func read(from r: inout ByteReader, _ what: @autoclosure () -> String = "address")
         throws(DecodingError) -> BDAddress
     {
-        try BDAddress(littleEndian: r.readBytes(6, what()))
+        BDAddress(truncating: try r.readUInt48LE(what()))
     }
+}
+
+/// The upper-case hex digit of `v` (0…15), without a branch (a branch on random data is
+/// mispredicted half the time).
+@inline(__always) func hexDigitUpper(_ v: UInt8) -> UInt8 {
+    let letter = (UInt8(9) &- v) >> 7  // 1 for 10…15, else 0
+    return UInt8(ascii: "0") &+ v &+ letter &* 7
 }
 
 extension BDAddress {

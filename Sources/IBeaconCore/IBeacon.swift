@@ -114,6 +114,16 @@ extension IBeacon {
     /// input) but walks the bytes in place without allocating: scanning decodes every report
     /// of every event, and most of them are not iBeacons.
     public static func find(inAdvertisingData data: [UInt8]) -> IBeacon? {
+        find(inAdvertisingData: data.span)
+    }
+
+    /// `find(inAdvertisingData:)` of the bytes of a slice.
+    public static func find(inAdvertisingData data: ArraySlice<UInt8>) -> IBeacon? {
+        find(inAdvertisingData: data.span)
+    }
+
+    /// `find(inAdvertisingData:)` of the bytes a span views.
+    public static func find(inAdvertisingData data: Span<UInt8>) -> IBeacon? {
         var found: IBeacon?
         var i = 0
         let n = data.count

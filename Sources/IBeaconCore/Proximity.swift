@@ -63,7 +63,13 @@ public struct RSSISmoother: Sendable {
     }
 
     public let mode: Mode
+    /// The last `window` readings in arrival order, a ring once full: `oldest` is the next to go.
     private var recent: [Double] = []
+    private var oldest = 0
+    /// The same readings in ascending order, kept sorted as they come and go (O(window) per
+    /// reading, no allocation once full): the median is read off it instead of sorting a copy
+    /// per reading, which was a third of a live scan's work per report.
+    private var ascending: [Double] = []
     private var average: Double?
 
     public init(_ mode: Mode = .median(window: 10)) {
@@ -77,7 +83,7 @@ public struct RSSISmoother: Sendable {
     public var value: Double? {
         switch mode {
         case .median:
-            return recent.isEmpty ? nil : median(recent.sorted())
+            return ascending.isEmpty ? nil : median(ascending)
         case .exponential:
             return average
         }
@@ -90,8 +96,18 @@ public struct RSSISmoother: Sendable {
         guard let rssi, rssi.isFinite else { return value }
         switch mode {
         case .median(let window):
-            recent.append(rssi)
-            if recent.count > window { recent.removeFirst(recent.count - window) }
+            if recent.count < window {
+                recent.append(rssi)
+            } else {
+                let gone = recent[oldest]
+                recent[oldest] = rssi
+                oldest = (oldest + 1) % window
+                if let i = ascending.firstIndex(of: gone) { ascending.remove(at: i) }
+            }
+            // After every reading not greater than it: equal readings keep their order.
+            var i = ascending.endIndex
+            while i > 0 && ascending[i - 1] > rssi { i -= 1 }
+            ascending.insert(rssi, at: i)
         case .exponential(let alpha):
             average = average.map { $0 + alpha * (rssi - $0) } ?? rssi
         }
@@ -100,6 +116,8 @@ public struct RSSISmoother: Sendable {
 
     public mutating func reset() {
         recent.removeAll()
+        ascending.removeAll()
+        oldest = 0
         average = nil
     }
 }

@@ -7,13 +7,17 @@ public struct Sighting: Sendable, Equatable {
     public var addressType: LEAddressType
     /// nil when the controller reports 127, "RSSI not available".
     public var rssi: Int8?
-    public var data: [UInt8]
+    /// The report's AD structures. A slice: the reports read from one event share its bytes
+    /// instead of each copying its data (`append(fromEvent:to:)`).
+    public var data: ArraySlice<UInt8>
     /// The iBeacon in the data, when there is one.
     public var beacon: IBeacon?
     /// Whether the report came from a legacy or an extended advertising report event.
     public var extended: Bool
 
-    public init(address: BDAddress, addressType: LEAddressType, rssi: Int8?, data: [UInt8], extended: Bool) {
+    public init(
+        address: BDAddress, addressType: LEAddressType, rssi: Int8?, data: ArraySlice<UInt8>, extended: Bool
+    ) {
         self.address = address
         self.addressType = addressType
         self.rssi = rssi
@@ -21,6 +25,17 @@ public struct Sighting: Sendable, Equatable {
         self.extended = extended
         // A stranger's malformed data is common: it simply holds no iBeacon.
         self.beacon = IBeacon.find(inAdvertisingData: data)
+    }
+
+    public init(address: BDAddress, addressType: LEAddressType, rssi: Int8?, data: [UInt8], extended: Bool) {
+        self.init(address: address, addressType: addressType, rssi: rssi, data: data[...], extended: extended)
+    }
+
+    /// The report `fields` describes, read from the event bytes `event`.
+    public init(_ fields: AdvertisingReportFields, in event: [UInt8]) {
+        self.init(
+            address: fields.address, addressType: fields.addressType, rssi: fields.rssi, data: event[fields.data],
+            extended: fields.extended)
     }
 
     /// Every report in an event, in order (an event may carry several: Num_Reports > 1).
@@ -37,6 +52,21 @@ public struct Sighting: Sendable, Equatable {
             }
         default:
             return []
+        }
+    }
+
+    /// Appends the reports of the event body `event` to `sightings`: the same as
+    /// `all(in: HCIEvent.decode(event))`, without building the event or copying any report's
+    /// data (every sighting's `data` is a slice of `event`). Returns false, appending nothing,
+    /// for an event that is not an advertising report; throws, appending nothing, for a
+    /// malformed one.
+    public static func append(fromEvent event: [UInt8], to sightings: inout [Sighting]) throws(DecodingError) -> Bool {
+        let start = sightings.count
+        do {
+            return try HCIEvent.forEachAdvertisingReport(in: event) { sightings.append(Sighting($0, in: event)) }
+        } catch {
+            sightings.removeSubrange(start...)
+            throw error
         }
     }
 }

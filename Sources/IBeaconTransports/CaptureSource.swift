@@ -204,6 +204,8 @@ public struct CaptureSightingSource: SightingSource {
         var malformed = 0
         var problem: BTSnoopError?
         var stopped = false
+        var sightings: [Sighting] = []
+        sightings.reserveCapacity(16)
         scanning: while true {
             let record: BTSnoopRecord
             switch try reader.next() {
@@ -228,9 +230,11 @@ public struct CaptureSightingSource: SightingSource {
             guard let packet = record.packet, packet.type == .event, record.direction == .received,
                 Self.isAdvertisingReport(packet.body)
             else { continue }
-            let event: HCIEvent
+            // One array for every event's sightings: `receive` does not keep it, so it stays
+            // unique and is refilled in place.
+            sightings.removeAll(keepingCapacity: true)
             do {
-                event = try HCIEvent.decode(packet.body)
+                _ = try Sighting.append(fromEvent: packet.body, to: &sightings)
             } catch {
                 malformed += 1
                 logger.debug(
@@ -238,7 +242,6 @@ public struct CaptureSightingSource: SightingSource {
                     metadata: ["record": "\(reader.recordsRead)", "error": "\(error)"])
                 continue
             }
-            let sightings = Sighting.all(in: event)
             if let index = record.controllerIndex {
                 if chosen == nil { chosen = index }
                 if index != chosen {

@@ -103,7 +103,7 @@ struct DecodeCommand: AsyncParsableCommand {
     /// report; the problem is shown with it and it holds no iBeacon.
     private func parseReportAD(_ s: Sighting) -> (structures: [ADStructure], error: String?) {
         do {
-            return (try ADStructure.parse(s.data), nil)
+            return (try ADStructure.parse(Array(s.data)), nil)
         } catch {
             return ([], "malformed advertising data: \(error)")
         }
@@ -115,7 +115,7 @@ struct DecodeCommand: AsyncParsableCommand {
             ("address", s.address.description), ("addressType", s.addressType.description),
             ("rssi", s.rssi.map { Int($0) }), ("extended", s.extended),
         ]
-        pairs += adJSON(s.data, structures)
+        pairs += adJSON(Array(s.data), structures)
         if let adError { pairs.append(("adError", adError)) }
         return jsonObject(pairs)
     }
@@ -127,7 +127,7 @@ struct DecodeCommand: AsyncParsableCommand {
         )
         if let adError {
             printOut("  \(adError)")
-            printOut("  data: \(s.data.hexString)")
+            printOut("  data: \(Array(s.data).hexString)")
         } else {
             printAD(structures, indent: "  ")
         }

@@ -22,9 +22,11 @@ func writeOut(_ bytes: [UInt8]) { writeAll(STDOUT_FILENO, bytes) }
 /// to report it; the process goes on, so advertising is still turned off on the way out.
 func writeAll(_ fd: Int32, _ s: String) { writeAll(fd, Array(s.utf8)) }
 
-func writeAll(_ fd: Int32, _ bytes: [UInt8]) {
-    var done = 0
-    while done < bytes.count {
+func writeAll(_ fd: Int32, _ bytes: [UInt8]) { writeAll(fd, bytes[...]) }
+
+func writeAll(_ fd: Int32, _ bytes: ArraySlice<UInt8>) {
+    var done = bytes.startIndex
+    while done < bytes.endIndex {
         let n = bytes[done...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
         if n > 0 {
             done += n
@@ -151,17 +153,39 @@ struct JSONLineBuilder {
     /// Appends the object `body` writes, and a newline, to `buffer`. `maximumLength` bounds what
     /// `body` writes (ASCII keys and values; strings that need escaping count 6 bytes a byte).
     static func append(to buffer: inout [UInt8], maximumLength: Int, _ body: (inout JSONLineBuilder) -> Void) {
-        // Written into scratch memory and copied once: zero-filling `buffer` and trimming it
-        // afterwards cost more than the copy.
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: maximumLength + 3) { scratch in
-            guard let base = scratch.baseAddress else { return }
-            var line = JSONLineBuilder(base, capacity: maximumLength + 3)
+        let start = buffer.count
+        let written = write(into: &buffer, at: start, maximumLength: maximumLength, body)
+        buffer.removeLast(buffer.count - start - written)
+    }
+
+    /// Writes the object `body` writes, and a newline, into `buffer` from `offset` (growing it
+    /// when fewer than `maximumLength` + 3 bytes follow), and returns how many bytes it wrote.
+    /// Straight into the buffer: building a line elsewhere and appending it cost a copy a line.
+    static func write(
+        into buffer: inout [UInt8], at offset: Int, maximumLength: Int, _ body: (inout JSONLineBuilder) -> Void
+    ) -> Int {
+        let capacity = maximumLength + 3
+        let offset = min(max(offset, 0), buffer.count)
+        if buffer.count - offset < capacity {
+            buffer.append(contentsOf: repeatElement(0, count: capacity - (buffer.count - offset)))
+        }
+        return buffer.withUnsafeMutableBufferPointer { storage in
+            guard let base = storage.baseAddress else { return 0 }
+            var line = JSONLineBuilder(base + offset, capacity: capacity)
             line.byte(UInt8(ascii: "{"))
             body(&line)
             line.byte(UInt8(ascii: "}"))
             line.byte(0x0A)
-            buffer.append(contentsOf: UnsafeBufferPointer(start: base, count: line.count))
+            return line.count
         }
+    }
+
+    /// The object `body` writes, as bytes without the braces and newline: the members, for a
+    /// `JSONTextTable`.
+    static func members(maximumLength: Int, _ body: (inout JSONLineBuilder) -> Void) -> [UInt8] {
+        var line: [UInt8] = []
+        append(to: &line, maximumLength: maximumLength, body)
+        return Array(line.dropFirst().dropLast(2))
     }
 
     @inline(__always) private mutating func byte(_ b: UInt8) {
@@ -170,7 +194,7 @@ struct JSONLineBuilder {
         count += 1
     }
 
-    private mutating func bytes(_ s: StaticString) {
+    @inline(__always) private mutating func bytes(_ s: StaticString) {
         copy(UnsafeBufferPointer(start: s.utf8Start, count: s.utf8CodeUnitCount))
     }
 
@@ -180,7 +204,7 @@ struct JSONLineBuilder {
         count += source.count
     }
 
-    private mutating func key(_ name: StaticString) {
+    @inline(__always) private mutating func key(_ name: StaticString) {
         // `,"name":` with one bounds check: eleven keys a line.
         let n = name.utf8CodeUnitCount
         guard n + 4 <= capacity - count else { return }  // bounded by maximumLength
@@ -222,28 +246,48 @@ struct JSONLineBuilder {
         digits(value)
     }
 
-    private mutating func digits(_ value: Int) {
-        guard value != Int.min else { return bytes("-9223372036854775808") }
-        var v = value
-        if v < 0 {
-            byte(UInt8(ascii: "-"))
-            v = -v
+    @inline(__always) private mutating func digits(_ value: Int) {
+        // At most a sign and 19 digits; written from the last digit back, dividing by the
+        // constant 10 (a multiplication) rather than by a power of ten per digit.
+        guard 20 <= capacity - count else { return }  // bounded by maximumLength
+        if value < 0 {
+            p[count] = UInt8(ascii: "-")
+            count += 1
         }
-        var divisor = 1
-        while divisor <= v / 10 { divisor *= 10 }
-        while divisor > 0 {
-            byte(UInt8(ascii: "0") + UInt8(v / divisor % 10))
-            divisor /= 10
+        var v = value.magnitude
+        if v < 100 {
+            // RSSI, measured power, most majors and minors.
+            if v >= 10 {
+                p[count] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: v / 10)
+                count += 1
+            }
+            p[count] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: v % 10)
+            count += 1
+            return
         }
+        var length = 1
+        var rest = v / 10
+        while rest > 0 {
+            length += 1
+            rest /= 10
+        }
+        var q = p + count + length
+        repeat {
+            q -= 1
+            q[0] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: v % 10)
+            v /= 10
+        } while v > 0
+        count += length
     }
 
     /// A number as the `Double` conversion of `jsonLine` writes it: rounded to `decimals` (≤ 4)
     /// places, in the shortest form that reads back the same (`66.015`, `3.0`, `0.5012`).
-    mutating func number(_ name: StaticString, _ value: Double?, decimals: Int = 4) {
+    @inline(__always) mutating func number(_ name: StaticString, _ value: Double?, decimals: Int = 4) {
         key(name)
         guard let value else { return null() }
+        let places = min(max(decimals, 1), 4)
         var scale = 1
-        for _ in 0..<min(decimals, 4) { scale *= 10 }
+        for _ in 0..<places { scale *= 10 }
         let scaled = (value * Double(scale)).rounded()
         // Up to 15 significant digits the shortest form of the nearest double is the decimal itself.
         guard scaled.isFinite, abs(scaled) < 1e15 else {
@@ -257,46 +301,84 @@ struct JSONLineBuilder {
             m = -m
         }
         digits(m / scale)
-        byte(UInt8(ascii: "."))
         var fraction = m % scale
-        var places = scale / 10
-        if fraction == 0 { return byte(UInt8(ascii: "0")) }
-        while fraction > 0 {
-            byte(UInt8(ascii: "0") + UInt8(fraction / places))
-            fraction %= places
-            places /= 10
+        guard places + 1 <= capacity - count else { return }  // bounded by maximumLength
+        p[count] = UInt8(ascii: ".")
+        guard fraction != 0 else {
+            p[count + 1] = UInt8(ascii: "0")
+            count += 2
+            return
         }
+        // `places` digits with leading zeros, then without the trailing zeros.
+        var i = count + places
+        while i > count {
+            p[i] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: fraction % 10)
+            fraction /= 10
+            i -= 1
+        }
+        var end = count + places
+        while p[end] == UInt8(ascii: "0") { end -= 1 }
+        count = end + 1
+    }
+
+    /// Writes `name` and a value spelled as JSON already (from a `JSONTextTable`).
+    mutating func json(_ name: StaticString, _ value: UnsafeBufferPointer<UInt8>) {
+        key(name)
+        copy(value)
+    }
+
+    /// Writes members spelled as JSON already (`"a":1,"b":2`, from a `JSONTextTable`).
+    mutating func members(_ text: UnsafeBufferPointer<UInt8>) {
+        guard text.count + 1 <= capacity - count else { return }  // bounded by maximumLength
+        if !empty { byte(UInt8(ascii: ",")) }
+        empty = false
+        copy(text)
     }
 
     /// Bytes as lowercase hex, like `[UInt8].hexString`.
-    mutating func hex(_ name: StaticString, _ data: [UInt8]) {
+    mutating func hex(_ name: StaticString, _ data: [UInt8]) { hex(name, data[...]) }
+
+    mutating func hex(_ name: StaticString, _ data: ArraySlice<UInt8>) {
         key(name)
         byte(UInt8(ascii: "\""))
         data.withUnsafeBufferPointer { source in
             guard 2 * source.count <= capacity - count else { return }  // bounded by maximumLength
             var q = p + count
-            for b in source {
-                q[0] = Self.hexDigit(b >> 4, upper: false)
-                q[1] = Self.hexDigit(b & 0xF, upper: false)
+            var i = 0
+            while i + 4 <= source.count {
+                let word =
+                    UInt32(source[i]) | UInt32(source[i + 1]) << 8 | UInt32(source[i + 2]) << 16
+                    | UInt32(source[i + 3]) << 24
+                UnsafeMutableRawPointer(q).storeBytes(
+                    of: Self.hexDigits(word, upper: false).littleEndian, as: UInt64.self)
+                q += 8
+                i += 4
+            }
+            while i < source.count {
+                q[0] = Self.hexDigit(source[i] >> 4, upper: false)
+                q[1] = Self.hexDigit(source[i] & 0xF, upper: false)
                 q += 2
+                i += 1
             }
             count += 2 * source.count
         }
         byte(UInt8(ascii: "\""))
     }
 
-    /// A Bluetooth address as `BDAddress.description` prints it (`AA:BB:CC:DD:EE:FF`).
+    /// A Bluetooth address as `BDAddress.description` prints it (`"AA:BB:CC:DD:EE:FF"`).
     mutating func address(_ name: StaticString, _ address: BDAddress) {
         key(name)
-        byte(UInt8(ascii: "\""))
-        var first = true
-        for b in address.bytes.reversed() {
-            if !first { byte(UInt8(ascii: ":")) }
-            first = false
-            byte(Self.hexDigit(b >> 4, upper: true))
-            byte(Self.hexDigit(b & 0xF, upper: true))
+        guard 19 <= capacity - count else { return }  // bounded by maximumLength
+        let q = p + count
+        q[0] = UInt8(ascii: "\"")
+        for k in 0..<6 {
+            let b = UInt8(truncatingIfNeeded: address.uint48 >> (8 * UInt64(5 - k)))
+            q[1 + 3 * k] = Self.hexDigit(b >> 4, upper: true)
+            q[2 + 3 * k] = Self.hexDigit(b & 0xF, upper: true)
+            q[3 + 3 * k] = UInt8(ascii: ":")
         }
-        byte(UInt8(ascii: "\""))
+        q[18] = UInt8(ascii: "\"")  // over the colon after the last octet
+        count += 19
     }
 
     /// A UUID as `IBeacon.uuidString` prints it (upper-case 8-4-4-4-12); null for nil.
@@ -304,23 +386,46 @@ struct JSONLineBuilder {
         key(name)
         guard let uuid else { return null() }
         guard 38 <= capacity - count else { return }  // bounded by maximumLength
-        let start = p + count
-        start[0] = UInt8(ascii: "\"")
-        start[37] = UInt8(ascii: "\"")
-        withUnsafeBytes(of: uuid.uuid) { bytes in
-            // Byte k starts at column 1 + 2k, plus one for each dash before it (after bytes 3, 5, 7, 9).
-            var q = start + 1
-            for k in 0..<16 {
-                if k == 4 || k == 6 || k == 8 || k == 10 {
-                    q[0] = UInt8(ascii: "-")
-                    q += 1
-                }
-                q[0] = Self.hexDigit(bytes[k] >> 4, upper: true)
-                q[1] = Self.hexDigit(bytes[k] & 0xF, upper: true)
-                q += 2
-            }
+        let q = p + count
+        q[0] = UInt8(ascii: "\"")
+        q[9] = UInt8(ascii: "-")
+        q[14] = UInt8(ascii: "-")
+        q[19] = UInt8(ascii: "-")
+        q[24] = UInt8(ascii: "-")
+        q[37] = UInt8(ascii: "\"")
+        let u = uuid.uuid
+        // Bytes 0-1 at column 1, 2-3 at 5, 4-5 at 10, 6-7 at 15, 8-9 at 20, 10-11 at 25,
+        // 12-13 at 29, 14-15 at 33: four characters a store.
+        let a = Self.hexDigits(UInt32(u.0) | UInt32(u.1) << 8 | UInt32(u.2) << 16 | UInt32(u.3) << 24, upper: true)
+        let b = Self.hexDigits(UInt32(u.4) | UInt32(u.5) << 8 | UInt32(u.6) << 16 | UInt32(u.7) << 24, upper: true)
+        let c = Self.hexDigits(UInt32(u.8) | UInt32(u.9) << 8 | UInt32(u.10) << 16 | UInt32(u.11) << 24, upper: true)
+        let d = Self.hexDigits(
+            UInt32(u.12) | UInt32(u.13) << 8 | UInt32(u.14) << 16 | UInt32(u.15) << 24, upper: true)
+        let raw = UnsafeMutableRawPointer(q)
+        func store(_ chars: UInt64, at offset: Int) {
+            raw.storeBytes(of: UInt32(truncatingIfNeeded: chars).littleEndian, toByteOffset: offset, as: UInt32.self)
         }
+        store(a, at: 1)
+        store(a >> 32, at: 5)
+        store(b, at: 10)
+        store(b >> 32, at: 15)
+        store(c, at: 20)
+        store(c >> 32, at: 25)
+        store(d, at: 29)
+        store(d >> 32, at: 33)
         count += 38
+    }
+
+    /// The eight hex digits of the four bytes of `word` (first byte in the low bits), first
+    /// character in the low byte: every digit at once in the lanes of one integer.
+    @inline(__always) static func hexDigits(_ word: UInt32, upper: Bool) -> UInt64 {
+        var v = UInt64(word)
+        v = (v | v << 16) & 0x0000_FFFF_0000_FFFF  // bytes 0-1 and 2-3 in 32-bit lanes
+        v = (v | v << 8) & 0x00FF_00FF_00FF_00FF  // each byte in its own 16-bit lane
+        // High nibble first (the lower byte of a lane), then the low nibble.
+        let nibbles = (v >> 4) & 0x000F_000F_000F_000F | (v & 0x000F_000F_000F_000F) << 8
+        let letters = ((nibbles &+ 0x0606_0606_0606_0606) >> 4) & 0x0101_0101_0101_0101  // 1 for 10…15
+        return nibbles &+ 0x3030_3030_3030_3030 &+ letters &* (upper ? 7 : 39)
     }
 
     /// The hex digit of `v` (0…15), without a branch: report data is random, and a branch on
@@ -328,5 +433,55 @@ struct JSONLineBuilder {
     @inline(__always) private static func hexDigit(_ v: UInt8, upper: Bool) -> UInt8 {
         let letter = (UInt8(9) &- v) >> 7  // 1 for 10…15, else 0
         return UInt8(ascii: "0") &+ v &+ letter &* (upper ? 7 : 39)
+    }
+}
+
+/// JSON text written once and copied into many lines: entry `i` is the members (or value)
+/// `JSONLineBuilder` wrote for the `i`th input, so a table gives exactly the builder's spelling.
+struct JSONTextTable: Sendable {
+    private let text: [UInt8]
+    /// Entry `i` is `text[starts[i]..<starts[i + 1]]`.
+    private let starts: [Int]
+
+    /// The members `write` writes for every input in `inputs`, in order.
+    init<Input>(_ inputs: some Sequence<Input>, maximumLength: Int, _ write: (Input, inout JSONLineBuilder) -> Void) {
+        var text: [UInt8] = []
+        var starts = [0]
+        for input in inputs {
+            text += JSONLineBuilder.members(maximumLength: maximumLength) { write(input, &$0) }
+            starts.append(text.count)
+        }
+        self.text = text
+        self.starts = starts
+    }
+
+    var count: Int { starts.count - 1 }
+
+    /// Calls `body` with entry `i`; does nothing for an `i` outside the table.
+    func withEntry(_ i: Int, _ body: (UnsafeBufferPointer<UInt8>) -> Void) {
+        guard i >= 0, i < count else { return }
+        text.withUnsafeBufferPointer { all in
+            body(UnsafeBufferPointer(rebasing: all[starts[i]..<starts[i + 1]]))
+        }
+    }
+}
+
+/// Lines waiting to be written to standard output, written in place into one buffer that is
+/// reused from flush to flush.
+struct PendingOutput: Sendable {
+    private var storage: [UInt8] = []
+    /// Bytes waiting.
+    private(set) var count = 0
+
+    /// Appends the JSON object `body` writes, as one line.
+    mutating func appendLine(maximumLength: Int, _ body: (inout JSONLineBuilder) -> Void) {
+        count += JSONLineBuilder.write(into: &storage, at: count, maximumLength: maximumLength, body)
+    }
+
+    /// Writes what is waiting to standard output.
+    mutating func flush() {
+        guard count > 0 else { return }
+        writeAll(STDOUT_FILENO, storage[0..<count])
+        count = 0
     }
 }

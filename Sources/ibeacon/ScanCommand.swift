@@ -89,7 +89,7 @@ struct ScanCommand: AsyncParsableCommand {
         /// The source's time of the latest report or tick.
         var time: Double = 0
         /// --json lines not yet written (a capture is read faster than line-by-line writes).
-        var pending: [UInt8] = []
+        var pending = PendingOutput()
     }
 
     func scan(logger: Logger) async throws {
@@ -100,6 +100,7 @@ struct ScanCommand: AsyncParsableCommand {
         let command = self
         let filter = self.filter
         let json = self.json
+        let reportJSON = ReportJSON.shared
         // A capture's lines go out in blocks of 64 KiB; a receiver's as each event is heard.
         var buffered = false
         if case .btsnoop = try device.spec() { buffered = true }
@@ -113,16 +114,13 @@ struct ScanCommand: AsyncParsableCommand {
                         for s in sightings where filter.matches(s) {
                             state.reports += 1
                             if json {
-                                command.appendJSONReport(s, t: t, to: &state.pending)
+                                reportJSON.append(s, t: t, to: &state.pending)
                             } else {
                                 state.table.record(s, now: t)
                             }
                         }
                         state.time = max(state.time, t)
-                        if state.pending.count >= flushSize {
-                            writeOut(state.pending)
-                            state.pending.removeAll(keepingCapacity: true)
-                        }
+                        if state.pending.count >= flushSize { state.pending.flush() }
                     }
                     // The batch that reaches --duration is shown, then the scan stops (a live
                     // scan's clock includes setting the controller up).
@@ -131,8 +129,7 @@ struct ScanCommand: AsyncParsableCommand {
                 },
                 tick: { t in
                     let table = state.withLock { state in
-                        writeOut(state.pending)
-                        state.pending.removeAll(keepingCapacity: true)
+                        state.pending.flush()
                         state.time = max(state.time, t)
                         state.table.prune(now: t)
                         return state.table
@@ -145,8 +142,7 @@ struct ScanCommand: AsyncParsableCommand {
             failure = error
         }
         state.withLock { state in
-            writeOut(state.pending)
-            state.pending.removeAll()
+            state.pending.flush()
         }
         if !json && !live {
             let (table, reports, t) = state.withLock { ($0.table, $0.reports, $0.time) }
@@ -155,31 +151,6 @@ struct ScanCommand: AsyncParsableCommand {
         }
         await source.close()
         if let failure { throw failure }
-    }
-
-    /// One JSON line per report: t, address, addressType, rssi, uuid, major, minor,
-    /// measuredPower, distance, proximity, data (hex), appended to `buffer`.
-    func appendJSONReport(_ s: Sighting, t: Double, to buffer: inout [UInt8]) {
-        let b = s.beacon
-        let distance = b.flatMap { beacon in
-            s.rssi.flatMap { Self.jsonDistance(rssi: $0, measuredPower: beacon.measuredPower) }
-        }
-        let addressType = s.addressType.description
-        // Keys and fixed values ~250 bytes; the address type may need escaping; data in hex.
-        let maximum = 300 + 6 * addressType.utf8.count + 2 * s.data.count
-        JSONLineBuilder.append(to: &buffer, maximumLength: maximum) { line in
-            line.number("t", (t * 1000).rounded() / 1000, decimals: 3)
-            line.address("address", s.address)
-            line.string("addressType", addressType)
-            line.integer("rssi", s.rssi.map { Int($0) })
-            line.uuid("uuid", b?.proximityUUID)
-            line.integer("major", b.map { Int($0.major) })
-            line.integer("minor", b.map { Int($0.minor) })
-            line.integer("measuredPower", b.map { Int($0.measuredPower) })
-            line.number("distance", distance)
-            line.string("proximity", b == nil ? nil : Proximity(distance: distance).rawValue)
-            line.hex("data", s.data)
-        }
     }
 
     /// `estimatedDistance` of every measured power − RSSI difference (−255…255): the distance
@@ -191,6 +162,54 @@ struct ScanCommand: AsyncParsableCommand {
     /// `estimatedDistance(rssi:measuredPower:)` of two octets, from `distances`.
     static func jsonDistance(rssi: Int8, measuredPower: Int8) -> Double? {
         distances[Int(measuredPower) - Int(rssi) + 255]
+    }
+
+    /// Writes `--json` report lines, one per report: t, address, addressType, rssi, uuid, major,
+    /// minor, measuredPower, distance, proximity, data (hex). The parts that depend on one octet
+    /// or on the measured power − RSSI difference alone are spelled once per value by
+    /// `JSONLineBuilder` and copied into each line, so the text is the builder's (and so
+    /// `jsonLine`'s) in every case.
+    struct ReportJSON: Sendable {
+        /// `"distance":…,"proximity":"…"` for each measured power − RSSI difference, −255…255.
+        let distanceMembers: JSONTextTable
+        /// The quoted description of each address type, 0…255.
+        let addressTypes: JSONTextTable
+
+        static let shared = ReportJSON()
+
+        init() {
+            distanceMembers = JSONTextTable(-255...255, maximumLength: 80) { difference, line in
+                let distance = ScanCommand.distances[difference + 255]
+                line.number("distance", distance)
+                line.string("proximity", Proximity(distance: distance).rawValue)
+            }
+            addressTypes = JSONTextTable(0...255, maximumLength: 512) { raw, line in
+                line.string("addressType", LEAddressType(rawValue: UInt8(raw)).description)
+            }
+        }
+
+        func append(_ s: Sighting, t: Double, to buffer: inout PendingOutput) {
+            let b = s.beacon
+            // Keys and fixed values ~250 bytes, data in hex; the address type may be escaped.
+            let maximum = 300 + 6 * 80 + 2 * s.data.count
+            buffer.appendLine(maximumLength: maximum) { line in
+                line.number("t", (t * 1000).rounded() / 1000, decimals: 3)
+                line.address("address", s.address)
+                addressTypes.withEntry(Int(s.addressType.rawValue)) { line.members($0) }
+                line.integer("rssi", s.rssi.map { Int($0) })
+                line.uuid("uuid", b?.proximityUUID)
+                line.integer("major", b.map { Int($0.major) })
+                line.integer("minor", b.map { Int($0.minor) })
+                line.integer("measuredPower", b.map { Int($0.measuredPower) })
+                if let b, let rssi = s.rssi {
+                    distanceMembers.withEntry(Int(b.measuredPower) - Int(rssi) + 255) { line.members($0) }
+                } else {
+                    line.number("distance", nil)
+                    line.string("proximity", b == nil ? nil : Proximity(distance: nil).rawValue)
+                }
+                line.hex("data", s.data)
+            }
+        }
     }
 
     func render(_ table: SightingTable, now: Double, live: Bool) {

@@ -46,3 +46,20 @@ import Testing
         #expect(agreeing == 20_000)
     }
 }
+
+/// The fast path on a slice of a larger buffer (as scanning passes report data): indices start
+/// past zero and the data may end at the buffer's end.
+@Suite struct IBeaconSliceTests {
+    @Test func findsTheBeaconInASliceAtEitherEdge() {
+        let golden = IBeaconFastPathTests.golden
+        let buffer: [UInt8] = [0xEE, 0xEE, 0x05] + golden
+        let slice = buffer[3...]
+        #expect(slice.startIndex == 3)
+        #expect(IBeacon.find(inAdvertisingData: slice) == IBeacon.find(inAdvertisingData: golden))
+        #expect(IBeacon.find(inAdvertisingData: slice)?.minor == 0x0304)
+        // Cut by one at the end: the structure runs past the slice, so no iBeacon.
+        #expect(IBeacon.find(inAdvertisingData: buffer[3..<(buffer.count - 1)]) == nil)
+        // A slice that starts one byte early reads a different first length: no iBeacon.
+        #expect(IBeacon.find(inAdvertisingData: buffer[2...]) == nil)
+    }
+}

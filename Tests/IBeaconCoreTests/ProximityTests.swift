@@ -1,3 +1,4 @@
+import IBeaconTestSupport
 import Testing
 
 @testable import IBeaconCore
@@ -40,6 +41,31 @@ import Testing
         #expect(s.value == -70)  // the window has moved on
         s.reset()
         #expect(s.value == nil)
+    }
+
+    /// The sliding median kept in order as readings come and go gives, after every reading, the
+    /// median of the last `window` readings sorted afresh; also after a reset, and for
+    /// windows of 1 and 2 and runs of equal readings.
+    @Test func medianSmootherMatchesSortingTheWindow() {
+        var rng = SplitMix64(seed: 0x5E_D1A7)
+        for window in [1, 2, 3, 10, 25] {
+            var s = RSSISmoother(.median(window: window))
+            var readings: [Double] = []
+            for step in 0..<3_000 {
+                if step == 1_500 {
+                    s.reset()
+                    readings.removeAll()
+                    #expect(s.value == nil)
+                }
+                // Few distinct values, so equal readings enter and leave the window together.
+                let r = -Double(40 + rng.next() % (step % 3 == 0 ? 4 : 60))
+                readings.append(r)
+                let last = readings.suffix(window).sorted()
+                let n = last.count
+                let expected = n % 2 == 1 ? last[n / 2] : (last[n / 2 - 1] + last[n / 2]) / 2
+                #expect(s.add(r) == expected, "window \(window), step \(step)")
+            }
+        }
     }
 
     @Test func exponentialSmoother() {

@@ -25,17 +25,8 @@ public enum HCIEvent: Hashable, Sendable {
     /// Decodes an event packet body: event code (1), parameter total length (1), parameters.
     /// The H4 packet-type byte is not part of `body`.
     public static func decode(_ body: [UInt8]) throws(DecodingError) -> HCIEvent {
-        var header = ByteReader(body)
-        let code = HCIEventCode(rawValue: try header.readUInt8("event code"))
-        let length = Int(try header.readUInt8("event parameter length"))
-        // §5.4.4: Parameter_Total_Length is the length of all parameters in octets.
-        guard header.remaining >= length else {
-            throw .truncated(what: "\(code) parameters", needed: length, available: header.remaining)
-        }
-        guard header.remaining == length else {
-            throw .trailingBytes(what: "\(code) parameters", count: header.remaining - length)
-        }
-        var r = header  // exactly the parameters are left
+        let (code, parameters) = try parameters(of: body)
+        var r = parameters
         let event: HCIEvent
         switch code {
         case .commandComplete:
@@ -60,20 +51,63 @@ public enum HCIEvent: Hashable, Sendable {
         return event
     }
 
+    /// The event code, and a reader over exactly the parameters: checks Parameter_Total_Length.
+    private static func parameters(of body: [UInt8]) throws(DecodingError) -> (HCIEventCode, ByteReader) {
+        var header = ByteReader(body)
+        let code = HCIEventCode(rawValue: try header.readUInt8("event code"))
+        let length = Int(try header.readUInt8("event parameter length"))
+        // §5.4.4: Parameter_Total_Length is the length of all parameters in octets.
+        guard header.remaining >= length else {
+            throw .truncated(what: "\(code) parameters", needed: length, available: header.remaining)
+        }
+        guard header.remaining == length else {
+            throw .trailingBytes(what: "\(code) parameters", count: header.remaining - length)
+        }
+        return (code, header)  // exactly the parameters are left
+    }
+
+    /// Reads the reports of an LE Advertising Report (0x3E/0x02) or LE Extended Advertising
+    /// Report (0x3E/0x0D) event body in place, calling `report` for each in order: what
+    /// `decode` reads for those events, without building them (scanning a capture reads
+    /// hundreds of thousands). Returns false, having called nothing, for any other event.
+    /// Throws exactly where `decode` throws; `report` may have been called for the reports
+    /// before the fault, so a caller keeping them discards them on a throw.
+    public static func forEachAdvertisingReport(
+        in body: [UInt8], _ report: (AdvertisingReportFields) -> Void
+    ) throws(DecodingError) -> Bool {
+        let (code, parameters) = try parameters(of: body)
+        guard code == .leMeta else { return false }
+        var r = parameters
+        let subevent = LEMetaSubevent(rawValue: try r.readUInt8("LE Meta Subevent_Code"))
+        guard subevent == .advertisingReport || subevent == .extendedAdvertisingReport else { return false }
+        try readAdvertisingReports(&r, extended: subevent == .extendedAdvertisingReport, report)
+        try r.expectEnd("\(code) parameters")
+        return true
+    }
+
+    /// Num_Reports, then that many reports one after another (despite the spec's per-field
+    /// array notation, the Linux kernel, Zephyr and Bumble all read, and controllers send,
+    /// whole reports in turn).
+    private static func readAdvertisingReports(
+        _ r: inout ByteReader, extended: Bool, _ report: (AdvertisingReportFields) -> Void
+    ) throws(DecodingError) {
+        let count = Int(try r.readUInt8("Num_Reports"))
+        for _ in 0..<count { report(try AdvertisingReportFields(decoding: &r, extended: extended)) }
+    }
+
     private static func decodeLEMeta(_ r: inout ByteReader) throws(DecodingError) -> HCIEvent {
         let subevent = LEMetaSubevent(rawValue: try r.readUInt8("LE Meta Subevent_Code"))
+        let bytes = r.bytes
         switch subevent {
         case .advertisingReport:
-            let count = Int(try r.readUInt8("Num_Reports"))
             var reports: [LEAdvertisingReport] = []
-            reports.reserveCapacity(count)
-            for _ in 0..<count { reports.append(try LEAdvertisingReport(decoding: &r)) }
+            try readAdvertisingReports(&r, extended: false) { reports.append(LEAdvertisingReport($0, in: bytes)) }
             return .leAdvertisingReport(reports)
         case .extendedAdvertisingReport:
-            let count = Int(try r.readUInt8("Num_Reports"))
             var reports: [LEExtendedAdvertisingReport] = []
-            reports.reserveCapacity(count)
-            for _ in 0..<count { reports.append(try LEExtendedAdvertisingReport(decoding: &r)) }
+            try readAdvertisingReports(&r, extended: true) {
+                reports.append(LEExtendedAdvertisingReport($0, in: bytes))
+            }
             return .leExtendedAdvertisingReport(reports)
         case .advertisingSetTerminated:
             let status = HCIStatus(rawValue: try r.readUInt8("Status"))
@@ -165,19 +199,16 @@ public struct LEAdvertisingReport: Hashable, Sendable {
     }
 
     /// Reads one whole report: event type, address type, address, data length, data, RSSI.
-    /// Despite the spec's per-field array notation, the Linux kernel, Zephyr and Bumble all
-    /// read (and controllers send) reports one after another, so that is what is read here.
     public init(decoding r: inout ByteReader) throws(DecodingError) {
-        eventType = EventType(rawValue: try r.readUInt8("Event_Type"))
-        addressType = LEAddressType(rawValue: try r.readUInt8("Address_Type"))
-        address = try BDAddress.read(from: &r, "Address")
-        let length = Int(try r.readUInt8("Data_Length"))
-        // §7.7.65.2: Data_Length is 0x00…0x1F.
-        guard length <= 31 else {
-            throw .invalidValue(what: "LE Advertising Report Data_Length", value: length, allowed: "0…31")
-        }
-        data = try r.readBytes(length, "Data")
-        rssi = try readOptionalPower(&r, "RSSI")
+        self.init(try AdvertisingReportFields(decoding: &r, extended: false), in: r.bytes)
+    }
+
+    /// The report `fields` describes, its data copied from `bytes` (what they were read from).
+    init(_ fields: AdvertisingReportFields, in bytes: [UInt8]) {
+        self.init(
+            eventType: EventType(rawValue: UInt8(truncatingIfNeeded: fields.eventType)),
+            addressType: fields.addressType, address: fields.address, data: Array(bytes[fields.data]),
+            rssi: fields.rssi)
     }
 
     /// Encodes the report as it appears in the event (for fakes and round-trip tests).
@@ -265,20 +296,18 @@ public struct LEExtendedAdvertisingReport: Hashable, Sendable {
 
     /// Reads one whole report, field by field in spec order (like the legacy report).
     public init(decoding r: inout ByteReader) throws(DecodingError) {
-        eventType = EventType(rawValue: try r.readUInt16LE("Event_Type"))
-        addressType = LEAddressType(rawValue: try r.readUInt8("Address_Type"))
-        address = try BDAddress.read(from: &r, "Address")
-        primaryPHY = LEPHY(rawValue: try r.readUInt8("Primary_PHY"))
-        secondaryPHY = LEPHY(rawValue: try r.readUInt8("Secondary_PHY"))
-        let sid = try r.readUInt8("Advertising_SID")
-        advertisingSID = sid == 0xFF ? nil : sid
-        txPower = try readOptionalPower(&r, "TX_Power")
-        rssi = try readOptionalPower(&r, "RSSI")
-        periodicAdvertisingInterval = try r.readUInt16LE("Periodic_Advertising_Interval")
-        directAddressType = LEAddressType(rawValue: try r.readUInt8("Direct_Address_Type"))
-        directAddress = try BDAddress.read(from: &r, "Direct_Address")
-        let length = Int(try r.readUInt8("Data_Length"))
-        data = try r.readBytes(length, "Data")
+        self.init(try AdvertisingReportFields(decoding: &r, extended: true), in: r.bytes)
+    }
+
+    /// The report `fields` describes, its data copied from `bytes` (what they were read from).
+    init(_ fields: AdvertisingReportFields, in bytes: [UInt8]) {
+        self.init(
+            eventType: EventType(rawValue: fields.eventType), addressType: fields.addressType,
+            address: fields.address, primaryPHY: fields.primaryPHY, secondaryPHY: fields.secondaryPHY,
+            advertisingSID: fields.advertisingSID, txPower: fields.txPower, rssi: fields.rssi,
+            periodicAdvertisingInterval: fields.periodicAdvertisingInterval,
+            directAddressType: fields.directAddressType, directAddress: fields.directAddress,
+            data: Array(bytes[fields.data]))
     }
 
     public func encode(into w: inout ByteWriter) {
@@ -295,5 +324,64 @@ public struct LEExtendedAdvertisingReport: Hashable, Sendable {
         w.append(directAddress.bytes)
         w.uint8(UInt8(truncatingIfNeeded: data.count))
         w.append(data)
+    }
+}
+
+/// One report of an LE Advertising Report (Core 5.4 Vol 4 Part E §7.7.65.2) or LE Extended
+/// Advertising Report (§7.7.65.13) event, read in place: its fields, and where Data[i] lies in
+/// the bytes read. The one reader of both report layouts: `LEAdvertisingReport`,
+/// `LEExtendedAdvertisingReport` and scanning (which takes the data without copying it) all
+/// go through it.
+public struct AdvertisingReportFields: Hashable, Sendable {
+    /// True for an extended report.
+    public var extended: Bool
+    /// Event_Type[i]: one octet in a legacy report, two in an extended one.
+    public var eventType: UInt16
+    public var addressType: LEAddressType
+    public var address: BDAddress
+    /// RSSI[i] in dBm; nil for 127, "not available".
+    public var rssi: Int8?
+    /// The fields only an extended report has; a legacy report gets the values
+    /// `LEExtendedAdvertisingReport` defaults to (1M, no secondary PHY, no SID, no TX power).
+    public var primaryPHY: LEPHY = .le1M
+    public var secondaryPHY: LEPHY = .none
+    public var advertisingSID: UInt8?
+    public var txPower: Int8?
+    public var periodicAdvertisingInterval: UInt16 = 0
+    public var directAddressType: LEAddressType = .public
+    public var directAddress: BDAddress = .zero
+    /// Where Data[i] lies in the reader's `bytes`.
+    public var data: Range<Int>
+
+    /// Reads one whole report in spec order. Legacy: Event_Type (1), Address_Type, Address,
+    /// Data_Length, Data, RSSI. Extended: Event_Type (2), Address_Type, Address, Primary_PHY,
+    /// Secondary_PHY, Advertising_SID, TX_Power, RSSI, Periodic_Advertising_Interval,
+    /// Direct_Address_Type, Direct_Address, Data_Length, Data.
+    public init(decoding r: inout ByteReader, extended: Bool) throws(DecodingError) {
+        self.extended = extended
+        eventType = extended ? try r.readUInt16LE("Event_Type") : UInt16(try r.readUInt8("Event_Type"))
+        addressType = LEAddressType(rawValue: try r.readUInt8("Address_Type"))
+        address = try BDAddress.read(from: &r, "Address")
+        guard extended else {
+            let length = Int(try r.readUInt8("Data_Length"))
+            // §7.7.65.2: Data_Length is 0x00…0x1F.
+            guard length <= 31 else {
+                throw .invalidValue(what: "LE Advertising Report Data_Length", value: length, allowed: "0…31")
+            }
+            data = try r.readRange(length, "Data")
+            rssi = try readOptionalPower(&r, "RSSI")
+            return
+        }
+        primaryPHY = LEPHY(rawValue: try r.readUInt8("Primary_PHY"))
+        secondaryPHY = LEPHY(rawValue: try r.readUInt8("Secondary_PHY"))
+        let sid = try r.readUInt8("Advertising_SID")
+        advertisingSID = sid == 0xFF ? nil : sid  // 0xFF: "No ADI field provided"
+        txPower = try readOptionalPower(&r, "TX_Power")
+        rssi = try readOptionalPower(&r, "RSSI")
+        periodicAdvertisingInterval = try r.readUInt16LE("Periodic_Advertising_Interval")
+        directAddressType = LEAddressType(rawValue: try r.readUInt8("Direct_Address_Type"))
+        directAddress = try BDAddress.read(from: &r, "Direct_Address")
+        let length = Int(try r.readUInt8("Data_Length"))
+        data = try r.readRange(length, "Data")
     }
 }

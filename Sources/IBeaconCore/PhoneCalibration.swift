@@ -101,6 +101,9 @@ public struct PhoneCalibrationEstimate: Sendable, Equatable {
     public var seconds: Int
     /// Standard deviation of the 1 Hz means, dB.
     public var secondSpread: Double
+    /// Standard deviation of the reports around their own second's mean, dB: the fast fading
+    /// (Rayleigh fading alone gives 5.6 dB), whatever the level does over seconds.
+    public var withinSecondSpread: Double
     public var transients: [CalibrationTransient]
     /// nil before 10 seconds.
     public var drift: CalibrationDrift?
@@ -213,7 +216,8 @@ public struct PhoneCalibrationEstimator: Sendable {
         let ongoing = !ongoingTransients.isEmpty
         return PhoneCalibrationEstimate(
             value: value, halfWidth95: half, degreesOfFreedom: lr.degreesOfFreedom, batchSeconds: lr.batch,
-            seconds: n, secondSpread: spread, transients: shifted, drift: drift, slowVariation: lr.slow,
+            seconds: n, secondSpread: spread, withinSecondSpread: within.variance.squareRoot(), transients: shifted,
+            drift: drift, slowVariation: lr.slow,
             transientOngoing: ongoing)
     }
 

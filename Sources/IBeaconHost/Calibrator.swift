@@ -32,7 +32,7 @@ public struct CalibrationTarget: Sendable, Equatable {
 
 public struct CalibrationSettings: Sendable {
     /// Give up after this long (the estimate so far is used if it has enough samples).
-    public var maximumDuration: Duration = .seconds(30)
+    public var maximumDuration: Duration = .seconds(180)
     /// Stop once the 95 % confidence half-width is at most this many dB.
     public var precision: Double = 1
     /// Which value to write.
@@ -42,6 +42,18 @@ public struct CalibrationSettings: Sendable {
     /// How many of its own relative standard errors the half-width must clear the precision by
     /// (`.apple`); see docs/CALIBRATION.md for the simulation that set it.
     public var assurance: Double = 0
+    /// `.apple`: the assurance once slow variation was seen. A run that stops on slow variation
+    /// stops when its variance estimate (few degrees of freedom: one per ~6 s) happens to be
+    /// low, which is when a wandering level is most likely off to one side; clearing the
+    /// precision by 3 of the half-width's relative standard errors keeps ≥ 95 % of those runs
+    /// within the precision (docs/CALIBRATION.md, "Slow variation").
+    public var slowAssurance: Double = 3
+    /// `.apple`: reports spread at least this much around their own second's mean (standard
+    /// deviation, dB) mean strong fast fading (Rayleigh fading alone gives 5.6 dB), under which
+    /// slow variation is not told apart from independent seconds in a few seconds…
+    public var noisySpread: Double = 4.8
+    /// …so such a run does not stop on precision before this many seconds.
+    public var noisyMinimumDuration: Double = 60
     /// `.apple`: the estimator (its test for slow variation and transients).
     public var estimator = PhoneCalibrationEstimator()
     /// `.apple`: consecutive completed seconds the precision must hold for (a chance quiet
@@ -130,11 +142,13 @@ public struct CalibrationResult: Sendable {
 /// the same time; no I/O, no clock.
 ///
 /// Stopping: never before `settings.minimumDuration` (Apple's 10 s) after the first report
-/// heard; then, for `.apple`, at the
-/// first completed second where the 95 % half-width of the 1 Hz mean, enlarged by
-/// `settings.assurance` of its own relative standard errors, is within the precision and the
-/// level has not drifted by more than the precision; for `.robust`, when `StoppingRule` says
-/// so; otherwise at `settings.maximumDuration`.
+/// heard, for `.apple` never before `settings.noisyMinimumDuration` once the reports spread
+/// `settings.noisySpread` dB or more within the seconds; then, for `.apple`, at the first completed second where
+/// the 95 % half-width of the 1 Hz mean, enlarged by `settings.assurance` (once slow variation
+/// was seen, `settings.slowAssurance`) of its own relative standard errors, has been within the
+/// precision for `settings.confirmations` seconds and the level has not drifted by more than
+/// the precision; for `.robust`, when `StoppingRule` says so; otherwise at
+/// `settings.maximumDuration`.
 public struct CalibrationCollector: Sendable {
     public let target: CalibrationTarget
     public let settings: CalibrationSettings
@@ -159,6 +173,9 @@ public struct CalibrationCollector: Sendable {
     /// second is one more look at the data; without this, the run stops on the first quiet
     /// stretch of a level that wanders, exactly when its spread looks smallest.
     private var slowSeen = false
+    /// An estimate of this run saw the reports spread `settings.noisySpread` or more within the
+    /// seconds: the run keeps the longer minimum (its spread estimate wanders too).
+    private var noisySeen = false
 
     public init(target: CalibrationTarget, settings: CalibrationSettings) {
         self.target = target
@@ -232,22 +249,34 @@ public struct CalibrationCollector: Sendable {
             lastApple = settings.estimator.estimate(
                 seconds.means(completedBy: Double(completed)), precision: settings.precision, assumeSlow: slowSeen)
             if lastApple?.slowVariation == true { slowSeen = true }
+            // From Apple's minimum on: over fewer seconds the spread itself is too uncertain.
+            if let e = lastApple, Double(completed) >= settings.minimumDuration,
+                e.withinSecondSpread >= settings.noisySpread
+            {
+                noisySeen = true
+            }
+            let assurance = slowSeen ? max(settings.assurance, settings.slowAssurance) : settings.assurance
             if let e = lastApple,
-                e.halfWidth95 * (1 + settings.assurance * e.halfWidthRelativeError) <= settings.precision,
+                e.halfWidth95 * (1 + assurance * e.halfWidthRelativeError) <= settings.precision,
                 e.drift?.isLarge != true, !e.transientOngoing
             {
                 streak += 1
             } else {
                 streak = 0
             }
-            if settings.method == .apple, Double(completed) >= settings.minimumDuration,
-                streak >= settings.confirmations
-            {
+            if settings.method == .apple, Double(completed) >= minimumDuration, streak >= settings.confirmations {
                 reachedPrecision = true
                 return .done
             }
         }
         return time >= maximum ? .done : .more
+    }
+
+    /// The shortest run that may stop on precision now: Apple's minimum, or
+    /// `settings.noisyMinimumDuration` once the reports spread `settings.noisySpread` dB or more
+    /// within the seconds (an estimate's `withinSecondSpread`).
+    public var minimumDuration: Double {
+        noisySeen ? max(settings.minimumDuration, settings.noisyMinimumDuration) : settings.minimumDuration
     }
 
     /// The estimate of the chosen method so far, offset not applied, for progress display.

@@ -15,6 +15,7 @@ import IBeaconTestSupport
 
 let usage = """
     usage: ibeacon-calsim [--seeds N] [--models a,b] [--method apple|robust] [--duration S] [--precision DB]
+                          [--assurance K] [--slow-assurance K] [--noisy-minimum S] [--noisy-spread DB] [--confirmations N] [--detect-z Z]
            ibeacon-calsim --dump MODEL --seed N [--duration S]     (one "time rssi" line per report)
            ibeacon-calsim --truth MODEL                            (Apple's procedure, 10-minute lists)
            ibeacon-calsim --trace MODEL --seed N [--duration S]    (the estimate second by second)
@@ -125,13 +126,16 @@ if let name = options["truth"] {
 }
 
 var settings = CalibrationSettings()
-settings.maximumDuration = .milliseconds(Int64(number("duration", 30) * 1000))
+settings.maximumDuration = .milliseconds(Int64(number("duration", 180) * 1000))
 settings.precision = number("precision", 1)
 if let method = options["method"] {
     guard let m = CalibrationMethod(rawValue: method) else { fail("--method is apple or robust") }
     settings.method = m
 }
 if let a = options["assurance"], let v = Double(a) { settings.assurance = v }
+if let a = options["slow-assurance"], let v = Double(a) { settings.slowAssurance = v }
+if let d = options["noisy-minimum"], let v = Double(d) { settings.noisyMinimumDuration = v }
+if let d = options["noisy-spread"], let v = Double(d) { settings.noisySpread = v }
 if let c = options["confirmations"], let v = Int(c) { settings.confirmations = v }
 if let z = options["detect-z"], let v = Double(z) { settings.estimator.detectionZ = v }
 let seeds = UInt64(number("seeds", 200))

@@ -19,8 +19,11 @@ struct CalibrateCommand: AsyncParsableCommand {
             The tool collects the RSSI of every advertisement from the beacon the profile names \
             and estimates what phones expect measured power to be: the long-run average of the \
             1 Hz mean RSSI at 1 m, fades included (Apple's calibration procedure, --method \
-            apple). It never stops before 10 s, then stops once the 95 % confidence interval \
-            is within ±--precision dB and the level has not drifted (docs/CALIBRATION.md). It \
+            apple). It never stops before 10 s (60 s when the reports spread 4.8 dB or more within \
+            each second: slow variation under fading that strong takes that long to show), \
+            then stops once the \
+            95 % confidence interval is within ±--precision dB and the level has not drifted \
+            (docs/CALIBRATION.md). Usually 10-15 s; at most --duration. It \
             then writes measuredPower (rounded dBm) and a calibration record into the profile, \
             atomically, keeping every other key.
 
@@ -53,7 +56,7 @@ struct CalibrateCommand: AsyncParsableCommand {
     @OptionGroup var device: DeviceOptions
 
     @Option(help: ArgumentHelp("Give up after this many seconds.", valueName: "seconds"))
-    var duration: Double = 30
+    var duration: Double = 180
     @Option(help: ArgumentHelp("Stop when the 95 % interval is within ± this many dB.", valueName: "dB"))
     var precision: Double = 1
     @Option(
@@ -273,7 +276,8 @@ struct CalibrateCommand: AsyncParsableCommand {
                 "apple": result.apple.map { a in
                     jsonObject([
                         "estimate": a.value + offset, "interval95": a.halfWidth95, "seconds": a.seconds,
-                        "secondSpread": a.secondSpread, "degreesOfFreedom": a.degreesOfFreedom,
+                        "secondSpread": a.secondSpread, "withinSecondSpread": a.withinSecondSpread,
+                        "degreesOfFreedom": a.degreesOfFreedom,
                         "slowVariation": a.slowVariation,
                     ])
                 },
@@ -377,7 +381,15 @@ struct CalibrateCommand: AsyncParsableCommand {
         if !result.precisionReached {
             var advice = "hold the receiver still, move away from people"
             // The half-width shrinks as 1/√time: how long the same spread would need.
-            if result.halfWidth95.isFinite, result.halfWidth95 > 0, result.seconds >= 1 {
+            let noisy = CalibrationSettings()
+            if let fast = result.apple?.withinSecondSpread, fast >= noisy.noisySpread,
+                result.seconds < noisy.noisyMinimumDuration
+            {
+                advice +=
+                    ", or run longer (--duration \(formatNumber(noisy.noisyMinimumDuration)) at least: the reports "
+                    + "spread \(fast.fixed(1)) dB within each second: under fading that strong slow variation takes a minute "
+                    + "to show)"
+            } else if result.halfWidth95.isFinite, result.halfWidth95 > 0, result.seconds >= 1 {
                 let needed = result.seconds * (result.halfWidth95 / precision) * (result.halfWidth95 / precision) * 1.2
                 advice +=
                     needed > 300

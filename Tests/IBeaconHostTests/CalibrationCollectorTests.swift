@@ -174,11 +174,34 @@ private func sighting(
         #expect(try c.result(at: 10).seconds == 10)
     }
 
+    @Test func widelySpreadReportsDoNotStopBeforeAMinute() throws {
+        // σ = 6 dB (the precision alone would stop after about 14 s, as above): strong fading, so
+        // not before 60 s; σ = 3 dB, the same seed: after Apple's 10 s.
+        for (sigma, earliest, latest) in [(6.0, 60.0, 64.0), (3.0, 10.0, 14.0)] {
+            var c = CalibrationCollector(target: target(), settings: CalibrationSettings())
+            var random = SplitMix64(seed: 42)
+            var stoppedAt: Double?
+            for k in 0..<1200 {
+                let t = Double(k) / 10 + 0.05
+                if try c.add(sighting(Int8((-59 + sigma * random.gaussian()).rounded())), at: t) == .done {
+                    stoppedAt = t
+                    break
+                }
+            }
+            let t = try #require(stoppedAt)
+            #expect((earliest...latest).contains(t), "σ \(sigma) dB: stopped after \(t) s")
+            #expect(c.minimumDuration == (sigma > 4.8 ? 60 : 10), "\(String(describing: c.lastApple))")
+            #expect(try c.result(at: t).precisionReached)
+        }
+    }
+
     @Test func stopsWhenThePrecisionIsReachedAndNotBefore() throws {
         // σ = 6 dB at 10 reports/s: the 1 Hz means spread by 6/√10 = 1.9 dB, so ±1 dB needs
-        // about (1.96 · 1.9)² ≈ 14 s, beyond the 10 s minimum.
+        // about (1.96 · 1.9)² ≈ 14 s, beyond the 10 s minimum. (Without the noisy minimum, which
+        // the next test is about.)
         var settings = CalibrationSettings()
         settings.precision = 1
+        settings.noisySpread = .infinity
         var c = CalibrationCollector(target: target(), settings: settings)
         var random = SplitMix64(seed: 42)
         var stoppedAt: Double?

@@ -36,14 +36,11 @@ import Testing
             runs += s.results
             // Never under Apple's 10 s.
             #expect(s.minimumSeconds >= 10, "\(s.model) stopped after \(s.minimumSeconds) s")
-            if s.model.hasPrefix("shadow") {
-                // Known miss (BENCHMARKS.md, docs/CALIBRATION.md); see the test below.
-                #expect(s.within1dB >= 0.55, "\(s.model): \(s.within1dB)")
-                #expect(s.coverage >= 0.8, "\(s.model): coverage \(s.coverage)")
-                continue
-            }
-            // Written value within 1 dB of the truth in ≥ 95 % of the runs (≥ 90 % at 40 seeds).
+            // Written value within 1 dB of the truth in ≥ 95 % of the runs (≥ 90 % at 40 seeds),
+            // all runs, and at most 2 of 40 written without --force more than 1 dB off (shadowing
+            // writes few runs: 9 of 40 here, 1 of them off).
             #expect(s.within1dB >= 0.90, "\(s.model): within 1 dB in \(s.within1dB)")
+            #expect(s.writtenOff <= 2, "\(s.model): \(s.writtenOff) runs written more than 1 dB off")
             #expect(abs(s.bias) <= 0.3, "\(s.model): bias \(s.bias) dB")
         }
         // The 95 % interval covers the truth in 93–97 % of all runs (the seeds are fixed, so this
@@ -58,14 +55,12 @@ import Testing
     }
 
     /// Slow variation (shadowing with a 3 s correlation time under Rayleigh fading) on 100 more
-    /// seeds. 30 s hold about 5 independent looks at it and in some runs it looks like
-    /// independent seconds, so an honest ±1 dB needs about 100 s (docs/CALIBRATION.md): most
-    /// runs must end without the precision, the interval must allow for the correlation, and
-    /// few runs may claim the precision with a value more than 1 dB off. Now: coverage 87 %,
-    /// precision claimed in 19 runs, 6 of them more than 1 dB off. These bounds fail for the
-    /// estimator that forgot slow variation seen earlier in the run on a quiet stretch and
-    /// tested for it at 2.5 % (coverage 82 %, claimed in 32 runs, 13 of them off).
-    @Test func slowVariationIsNotForgottenOnAQuietStretch() async throws {
+    /// seeds. An honest ±1 dB needs about 100 s of it (docs/CALIBRATION.md, "Slow variation"): a
+    /// run must not stop on a quiet stretch in its first minute (the reports spread 5.6 dB: the
+    /// noisy minimum), and a run that stops on slow variation must clear the precision by a
+    /// margin (the slow assurance). Now: within 1 dB in 98 of 100 runs, 1 run written more
+    /// than 1 dB off. Without the two rules (3 minutes still): 90 %, 9 runs written off.
+    @Test func slowVariationIsGivenTheTimeItNeeds() async throws {
         let model = try #require(RSSIModel.named("shadow-3s+rayleigh"))
         let s = await withCheckedContinuation { done in
             DispatchQueue.global().async {
@@ -73,8 +68,8 @@ import Testing
             }
         }
         #expect(s.results == 100)
-        #expect(s.coverage >= 0.85, "coverage \(s.coverage)")
-        #expect(s.writtenOff <= 9, "\(s.writtenOff) of 100 runs written more than 1 dB off")
-        #expect(s.written <= 0.25, "precision claimed in \(s.written) of the runs")
+        #expect(s.within1dB >= 0.95, "within 1 dB in \(s.within1dB)")
+        #expect(s.coverage >= 0.9, "coverage \(s.coverage)")
+        #expect(s.writtenOff <= 2, "\(s.writtenOff) of 100 runs written more than 1 dB off")
     }
 }

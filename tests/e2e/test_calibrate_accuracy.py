@@ -51,7 +51,8 @@ def test_written_measured_power_is_within_1_dB(harness_factory, ibeacon_bin, tmp
         h = harness_factory('--rssi', model, '--seed', str(seed), '--beacon', f'{UUID},258,772,-59,100',
                             ready_timeout=60)
         p = write_profile(tmp_path / f'{name}-{seed}.json')
-        r = calibrate(ibeacon_bin, h, '--profile', str(p), '--json', '--duration', '60')
+        # The fades scenario spreads 6.7 dB: it may not stop before 60 s (docs/CALIBRATION.md).
+        r = calibrate(ibeacon_bin, h, '--profile', str(p), '--json', '--duration', '90', timeout=150)
         return name, truth, h, p, r
 
     cases = [(s, seed) for s in SCENARIOS for seed in (1, 2)]
@@ -69,9 +70,11 @@ def test_written_measured_power_is_within_1_dB(harness_factory, ibeacon_bin, tmp
         assert bins[0]['count'] > 0 and bins[-1]['count'] > 0
         # Apple's procedure: at least 10 s.
         assert result['seconds'] >= 10, (name, result)
+        if name.startswith('gauss-4dB-15pc'):
+            # Widely spread reports: never before 60 s.
+            assert result['seconds'] >= 60, (name, result['seconds'])
         if name == 'gauss-4dB':
-            # 100 ms interval, sigma 4 dB: precision +/-1 dB is reached, so it stops before the 60 s
-            # duration. How soon is a distribution (median 12.1 s over 200 seeds, `make calsim`,
+            # 100 ms interval, sigma 4 dB: precision +/-1 dB is reached, so it stops before 60 s. How soon is a distribution (median 12.1 s over 200 seeds, `make calsim`,
             # BENCHMARKS.md); one run of eight emulators sharing two cores can take longer (41 s
             # seen in CI), so a single run is not held to the median.
             assert result['precisionReached'] and result['seconds'] < 60, (

@@ -31,8 +31,10 @@ def calibrate(harness_factory, ibeacon_bin, rssi: str, *args: str):
 
 def test_every_model_through_the_emulated_radio(harness_factory, ibeacon_bin):
     def one(model: str):
+        # 30 s, not the default 3 minutes: the widely spread models (σ 6, fades, shadowing) then
+        # end without the precision (exit 80, their minimum is 60 s) and the test stays short.
         r = calibrate(harness_factory, ibeacon_bin, f'list:{DATA / (model + ".txt")}', '--uuid', BEACON_UUID,
-                      '--major', '258', '--minor', '772', '--dry-run', '--json')
+                      '--major', '258', '--minor', '772', '--dry-run', '--json', '--duration', '30')
         assert r.returncode in (0, 80, 81), (model, r.returncode, r.stderr)
         return model, r.returncode, json.loads(r.stdout)
 
@@ -48,7 +50,7 @@ def test_every_model_through_the_emulated_radio(harness_factory, ibeacon_bin):
         assert result['method'] == 'apple-1hz-mean' and result['apple']['estimate'] == result['estimate']
         assert result['robust']['estimate'] is not None
         if model.startswith('shadow'):
-            continue  # the known miss, BENCHMARKS.md: slow shadowing is not resolved in 30 s
+            continue  # slow shadowing needs about 100 s (BENCHMARKS.md); 30 s here
         if code == 0:
             assert result['precisionReached'] and result['refused'] is None
             assert abs(error) <= 1.0, (model, error, result)

@@ -7,7 +7,6 @@ CALSIM_E2E_SEEDS ?= 1-10
 calsim: ## the calibration simulation: every RSSI model, $(CALSIM_SEEDS) seeds, against the estimator
 	$(SWIFT) build -c release --product ibeacon-calsim
 	.build/release/ibeacon-calsim --seeds $(CALSIM_SEEDS)
-	.build/release/ibeacon-calsim --seeds $(CALSIM_SEEDS) --models shadow-3s+rayleigh --duration 180
 	.build/release/ibeacon-calsim --seeds $(CALSIM_SEEDS) --detection 1.28 --models gauss-4,shadow-3s+rayleigh
 
 calsim-lists: ## regenerate the RSSI lists the end-to-end calibration test replays (tests/e2e/data/calsim)

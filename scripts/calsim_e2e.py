@@ -34,7 +34,7 @@ def truth(calsim: Path, model: str) -> float:
     return float(out.split()[0])
 
 
-def dump(calsim: Path, model: str, seed: int, directory: Path, duration: float = 40) -> Path:
+def dump(calsim: Path, model: str, seed: int, directory: Path, duration: float = 190) -> Path:
     path = directory / f'{model}-{seed}.txt'
     with open(path, 'w') as f:
         subprocess.run([str(calsim), '--dump', model, '--seed', str(seed), '--duration', str(duration)], stdout=f,
@@ -65,7 +65,7 @@ def calibrate(ibeacon: Path, rssi_list: Path, seed: int, extra: list[str] | None
             raise RuntimeError(f'harness did not start for {rssi_list}')
         r = subprocess.run([str(ibeacon), 'calibrate', '--device', f'tcp:{port}', '--uuid', UUID, '--major', '258',
                             '--minor', '772', '--dry-run', '--json', *(extra or [])],
-                           capture_output=True, text=True, timeout=120)
+                           capture_output=True, text=True, timeout=240)
         if r.returncode not in (0, 80, 81) or not r.stdout.strip():
             raise RuntimeError(f'{rssi_list}: exit {r.returncode}: {r.stderr}')
         result = json.loads(r.stdout)

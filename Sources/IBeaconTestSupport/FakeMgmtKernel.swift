@@ -35,6 +35,7 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
         0x000D: 0x0060, 0x000E: 0x0030,
     ]
     private var _monitorScan: MonitorScanParameters?
+    private var _refusals: [MgmtStatus] = []
 
     public init(powered: Bool = true) {
         _powered = powered
@@ -131,6 +132,13 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
         emit(.newSettings, settingsBytes(powered: false))
     }
 
+    /// The next `times` Add Extended Advertising Parameters / Add Advertising answer `status`
+    /// (Failed: what the kernel answers while the controller is still being reset after a power
+    /// on), then they work again.
+    public func refuseAddingAdvertising(times: Int, with status: MgmtStatus = .failed) {
+        lock.withLock { _refusals += Array(repeating: status, count: times) }
+    }
+
     public func powerOn() {
         lock.withLock { _powered = true }
         emit(.newSettings, settingsBytes(powered: true))
@@ -198,6 +206,7 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
             case .addExtendedAdvertisingParameters:
                 guard supportsExtendedParameters else { return (.unknownCommand, []) }
                 guard _powered else { return (.rejected, []) }
+                if !_refusals.isEmpty { return (_refusals.removeFirst(), []) }
                 guard let instance = try? r.readUInt8(), instance >= 1, instance <= maxInstances,
                     let flags = try? r.readUInt32LE(), (try? r.readBytes(4)) != nil,
                     let minInterval = try? r.readUInt32LE(), (try? r.readUInt32LE()) != nil,
@@ -216,6 +225,7 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
                 _instances[instance]?.data = data
                 return (.success, [instance])
             case .addAdvertising:
+                if !_refusals.isEmpty { return (_refusals.removeFirst(), []) }
                 guard let instance = try? r.readUInt8(), instance >= 1, instance <= maxInstances,
                     let flags = try? r.readUInt32LE(), (try? r.readBytes(4)) != nil,
                     let length = try? r.readUInt8(), (try? r.readUInt8()) != nil,

@@ -24,6 +24,9 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
     public var maxInstances: UInt8 = 5
     /// False: Add Extended Advertising Parameters answers Unknown Command (kernel < 5.12).
     public var supportsExtendedParameters = true
+    /// Commands the kernel takes and never answers (its command queue stuck behind a controller
+    /// that does not reply); the client's timeout is what ends them.
+    public var unansweredOpcodes: Set<MgmtOpcode> = []
     private var _powered: Bool
     private var _instances: [UInt8: Instance] = [:]
     private var _opcodes: [MgmtOpcode] = []
@@ -160,6 +163,7 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
         let packet = try MgmtPacket(decoding: bytes)
         let opcode = MgmtOpcode(rawValue: packet.code)
         lock.withLock { _opcodes.append(opcode) }
+        if unansweredOpcodes.contains(opcode) { return }
         let (status, reply) = answer(opcode, packet)
         if status.isSuccess {
             var w = ByteWriter()

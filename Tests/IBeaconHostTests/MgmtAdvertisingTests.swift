@@ -89,8 +89,10 @@ import Testing
 
     @Test func waitsWhilePoweredOffAndRegistersOnPowerOn() async throws {
         let kernel = FakeMgmtKernel(powered: false)
-        try await Self.withSession(kernel, beacons: [Self.spec(minor: 3)]) { ready in
-            try await Task.sleep(for: .milliseconds(200))
+        let log = LogRecorder()
+        try await Self.withSession(kernel, beacons: [Self.spec(minor: 3)], logger: log.logger) { ready in
+            // Said once it has read the adapter's settings and decided to wait.
+            #expect(await eventually { log.messages.contains { $0.hasPrefix("warning: hci0 is powered off") } })
             #expect(ready() == nil)
             #expect(kernel.instances.isEmpty)
             kernel.powerOn()
@@ -187,6 +189,33 @@ import Testing
             clock.advance(by: .milliseconds(100))
             #expect(await eventually { kernel.instances[1]?.owner == "test" })
         }
+    }
+
+    @Test func anUnansweredCommandTimesOutOnTheInjectedClockNamingIt() async throws {
+        let kernel = FakeMgmtKernel()
+        kernel.unansweredOpcodes = [.readAdvertisingFeatures]
+        let clock = ManualClock()
+        let client = MgmtClient(
+            transport: kernel, logger: Logger(label: "test"), clock: clock, defaultTimeout: .seconds(10))
+        await client.start()
+        let read = Task { try await client.execute(MgmtReadAdvertisingFeatures(), index: MgmtIndex(0)) }
+        // The unanswered command's timer is the only sleeper once the kernel has it.
+        #expect(await eventually { kernel.opcodes == [.readAdvertisingFeatures] && clock.sleeperCount == 1 })
+        clock.advance(by: .milliseconds(9_999))
+        #expect(clock.sleeperCount == 1)  // not yet
+        clock.advance(by: .milliseconds(1))
+        do {
+            _ = try await read.value
+            Issue.record("expected a timeout")
+        } catch MgmtError.timeout(let opcode, let index, let after) {
+            #expect(opcode == .readAdvertisingFeatures)
+            #expect(index == MgmtIndex(0))
+            #expect(after == .seconds(10))
+        }
+        // The client is free again for the next command.
+        let info = try await client.execute(MgmtReadControllerInfo(), index: MgmtIndex(0))
+        #expect(info.currentSettings.contains(.powered))
+        await client.close()
     }
 
     @Test func fallsBackToAddAdvertisingOnAnOlderKernel() async throws {

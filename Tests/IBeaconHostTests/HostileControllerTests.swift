@@ -189,6 +189,27 @@ func drain(_ client: ControllerClient) async -> [ControllerEvent] {
         #expect(warnings.last?.contains("1995 more malformed events") == true, "\(warnings.last ?? "")")
     }
 
+    @Test func theWarningWindowIsTimedOnTheInjectedClock() async throws {
+        let counter = WarningCounter()
+        let fake = FakeController()
+        let clock = ManualClock()
+        let client = ControllerClient(transport: fake, logger: counter.logger, clock: clock)
+        await client.start()
+        func inject(_ n: Int) async throws -> [String] {
+            for _ in 0..<n { fake.inject(malformedMetaPacket) }
+            _ = try await client.execute(ReadBDAddr())  // answered after them: all received
+            return counter.warnings.withLock { $0 }.filter { $0.contains("malformed") }
+        }
+        #expect(try await inject(7).count == 5)  // a burst of five, two left out
+        clock.advance(by: .milliseconds(9_999))
+        #expect(try await inject(1).count == 5)  // still the same 10 s window
+        clock.advance(by: .milliseconds(1))
+        let warnings = try await inject(1)
+        #expect(warnings.count == 6)
+        #expect(warnings.last?.contains("(and 3 more since the last such warning)") == true, "\(warnings)")
+        await client.close()
+    }
+
     @Test func advertisingIsReappliedAFewTimesPerStormNotOncePerEvent() async throws {
         let fakes = Fakes()
         let recovered = Atomic<Int>(0)

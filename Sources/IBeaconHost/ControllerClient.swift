@@ -118,20 +118,13 @@ public actor ControllerClient {
         self.transport = transport
         self.logger = logger
         self.clock = clock
-        elapsed = Self.stopwatch(on: clock)
+        elapsed = stopwatch(on: clock)
         self.defaultTimeout = defaultTimeout
         // Bounded for a live controller, which can send faster than any consumer handles (or than
         // `info`, which reads none); nil for a replayed capture, whose events are all wanted and
         // whose size the file bounds.
         eventQueue = EventQueue(capacity: eventCapacity)
         events = ControllerEvents(queue: eventQueue)
-    }
-
-    /// A reader of the time passed on `clock` since this call (generic, to read the instants of
-    /// whatever clock the existential holds).
-    private static func stopwatch<C: Clock<Duration>>(on clock: C) -> @Sendable () -> Duration {
-        let origin = clock.now
-        return { origin.duration(to: clock.now) }
     }
 
     /// Starts reading from the transport. Call once before `execute`.

@@ -33,6 +33,21 @@ private func printf(_ value: Double, _ decimals: Int, width: Int = 0) -> String 
         #expect((-Double.infinity).fixed(2) == "-inf")
     }
 
+    /// Values on rounding ties, signs of zero and magnitudes past exact integers: what every
+    /// text output (scan, calibrate, profile show, calsim) prints for them.
+    static let edges: [(Double, Int, String)] = [
+        (0.125, 2, "0.12"), (0.375, 2, "0.38"), (-59.125, 2, "-59.12"), (-59.375, 2, "-59.38"),
+        (1.115, 2, "1.11"), (1.005, 2, "1.00"), (2.5, 0, "2"), (-2.5, 0, "-2"), (0.25, 1, "0.2"),
+        (1.25, 1, "1.2"), (0.0625, 3, "0.062"), (1.3125, 3, "1.312"), (2.0005, 3, "2.001"),
+        (-0.004, 2, "-0.00"), (-0.0, 1, "-0.0"), (0.0, 1, "0.0"), (-0.04, 1, "-0.0"),
+        (123456789.125, 2, "123456789.12"), (1e300, 2, "1e+300"), (4.6e15, 0, "4600000000000000.0"), (1e17, 3, "1e+17"),
+        (.nan, 2, "nan"), (.infinity, 1, "inf"), (-.infinity, 3, "-inf"),
+    ]
+
+    @Test(arguments: edges) func edgeCases(value: Double, decimals: Int, text: String) {
+        #expect(value.fixed(decimals) == text)
+    }
+
     @Test func matchesTheCLibraryOnRandomValues() {
         var rng = SplitMix64(seed: 15)
         for i in 0..<20000 {

@@ -1,34 +1,80 @@
 extension Double {
-    /// The value with exactly `decimals` digits after the point, as C's `%.Nf` writes it
-    /// (`"%*.*f"` with `width`, spaces on the left): the exact binary value rounded to the
-    /// nearest, a tie to even, `-0.0` kept, `nan`/`inf`/`-inf`. Written here so that no
-    /// module needs Foundation's `String(format:)`.
+    /// The value with exactly `decimals` digits after the point (`"%*.*f"` with `width`, spaces
+    /// on the left): |value| × 10^decimals rounded to the nearest integer, a half away from zero
+    /// (Swift's `rounded()`, as every `--json` number is rounded), no `-` on a value that rounds
+    /// to zero, `nan`/`inf`/`-inf`. The one fixed-decimals spelling of the project, for text and
+    /// JSON alike (`JSONValue.decimal`), so a value printed and the same value written to a file
+    /// read the same. Written here so that no module needs Foundation's `String(format:)`.
     ///
-    /// `decimals` is clamped to 0…15; magnitudes from 2^52 / 10^decimals up fall back to
-    /// Swift's shortest round-trip spelling.
+    /// `decimals` is clamped to 0…15; from 9 × 10^15 units of the last place up (past the
+    /// integers a `Double` holds exactly) the value is spelled as Swift's shortest round-trip
+    /// form.
     public func fixed(_ decimals: Int, width: Int = 0) -> String {
         let text = fixedText(max(0, min(decimals, 15)))
         return text.count >= width ? text : String(repeating: " ", count: width - text.count) + text
     }
 
     private func fixedText(_ digits: Int) -> String {
-        let sign = self.sign == .minus ? "-" : ""
-        guard isFinite else { return isNaN ? "nan" : sign + "inf" }
+        guard isFinite else { return isNaN ? "nan" : (self < 0 ? "-inf" : "inf") }
         var scale = 1.0
         for _ in 0..<digits { scale *= 10 }  // exact up to 10^22
-        let magnitude = abs(self)
-        let product = magnitude * scale
-        guard product < 0x1p52 else { return sign + magnitude.description }
-        // magnitude × scale = product + error exactly; round that sum, not the rounded product.
-        let error = (-product).addingProduct(magnitude, scale)
-        let whole = product.rounded(.down)
-        // `product - whole - 0.5` is exact below 2^52, so the sum has the sign of the true excess.
-        let aboveHalf = (product - whole - 0.5) + error
-        var n = UInt64(whole)
-        if aboveHalf > 0 || (aboveHalf == 0 && n % 2 == 1) { n += 1 }
+        let units = (abs(self) * scale).rounded()
+        guard units < 9e15 else { return description }
+        let n = UInt64(units)
+        let sign = self < 0 && n != 0 ? "-" : ""
         guard digits > 0 else { return sign + String(n) }
         let unit = UInt64(scale)
         let fraction = String(n % unit)
         return sign + String(n / unit) + "." + String(repeating: "0", count: digits - fraction.count) + fraction
     }
+}
+
+/// A UTC time in ISO 8601: `2026-11-24T07:12:03Z`, or with `milliseconds`
+/// `2026-11-24T07:12:03.123Z` (the fraction rounded to the nearest millisecond, a half up, and
+/// 999.5 ms carried into the next second). Without milliseconds the time is rounded down to
+/// its second. Proleptic Gregorian calendar and no leap seconds, as `gmtime` counts; a year
+/// before 0 or after 9999 is written with as many digits as it needs. The one ISO-8601
+/// spelling of the project (calibration timestamps, monitor events); hand-written because
+/// FoundationEssentials' `Date.ISO8601FormatStyle` truncates the milliseconds of the nearest
+/// `Double` (`…03.123` prints `…03.122`). Non-finite input is spelled as the `Double` is.
+public func iso8601(unixSeconds: Double, milliseconds: Bool) -> String {
+    // ±1e15 s is ±31 million years: far past any clock, and still exact in Int64 arithmetic.
+    guard unixSeconds.isFinite, abs(unixSeconds) < 1e15 else { return unixSeconds.description }
+    let whole = unixSeconds.rounded(.down)
+    var seconds = Int64(whole)
+    var millis: Int64 = 0
+    if milliseconds {
+        millis = Int64(((unixSeconds - whole) * 1000).rounded())
+        if millis == 1000 {
+            millis = 0
+            seconds += 1
+        }
+    }
+    let (days, secondOfDay) = floorDivision(seconds, 86_400)
+    let (year, month, day) = civilDate(daysSince1970: days)
+    func pad(_ v: Int64, _ n: Int) -> String {
+        let s = String(v.magnitude)
+        return (v < 0 ? "-" : "") + String(repeating: "0", count: max(0, n - s.count)) + s
+    }
+    let time = "\(pad(secondOfDay / 3600, 2)):\(pad(secondOfDay / 60 % 60, 2)):\(pad(secondOfDay % 60, 2))"
+    return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T" + time + (milliseconds ? ".\(pad(millis, 3))Z" : "Z")
+}
+
+/// Quotient rounded down and a remainder in 0..<divisor (`divisor` > 0).
+private func floorDivision(_ a: Int64, _ divisor: Int64) -> (Int64, Int64) {
+    let q = a / divisor
+    let r = a % divisor
+    return r < 0 ? (q - 1, r + divisor) : (q, r)
+}
+
+/// Year, month (1…12) and day (1…31) of a day counted from 1970-01-01, in the proleptic
+/// Gregorian calendar (H. Hinnant's `civil_from_days`: eras of 400 years starting on 1 March).
+private func civilDate(daysSince1970: Int64) -> (year: Int64, month: Int64, day: Int64) {
+    let (era, dayOfEra) = floorDivision(daysSince1970 + 719_468, 146_097)
+    let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36524 - dayOfEra / 146_096) / 365
+    let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)  // from 1 March
+    let shiftedMonth = (5 * dayOfYear + 2) / 153  // 0 = March
+    let day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
+    let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
+    return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
 }

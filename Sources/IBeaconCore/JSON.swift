@@ -17,24 +17,13 @@ public enum JSONValue: Sendable, Equatable, CustomStringConvertible {
     case array([JSONValue])
     case object(JSONObject)
 
-    /// A number written with exactly `fractionDigits` decimals, e.g. `-59.25`, `4.00`.
+    /// A number written with exactly `fractionDigits` (0…9) decimals, e.g. `-59.25`, `4.00`:
+    /// spelled by `Double.fixed`, so the text a command prints and the file it writes agree.
     /// Non-finite values have no JSON spelling and become `.null`.
     public static func decimal(_ value: Double, fractionDigits: Int) -> JSONValue {
         guard value.isFinite else { return .null }
-        let digits = max(0, min(fractionDigits, 9))
-        var scale: Double = 1
-        for _ in 0..<digits { scale *= 10 }
-        let scaled = (value * scale).rounded()
-        guard abs(scaled) < 9e15 else { return .number(value, text: value.description) }
-        let magnitude = Int64(abs(scaled))
-        let negative = scaled < 0
-        let unit = Int64(scale)
-        var text = (negative ? "-" : "") + String(magnitude / unit)
-        if digits > 0 {
-            let fraction = String(magnitude % unit)
-            text += "." + String(repeating: "0", count: digits - fraction.count) + fraction
-        }
-        return .number(scaled / scale, text: text)
+        let text = value.fixed(max(0, min(fractionDigits, 9)))
+        return .number(Double(text) ?? value, text: text)
     }
 
     /// A short human rendering for messages: `70000`, `12.0`, `"abc"`, `true`, `null`,

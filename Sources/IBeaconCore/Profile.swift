@@ -495,10 +495,4 @@ public struct CalibrationRecord: Sendable, Equatable {
         txPower = integer("txPower")
         if !issues.isEmpty { throw .invalid(file: "calibration", issues: issues) }
     }
-
-    /// `YYYY-MM-DDTHH:MM:SSZ` for a count of seconds since 1970-01-01T00:00:00Z (UTC, whole
-    /// seconds: FoundationEssentials' `Date.ISO8601FormatStyle`).
-    public static func iso8601(secondsSince1970 t: Int64) -> String {
-        Date(timeIntervalSince1970: Double(t)).formatted(.iso8601)
-    }
 }

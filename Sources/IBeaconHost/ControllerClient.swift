@@ -101,8 +101,8 @@ public actor ControllerClient {
     /// A wait for a credit timed out and no credit has come since: later commands fail at once
     /// rather than each waiting its whole timeout (so cleanup on the way out is quick too).
     private var starved = false
-    /// Time origin for the rate limiters.
-    private let origin = ContinuousClock.now
+    /// Time since the client was made, on `clock`: what the rate limiters count their windows in.
+    private let elapsed: @Sendable () -> Duration
     private var malformedWarnings = RepeatLimiter()
     /// One line per 10 s about dropped events is enough: the count says the rest.
     private var droppedWarnings = RepeatLimiter(burst: 1)
@@ -118,6 +118,7 @@ public actor ControllerClient {
         self.transport = transport
         self.logger = logger
         self.clock = clock
+        elapsed = stopwatch(on: clock)
         self.defaultTimeout = defaultTimeout
         // Bounded for a live controller, which can send faster than any consumer handles (or than
         // `info`, which reads none); nil for a replayed capture, whose events are all wanted and
@@ -295,7 +296,7 @@ public actor ControllerClient {
             event = try HCIEvent.decode(packet.body)
         } catch {
             malformedEvents += 1
-            switch malformedWarnings.record(at: origin.duration(to: .now)) {
+            switch malformedWarnings.record(at: elapsed()) {
             case .suppress: break
             case .log:
                 logger.warning(
@@ -350,7 +351,7 @@ public actor ControllerClient {
             return
         case .dropped: droppedEvents += 1
         }
-        switch droppedWarnings.record(at: origin.duration(to: .now)) {
+        switch droppedWarnings.record(at: elapsed()) {
         case .suppress: break
         case .log, .logWithSummary:
             logger.warning(

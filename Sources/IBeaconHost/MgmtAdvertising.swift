@@ -124,16 +124,20 @@ public struct MgmtAdvertisingSession: Sendable {
     public var advertiser: MgmtAdvertiser
     public var client: MgmtClient
     public var logger: Logger
+    /// What the waits between attempts at putting the advertising back sleep on, and the time
+    /// they took is measured on (a `ManualClock` in tests).
+    public var clock: any Clock<Duration>
     /// Called whenever the set of our instance numbers changes (the CLI records them for `stop`).
     public var onInstancesChanged: @Sendable ([UInt8]) -> Void
 
     public init(
-        advertiser: MgmtAdvertiser, client: MgmtClient, logger: Logger,
+        advertiser: MgmtAdvertiser, client: MgmtClient, logger: Logger, clock: any Clock<Duration> = ContinuousClock(),
         onInstancesChanged: @escaping @Sendable ([UInt8]) -> Void = { _ in }
     ) {
         self.advertiser = advertiser
         self.client = client
         self.logger = logger
+        self.clock = clock
         self.onInstancesChanged = onInstancesChanged
     }
 
@@ -224,40 +228,55 @@ public struct MgmtAdvertisingSession: Sendable {
             } else {
                 refresh = true
             }
-            let started = ContinuousClock.now
-            // The kernel may still be busy with the adapter (an HCI reset answers the first
-            // commands with Failed): retry a few times, unless the adapter was powered off.
-            var delay = Duration.milliseconds(100)
-            for attempt in 1...6 {
-                do {
-                    let w = try await register(&state, why: why, throwing: false, refresh: refresh)
-                    if !readyReported { warnings = w }
-                    reportReadyIfDone(warnings)
-                    let elapsed = started.duration(to: ContinuousClock.now)
-                    logger.notice("advertising checked and restored after \(elapsed.formattedSeconds) (\(why))")
-                    break
-                } catch {
-                    let info = try? await client.execute(MgmtReadControllerInfo(), index: index)
-                    if let info, !info.currentSettings.contains(.powered) {
-                        // The kernel removes instances as it powers the adapter off, before New
-                        // Settings says so: a refusal then only means "wait for the power".
-                        logger.debug("\(name) is powering off; waiting for it to be powered on (\(error))")
-                        break
-                    }
-                    if attempt == 6 || Task.isCancelled {
-                        logger.error("putting the advertising back failed: \(error)")
-                        break
-                    }
-                    logger.info("putting the advertising back failed (\(error)); retrying in \(delay.formattedSeconds)")
-                    try? await Task.sleep(for: delay)
-                    delay *= 2
+            var failures = 0
+            do {
+                let (w, elapsed) = try await restorePolicy.run(on: clock) {
+                    try await register(&state, why: why, throwing: false, refresh: refresh)
+                } retrying: { error, delay in
+                    await shouldRetryRestoring(after: error, nextDelay: delay, attempts: &failures)
                 }
+                if !readyReported { warnings = w }
+                reportReadyIfDone(warnings)
+                logger.notice("advertising checked and restored after \(elapsed.formattedSeconds) (\(why))")
+            } catch {
+                // Logged by `shouldRetryRestoring`, or cancelled during a wait: on the way out.
             }
         }
         if let error = await client.linkError { throw error }
         await advertiser.remove(state.instances, on: client)
         onInstancesChanged([])
     }
+
+    /// Putting the advertising back after an event: the kernel may still be busy with the
+    /// adapter (an HCI reset answers the first commands with Failed), so at once, then after
+    /// 0.1 s, doubling, `restoreAttempts` attempts (about 3 s; counted by `shouldRetryRestoring`,
+    /// which logs the last failure as an error).
+    var restorePolicy: RetryPolicy {
+        RetryPolicy(firstDelay: .milliseconds(100), maximumDelay: .milliseconds(1600), waitsBeforeFirstAttempt: false)
+    }
+
+    /// Whether to try again after the `attempts`-th failure to put the advertising back; says
+    /// why not (or that it retries) in the log. Not when the adapter is powering off, nor after
+    /// `restoreAttempts`, nor once cancelled.
+    private func shouldRetryRestoring(after error: any Error, nextDelay: Duration, attempts: inout Int) async -> Bool {
+        attempts += 1
+        let info = try? await client.execute(MgmtReadControllerInfo(), index: index)
+        if let info, !info.currentSettings.contains(.powered) {
+            // The kernel removes instances as it powers the adapter off, before New
+            // Settings says so: a refusal then only means "wait for the power".
+            logger.debug("\(name) is powering off; waiting for it to be powered on (\(error))")
+            return false
+        }
+        if attempts == Self.restoreAttempts || Task.isCancelled {
+            logger.error("putting the advertising back failed: \(error)")
+            return false
+        }
+        logger.info("putting the advertising back failed (\(error)); retrying in \(nextDelay.formattedSeconds)")
+        return true
+    }
+
+    /// Attempts at putting the advertising back before giving up with an error.
+    static let restoreAttempts = 6
 
     private func forget(_ state: inout State, instance: UInt8) {
         for i in state.registered.indices where state.registered[i]?.instance == instance {

@@ -44,7 +44,8 @@ public enum MgmtError: Error, Sendable, CustomStringConvertible {
 
 /// Sends management commands and matches Command Complete / Command Status to them by opcode
 /// and controller index; every other event goes to `events`. One command is outstanding at a
-/// time (the kernel answers each in order anyway); each has a timeout.
+/// time (the kernel answers each in order anyway); each has a timeout, measured on an injected
+/// clock as `ControllerClient`'s are.
 public actor MgmtClient {
     public nonisolated let transport: any MgmtTransport
     /// Events that are not replies to our commands; finished when the transport ends (with
@@ -52,6 +53,7 @@ public actor MgmtClient {
     public nonisolated let events: AsyncStream<MgmtEvent>
     private let sink: AsyncStream<MgmtEvent>.Continuation
     private let logger: Logger
+    private let clock: any Clock<Duration>
     public let defaultTimeout: Duration
 
     /// A reply answers the command of its opcode on its controller index.
@@ -67,10 +69,12 @@ public actor MgmtClient {
     private var isClosed = false
 
     public init(
-        transport: any MgmtTransport, logger: Logger, defaultTimeout: Duration = .seconds(2)
+        transport: any MgmtTransport, logger: Logger, clock: any Clock<Duration> = ContinuousClock(),
+        defaultTimeout: Duration = .seconds(2)
     ) {
         self.transport = transport
         self.logger = logger
+        self.clock = clock
         self.defaultTimeout = defaultTimeout
         (events, sink) = AsyncStream.makeStream(of: MgmtEvent.self, bufferingPolicy: .unbounded)
     }
@@ -111,11 +115,12 @@ public actor MgmtClient {
         if let linkError { throw MgmtError.transport(linkError) }
         if isClosed { throw MgmtError.closed(opcode: opcode) }
         let id = outstanding.nextID()
+        let clock = self.clock
         return try await withCheckedThrowingContinuation { continuation in
             outstanding.begin(id: id, key: ReplyKey(opcode: opcode, index: packet.index), continuation: continuation)
             outstanding.setTimer(
                 Task {
-                    do { try await Task.sleep(for: timeout) } catch { return }
+                    do { try await clock.sleep(for: timeout) } catch { return }
                     self.expire(id: id, after: timeout)
                 }, for: id)
             logger.trace("mgmt send", metadata: ["packet": "\(packet)"])

@@ -20,12 +20,18 @@ public struct MgmtSightingSource: SightingSource {
     public let index: MgmtIndex
     /// Shares the widened scan window with other ibeacon scans on the adapter.
     public let scanWindowRecords: ScanWindowRecords
+    /// What the source's time and its ticks are read from (a `ManualClock` in tests).
+    public let clock: any Clock<Duration>
     let logger: Logger
 
-    public init(client: MgmtClient, index: MgmtIndex, scanWindowRecords: ScanWindowRecords = .alone, logger: Logger) {
+    public init(
+        client: MgmtClient, index: MgmtIndex, scanWindowRecords: ScanWindowRecords = .alone,
+        clock: any Clock<Duration> = ContinuousClock(), logger: Logger
+    ) {
         self.client = client
         self.index = index
         self.scanWindowRecords = scanWindowRecords
+        self.clock = clock
         self.logger = logger
     }
 
@@ -64,7 +70,7 @@ public struct MgmtSightingSource: SightingSource {
         receive: @escaping @Sendable ([Sighting], Double) -> ScanControl,
         tick: @escaping @Sendable (Double) async throws -> ScanControl
     ) async throws {
-        let run = LiveScanLoop()
+        let run = LiveScanLoop(clock: clock)
         let now = run.now
         let client = self.client
         let index = self.index

@@ -1,6 +1,7 @@
 /// The one back-off schedule of the loops that wait for a controller to come back: re-applying
 /// advertising after a reset (`AdvertisingSession`), reconnecting a lost link
-/// (`AdvertisingSession`), starting a scan again (`Scanner.recover`). The waits double from
+/// (`AdvertisingSession`), starting a scan again (`Scanner.recover`), putting kernel advertising
+/// instances back (`MgmtAdvertisingSession`). The waits double from
 /// `firstDelay` up to `maximumDelay` and are slept on an injected clock, so a test drives them
 /// with a `ManualClock` instead of sleeping.
 struct RetryPolicy: Sendable {
@@ -32,7 +33,7 @@ struct RetryPolicy: Sendable {
     func run<T, C: Clock<Duration>>(
         on clock: C,
         _ attempt: () async throws -> T,
-        retrying: (_ error: any Error, _ nextDelay: Duration) -> Bool
+        retrying: (_ error: any Error, _ nextDelay: Duration) async -> Bool
     ) async throws -> (value: T, elapsed: Duration) {
         let started = clock.now
         var delay = firstDelay
@@ -49,7 +50,7 @@ struct RetryPolicy: Sendable {
             } catch {
                 attempts += 1
                 if let maximumAttempts, attempts >= maximumAttempts { throw error }
-                guard retrying(error, delay) else { throw error }
+                guard await retrying(error, delay) else { throw error }
             }
             try await clock.sleep(for: delay)
             delay = min(delay * 2, maximumDelay)

@@ -45,6 +45,7 @@ public protocol SightingSource: Sendable {
 /// A controller this host talks HCI to (a BlueZ raw socket, H4 over a UART or TCP): programs it
 /// to scan passively with duplicate filtering off, takes the reports on the transport's reader
 /// thread, and starts the scan again when a reset or another program stops it (`Scanner.recover`).
+/// Its time and ticks are read from the scanner's clock, the one the recovery waits on.
 public struct ControllerSightingSource: SightingSource {
     public let client: ControllerClient
     public let scanner: Scanner
@@ -67,7 +68,7 @@ public struct ControllerSightingSource: SightingSource {
         receive: @escaping @Sendable ([Sighting], Double) -> ScanControl,
         tick: @escaping @Sendable (Double) async throws -> ScanControl
     ) async throws {
-        let run = LiveScanLoop()
+        let run = LiveScanLoop(clock: scanner.clock)
         let now = run.now
         let client = self.client
         let stopRequested = Atomic<Bool>(false)

@@ -45,6 +45,15 @@ package enum Sys {
 
     // MARK: - Descriptors
 
+    /// Reads a whole file with `open(2)`/`read(2)` (`readToEnd`).
+    package static func readFile(_ path: String) throws(Errno) -> [UInt8] {
+        let fd = try typed {
+            try FileDescriptor.open(FilePath(path), .readOnly, options: [.closeOnExec], retryOnInterrupt: true)
+        }
+        defer { try? fd.close() }
+        return try readToEnd(fd)
+    }
+
     /// `read(2)` in 64 KiB chunks until the end of the file, or until more than `limit` bytes
     /// have been read (the caller then sees `count > limit` and refuses the file).
     package static func readToEnd(_ fd: FileDescriptor, limit: Int = .max) throws(Errno) -> [UInt8] {

@@ -24,6 +24,9 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
     public var maxInstances: UInt8 = 5
     /// False: Add Extended Advertising Parameters answers Unknown Command (kernel < 5.12).
     public var supportsExtendedParameters = true
+    /// Commands the kernel takes and never answers (its command queue stuck behind a controller
+    /// that does not reply); the client's timeout is what ends them.
+    public var unansweredOpcodes: Set<MgmtOpcode> = []
     private var _powered: Bool
     private var _instances: [UInt8: Instance] = [:]
     private var _opcodes: [MgmtOpcode] = []
@@ -35,6 +38,7 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
         0x000D: 0x0060, 0x000E: 0x0030,
     ]
     private var _monitorScan: MonitorScanParameters?
+    private var _refusals: [MgmtStatus] = []
 
     public init(powered: Bool = true) {
         _powered = powered
@@ -131,6 +135,13 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
         emit(.newSettings, settingsBytes(powered: false))
     }
 
+    /// The next `times` Add Extended Advertising Parameters / Add Advertising answer `status`
+    /// (Failed: what the kernel answers while the controller is still being reset after a power
+    /// on), then they work again.
+    public func refuseAddingAdvertising(times: Int, with status: MgmtStatus = .failed) {
+        lock.withLock { _refusals += Array(repeating: status, count: times) }
+    }
+
     public func powerOn() {
         lock.withLock { _powered = true }
         emit(.newSettings, settingsBytes(powered: true))
@@ -152,6 +163,7 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
         let packet = try MgmtPacket(decoding: bytes)
         let opcode = MgmtOpcode(rawValue: packet.code)
         lock.withLock { _opcodes.append(opcode) }
+        if unansweredOpcodes.contains(opcode) { return }
         let (status, reply) = answer(opcode, packet)
         if status.isSuccess {
             var w = ByteWriter()
@@ -198,6 +210,7 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
             case .addExtendedAdvertisingParameters:
                 guard supportsExtendedParameters else { return (.unknownCommand, []) }
                 guard _powered else { return (.rejected, []) }
+                if !_refusals.isEmpty { return (_refusals.removeFirst(), []) }
                 guard let instance = try? r.readUInt8(), instance >= 1, instance <= maxInstances,
                     let flags = try? r.readUInt32LE(), (try? r.readBytes(4)) != nil,
                     let minInterval = try? r.readUInt32LE(), (try? r.readUInt32LE()) != nil,
@@ -216,6 +229,7 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
                 _instances[instance]?.data = data
                 return (.success, [instance])
             case .addAdvertising:
+                if !_refusals.isEmpty { return (_refusals.removeFirst(), []) }
                 guard let instance = try? r.readUInt8(), instance >= 1, instance <= maxInstances,
                     let flags = try? r.readUInt32LE(), (try? r.readBytes(4)) != nil,
                     let length = try? r.readUInt8(), (try? r.readUInt8()) != nil,

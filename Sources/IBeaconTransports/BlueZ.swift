@@ -93,11 +93,11 @@ private func openHCISocket(for what: String) throws(TransportError) -> FileDescr
         return try Sys.hciSocket()
     } catch .addressFamilyNotSupported {
         throw bluetoothUnavailable()
-    } catch let error where error == .notPermitted || error == .permissionDenied {
-        throw TransportError(
-            .permissionDenied, "cannot open \(what): \(error)", hint: capabilityHint, errno: error.rawValue)
     } catch {
-        throw TransportError(.io, "cannot open \(what): socket(AF_BLUETOOTH) failed: \(error)", errno: error.rawValue)
+        throw .systemCall(
+            error, "cannot open \(what): socket(AF_BLUETOOTH) failed: \(error)",
+            denied: "cannot open \(what): \(error)",
+            hint: capabilityHint)
     }
 }
 
@@ -188,31 +188,26 @@ public final class BlueZHCITransport: HCITransport {
                 try Sys.hciDeviceUp(fd, index: index)
             } catch .alreadyInProcess {
                 // EALREADY: someone else brought it up meanwhile.
-            } catch let error where error == .notPermitted || error == .permissionDenied {
-                throw TransportError(
-                    .permissionDenied, "\(name) is down and bringing it up was refused (\(error))",
-                    hint: capabilityHint, errno: error.rawValue)
             } catch let error where error == Sys.rfkilled {
                 throw TransportError(
                     .rfkilled, "\(name) is blocked by rfkill", hint: "run `rfkill unblock bluetooth`",
                     errno: error.rawValue)
             } catch {
-                throw TransportError(.io, "\(name): cannot bring the adapter up: \(error)", errno: error.rawValue)
+                throw .systemCall(
+                    error, "\(name): cannot bring the adapter up: \(error)",
+                    denied: "\(name) is down and bringing it up was refused (\(error))", hint: capabilityHint)
             }
         }
         do {
             try Sys.bindHCIRaw(fd, index: index)
         } catch .operationNotSupportedByDevice {
             throw noSuchAdapter(name)
-        } catch let error where error == .notPermitted || error == .permissionDenied {
-            throw TransportError(
-                .permissionDenied, "cannot bind to \(name): \(error)", hint: capabilityHint, errno: error.rawValue)
         } catch .resourceBusy {
             throw TransportError(
                 .busy, "\(name) is in use by another program (HCI user channel)",
                 hint: "stop the program that holds it exclusively", errno: Errno.resourceBusy.rawValue)
         } catch {
-            throw TransportError(.io, "cannot bind to \(name): \(error)", errno: error.rawValue)
+            throw .systemCall(error, "cannot bind to \(name): \(error)", hint: capabilityHint)
         }
     }
 

@@ -42,12 +42,12 @@ struct CaptureFileReader: ~Copyable {
 
     init(path: String, chunkSize: Int = 65536) throws(TransportError) {
         self.path = path
-        do {
-            fd = try FileDescriptor.open(FilePath(path), .readOnly, options: [.closeOnExec], retryOnInterrupt: true)
-        } catch let error as Errno {
-            throw Self.openError(path, error)
+        do throws(Errno) {
+            fd = try Sys.typed {
+                try FileDescriptor.open(FilePath(path), .readOnly, options: [.closeOnExec], retryOnInterrupt: true)
+            }
         } catch {
-            throw TransportError(.io, "cannot open \(path): \(error)")
+            throw Self.openError(path, error)
         }
         chunk = [UInt8](repeating: 0, count: chunkSize)
     }
@@ -55,18 +55,12 @@ struct CaptureFileReader: ~Copyable {
     deinit { try? fd.close() }
 
     static func openError(_ path: String, _ error: Errno) -> TransportError {
-        switch error {
-        case .noSuchFileOrDirectory:
-            TransportError(.notFound, "no capture file \(path)", errno: error.rawValue)
-        case .isDirectory:
-            TransportError(
+        guard error != .isDirectory else {
+            return TransportError(
                 .notFound, "\(path) is a directory, not a capture file", hint: "give the path of a btsnoop file",
                 errno: error.rawValue)
-        case .permissionDenied:
-            TransportError(.permissionDenied, "no permission to read \(path)", errno: error.rawValue)
-        default:
-            TransportError(.io, "cannot read \(path): \(error)", errno: error.rawValue)
         }
+        return .opening(path, what: "capture file", verb: "read", error)
     }
 
     var datalink: BTSnoopDatalink? { decoder.datalink }

@@ -247,12 +247,10 @@ func streamSendFailure(name: String, permissionHint: String? = nil) -> @Sendable
         case .brokenPipe, .connectionReset, .ioError, .networkDown, .operationNotSupportedByDevice,
             .noSuchAddressOrDevice, .socketNotConnected:
             TransportError(.disconnected, "\(name): the controller went away (write: \(error))", errno: error.rawValue)
-        case .notPermitted, .permissionDenied:
-            TransportError(
-                .permissionDenied, "\(name): not allowed to send (\(error))", hint: permissionHint,
-                errno: error.rawValue)
         default:
-            TransportError(.io, "\(name): write failed: \(error)", errno: error.rawValue)
+            .systemCall(
+                error, "\(name): write failed: \(error)", denied: "\(name): not allowed to send (\(error))",
+                hint: permissionHint)
         }
     }
 }

@@ -132,20 +132,14 @@ public final class H4StreamTransport: HCITransport {
         let fd: FileDescriptor
         do {
             fd = try Sys.openSerial(path)
-        } catch .noSuchFileOrDirectory {
-            throw TransportError(
-                .notFound, "no serial device \(path)", hint: "check that the controller is plugged in (ls /dev/tty*)",
-                errno: Errno.noSuchFileOrDirectory.rawValue)
-        } catch .permissionDenied {
-            throw TransportError(
-                .permissionDenied, "no permission to open \(path)",
-                hint: "add your user to the dialout group (sudo usermod -aG dialout $USER) and log in again",
-                errno: Errno.permissionDenied.rawValue)
         } catch .resourceBusy {
             throw TransportError(
                 .busy, "\(path) is in use by another program", errno: Errno.resourceBusy.rawValue)
         } catch {
-            throw TransportError(.io, "cannot open \(path): \(error)", errno: error.rawValue)
+            throw .opening(
+                path, what: "serial device", verb: "open", error,
+                missingHint: "check that the controller is plugged in (ls /dev/tty*)",
+                deniedHint: "add your user to the dialout group (sudo usermod -aG dialout $USER) and log in again")
         }
         do {
             try Sys.configureRawSerial(fd, speed: speed, rtscts: flowControl == .rtsCts)

@@ -40,11 +40,9 @@ public final class MgmtSocketTransport: MgmtTransport {
         link = try DescriptorLink(
             name: "mgmt", adopting: fd, isSocket: true, framing: .packetPerRead, logger: logger,
             sendFailure: { error in
-                error == .notPermitted || error == .permissionDenied
-                    ? TransportError(
-                        .permissionDenied, "the kernel refused a management command (\(error))",
-                        hint: mgmtCapabilityHint, errno: error.rawValue)
-                    : TransportError(.io, "writing to the management socket failed: \(error)", errno: error.rawValue)
+                .systemCall(
+                    error, "writing to the management socket failed: \(error)",
+                    denied: "the kernel refused a management command (\(error))", hint: mgmtCapabilityHint)
             })
         let (stream, continuation) = AsyncThrowingStream.makeStream(of: [UInt8].self, throwing: (any Error).self)
         incoming = stream
@@ -60,14 +58,8 @@ public final class MgmtSocketTransport: MgmtTransport {
     }
 
     private static func failure(_ call: String, _ error: Errno) -> TransportError {
-        if error == .notPermitted || error == .permissionDenied {
-            return TransportError(
-                .permissionDenied, "cannot open the kernel's Bluetooth management interface: \(call): \(error)",
-                hint: mgmtCapabilityHint, errno: error.rawValue)
-        }
-        return TransportError(
-            .io, "cannot open the kernel's Bluetooth management interface: \(call) failed: \(error)",
-            errno: error.rawValue)
+        let what = "cannot open the kernel's Bluetooth management interface: \(call)"
+        return .systemCall(error, "\(what) failed: \(error)", denied: "\(what): \(error)", hint: mgmtCapabilityHint)
     }
 
     public func send(_ bytes: [UInt8]) throws { try link.send(bytes) }

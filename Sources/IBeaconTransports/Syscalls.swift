@@ -27,15 +27,6 @@ extension Sys {
         }
     }
 
-    /// Reads a whole file with `open(2)`/`read(2)` (`readToEnd`).
-    static func readFile(_ path: String) throws(Errno) -> [UInt8] {
-        let fd = try typed {
-            try FileDescriptor.open(FilePath(path), .readOnly, options: [.closeOnExec], retryOnInterrupt: true)
-        }
-        defer { try? fd.close() }
-        return try readToEnd(fd)
-    }
-
     /// `send(2)` with `MSG_NOSIGNAL` (a closed peer gives EPIPE instead of killing the process
     /// with SIGPIPE), continued until every byte is sent.
     static func sendAll(_ fd: FileDescriptor, _ bytes: [UInt8]) throws(Errno) {

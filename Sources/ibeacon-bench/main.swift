@@ -5,11 +5,6 @@
 import IBeaconCore
 import IBeaconHost
 
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -30,14 +25,17 @@ guard arguments.count >= 2 else {
     fail("usage: ibeacon-bench CAPTURE.btsnoop [REPEAT]", 64)
 }
 let repeats = arguments.count >= 3 ? Int(arguments[2]) ?? 5 : 5
-guard let data = FileManager.default.contents(atPath: arguments[1]) else {
+let data: [UInt8]
+do {
+    data = try Sys.readFile(arguments[1])
+} catch {
     fail("cannot read \(arguments[1])", 66)
 }
 
 // Load the event packets first, so the timed loop measures decoding, not file parsing.
 var bodies: [[UInt8]] = []
 do {
-    var reader = try BTSnoopReader(bytes: [UInt8](data))
+    var reader = try BTSnoopReader(bytes: data)
     while let record = try reader.next() {
         if let packet = record.packet, packet.type == .event, record.direction == .received {
             bodies.append(packet.body)
@@ -65,6 +63,7 @@ for _ in 0..<repeats {
     let (s, atto) = elapsed.components
     best = min(best, Double(s) + Double(atto) / 1e18)
 }
+guard reports > 0 else { fail("no advertising reports in \(arguments[1]): nothing to time", 65) }
 let rate = Double(reports) / best
 print(
     "{\"events\":\(bodies.count),\"reports\":\(reports),\"ibeacons\":\(beacons),\"seconds\":\(best),"

@@ -142,7 +142,10 @@ let seeds = UInt64(number("seeds", 200))
 let models = options["models"].map { $0.split(separator: ",").map { model(String($0)) } } ?? RSSIModel.all
 
 func percent(_ x: Double) -> String { x.isNaN ? "–" : "\((100 * x).fixed(1)) %" }
-func signed(_ x: Double, _ digits: Int) -> String { (x >= 0 ? "+" : "") + x.fixed(digits) }
+func signed(_ x: Double, _ digits: Int) -> String {
+    let text = x.fixed(digits)
+    return text.hasPrefix("-") ? text : "+" + text
+}
 print(
     "| model | truth (dBm) | within 1 dB | coverage | precision reached | within 1 dB of written | drift refusals | median s | p90 s | min s | bias dB |"
 )

@@ -118,7 +118,7 @@ struct CalibrateCommand: AsyncParsableCommand {
         let target = calibrationTarget(existing: destination.existing)
         let (result, receiverAddress) = try await measure(target, protecting: destination.path, logger: logger)
         let record = CalibrationRecord(
-            timestamp: CalibrationRecord.iso8601(secondsSince1970: Int64(Date().timeIntervalSince1970)),
+            timestamp: iso8601(unixSeconds: Date().timeIntervalSince1970, milliseconds: false),
             samples: result.samples.count, estimate: result.estimate, interval95: result.halfWidth95,
             spread: result.spread, method: result.method, receiver: device.deviceText,
             receiverAddress: receiverAddress?.description ?? "unknown", offset: offset,
@@ -419,4 +419,8 @@ extension CalibrationMethod: ExpressibleByArgument {}
 private func formatNumber(_ x: Double) -> String { x == x.rounded() ? String(Int(x)) : String(x) }
 
 /// `x` with one decimal and its sign, as `%+.1f`.
-private func signed(_ x: Double) -> String { (x >= 0 ? "+" : "") + x.fixed(1) }
+/// `+1.5`, `-0.3`, `+0.0`: a change with its sign (none is lost to rounding: -0.04 is `+0.0`).
+private func signed(_ x: Double) -> String {
+    let text = x.fixed(1)
+    return text.hasPrefix("-") ? text : "+" + text
+}

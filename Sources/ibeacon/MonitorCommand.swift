@@ -304,23 +304,27 @@ extension RegionMonitor.Event {
         return (region.proximityUUID.uuidString, region.major, region.minor)
     }
 
+    /// A wall-clock time to the millisecond, `2026-11-24T07:12:03.123Z`.
+    private static func stamp(_ unixSeconds: Double) -> String { iso8601(unixSeconds: unixSeconds, milliseconds: true) }
+
     /// One compact JSON object, keys in a fixed order; times with exactly 3 decimals.
     func json(wallClock: Double?) -> String {
         func string(_ s: String?) -> String { s.map(jsonString) ?? "null" }
+        func decimal(_ v: Double, _ digits: Int) -> String { JSONValue.decimal(v, fractionDigits: digits).description }
         func integer(_ v: (some BinaryInteger)?) -> String { v.map { String($0) } ?? "null" }
         let id = identity
         var members = [
             ("event", string(kind.rawValue)), ("region", string(region.name)), ("uuid", string(id.uuid)),
             ("major", integer(id.major)), ("minor", integer(id.minor)), ("rssi", integer(rssi)),
-            ("time", string(wallClock.map(isoTime))), ("t", fixed(time, 3)),
+            ("time", string(wallClock.map(Self.stamp))), ("t", decimal(time, 3)),
         ]
-        if let lastHeard { members.append(("lastHeard", fixed(lastHeard, 3))) }
+        if let lastHeard { members.append(("lastHeard", decimal(lastHeard, 3))) }
         return "{" + members.map { jsonString($0.0) + ":" + $0.1 }.joined(separator: ",") + "}"
     }
 
     func text(wallClock: Double?) -> String {
         let head =
-            (wallClock.map(isoTime) ?? "t+\(fixed(time, 3)) s") + " " + kind.rawValue.padded(7) + " " + region.name
+            (wallClock.map(Self.stamp) ?? "t+\(time.fixed(3)) s") + " " + kind.rawValue.padded(7) + " " + region.name
         let id = identity
         let who = "\(id.uuid) \(id.major.map(String.init) ?? "*") \(id.minor.map(String.init) ?? "*")"
         let level = rssi.map { "\($0) dBm" } ?? "RSSI n/a"
@@ -328,10 +332,10 @@ extension RegionMonitor.Event {
         case .enter:
             return "\(head): \(who) at \(level)"
         case .exit:
-            let silent = lastHeard.map { fixed(time - $0, 1) } ?? "?"
+            let silent = lastHeard.map { (time - $0).fixed(1) } ?? "?"
             return "\(head): silent for \(silent) s; last heard \(who) at \(level)"
         case .outside:
-            return "\(head): not heard in the first \(fixed(time, 1)) s"
+            return "\(head): not heard in the first \(time.fixed(1)) s"
         }
     }
 
@@ -340,7 +344,7 @@ extension RegionMonitor.Event {
         return [
             ("IBEACON_EVENT", kind.rawValue), ("IBEACON_REGION", region.name), ("IBEACON_UUID", id.uuid),
             ("IBEACON_MAJOR", id.major.map(String.init) ?? ""), ("IBEACON_MINOR", id.minor.map(String.init) ?? ""),
-            ("IBEACON_RSSI", rssi.map(String.init) ?? ""), ("IBEACON_TIME", wallClock.map(isoTime) ?? ""),
+            ("IBEACON_RSSI", rssi.map(String.init) ?? ""), ("IBEACON_TIME", wallClock.map(Self.stamp) ?? ""),
         ]
     }
 }
@@ -362,38 +366,6 @@ func processEnvironment() -> [String: String] {
         p += 1
     }
     return out
-}
-
-/// `2026-11-24T07:12:03.123Z` (UTC, milliseconds).
-func isoTime(_ unixSeconds: Double) -> String {
-    let whole = unixSeconds.rounded(.down)
-    var millis = Int(((unixSeconds - whole) * 1000).rounded())
-    var t = time_t(whole)
-    if millis == 1000 {
-        millis = 0
-        t += 1
-    }
-    var parts = tm()
-    gmtime_r(&t, &parts)
-    func pad(_ v: Int32, _ n: Int) -> String {
-        let s = String(v)
-        return String(repeating: "0", count: max(0, n - s.count)) + s
-    }
-    return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))T"
-        + "\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(pad(Int32(millis), 3))Z"
-}
-
-/// `value` with exactly `decimals` decimals (no Foundation formatting).
-func fixed(_ value: Double, _ decimals: Int) -> String {
-    guard value.isFinite else { return "null" }
-    var scale = 1.0
-    for _ in 0..<decimals { scale *= 10 }
-    let n = Int64((abs(value) * scale).rounded())
-    let digits = String(n)
-    let padded = String(repeating: "0", count: max(0, decimals + 1 - digits.count)) + digits
-    let sign = value < 0 && n != 0 ? "-" : ""
-    if decimals == 0 { return sign + padded }
-    return sign + padded.dropLast(decimals) + "." + padded.suffix(decimals)
 }
 
 extension Double {

@@ -93,6 +93,20 @@ import Testing
         #expect(JSONValue.decimal(.nan, fractionDigits: 2) == .null)
     }
 
+    /// Ties, signs of zero, huge and non-finite values: what a profile's calibration record holds.
+    static let decimalEdges: [(Double, Int, String)] = [
+        (0.125, 2, "0.13"), (0.375, 2, "0.38"), (-59.125, 2, "-59.13"), (-59.375, 2, "-59.38"),
+        (1.115, 2, "1.12"), (1.005, 2, "1.00"), (2.5, 0, "3"), (-2.5, 0, "-3"), (0.25, 1, "0.3"),
+        (1.25, 1, "1.3"), (0.0625, 3, "0.063"), (1.3125, 3, "1.313"), (2.0005, 3, "2.001"),
+        (-0.004, 2, "0.00"), (-0.0, 1, "0.0"), (0.0, 1, "0.0"), (-0.04, 1, "0.0"),
+        (123456789.125, 2, "123456789.13"), (1e300, 2, "1e+300"), (4.6e15, 0, "4600000000000000"), (1e17, 3, "1e+17"),
+        (.nan, 2, "null"), (.infinity, 1, "null"), (-.infinity, 3, "null"),
+    ]
+
+    @Test(arguments: decimalEdges) func decimalEdgeCases(value: Double, digits: Int, text: String) {
+        #expect(JSONValue.decimal(value, fractionDigits: digits).description == text)
+    }
+
     /// (input, expected line, column, words the message must contain)
     static let malformed: [(String, Int, Int, String)] = [
         ("", 1, 1, "empty"),

@@ -44,7 +44,8 @@ final class Fakes: @unchecked Sendable {
 }
 
 @Suite struct AdvertisingSessionTests {
-    func session(_ fakes: Fakes) -> AdvertisingSession {
+    /// A session whose waits (settle time, back-off) sleep on `clock`.
+    func session(_ fakes: Fakes, clock: ManualClock = ManualClock()) -> AdvertisingSession {
         AdvertisingSession(
             advertiser: Advertiser(
                 beacons: [BeaconSpec(beacon: testBeacon, label: "t.json")], mode: .auto, ownsController: true,
@@ -52,15 +53,23 @@ final class Fakes: @unchecked Sendable {
             connect: {
                 await startedClient(try fakes.make())
             },
-            healthCheckInterval: nil, settleTime: .milliseconds(20), maximumBackoff: .milliseconds(50),
+            clock: clock, healthCheckInterval: nil, settleTime: .milliseconds(20), maximumBackoff: .milliseconds(50),
             logger: quietLogger)
+    }
+
+    /// Ends the settle time the session waits for after a reset, once it has begun to wait.
+    func endSettleTime(_ clock: ManualClock) async {
+        #expect(await eventually { clock.sleeperCount == 1 })
+        #expect(clock.nextDeadline == clock.now.advanced(by: .milliseconds(20)))
+        clock.advance(by: .milliseconds(20))
     }
 
     @Test func resumesAfterAnotherHostResetsTheController() async throws {
         let fakes = Fakes()
         let ready = Atomic<Int>(0)
         let recovered = Atomic<Int>(0)
-        let s = session(fakes)
+        let clock = ManualClock()
+        let s = session(fakes, clock: clock)
         let task = Task {
             try await s.run(
                 onReady: { _ in ready.add(1, ordering: .relaxed) },
@@ -72,6 +81,7 @@ final class Fakes: @unchecked Sendable {
 
         fake.resetByAnotherHost()
         #expect(!fake.isAdvertising)  // the reset really stopped it
+        await endSettleTime(clock)
         #expect(await eventually { recovered.load(ordering: .relaxed) == 1 && fake.isAdvertising })
         #expect(fake.legacy.data == testBeacon.advertisingData)
 
@@ -83,7 +93,8 @@ final class Fakes: @unchecked Sendable {
     @Test func resumesAfterAHardwareErrorAndAPowerUpNOP() async throws {
         let fakes = Fakes()
         let recovered = Atomic<Int>(0)
-        let s = session(fakes)
+        let clock = ManualClock()
+        let s = session(fakes, clock: clock)
         let task = Task {
             try await s.run(onReady: { _ in }, onRecovered: { _ in recovered.add(1, ordering: .relaxed) })
         }
@@ -92,10 +103,12 @@ final class Fakes: @unchecked Sendable {
 
         fake.loseState()
         fake.inject(H4Packet(type: .event, body: [0x10, 0x01, 0x01]))  // Hardware Error, code 1
+        await endSettleTime(clock)
         #expect(await eventually { recovered.load(ordering: .relaxed) == 1 && fake.isAdvertising })
 
         fake.loseState()
         fake.inject(FakeController.commandComplete(.nop, []))  // power-up NOP
+        await endSettleTime(clock)
         #expect(await eventually { recovered.load(ordering: .relaxed) == 2 && fake.isAdvertising })
         task.cancel()
         try await task.value
@@ -104,13 +117,16 @@ final class Fakes: @unchecked Sendable {
     @Test func waitsForAVanishedControllerAndResumesOnTheNewOne() async throws {
         let fakes = Fakes()
         let recovered = Atomic<Int>(0)
-        let s = session(fakes)
+        let clock = ManualClock()
+        let s = session(fakes, clock: clock)
         let task = Task {
             try await s.run(onReady: { _ in }, onRecovered: { _ in recovered.add(1, ordering: .relaxed) })
         }
         #expect(await eventually { fakes.latest?.isAdvertising == true })
         let first = try #require(fakes.latest)
         first.dropLink()
+        // Reconnected at once; advertising is applied again after the settle time.
+        await endSettleTime(clock)
         #expect(await eventually { recovered.load(ordering: .relaxed) == 1 })
         #expect(fakes.count == 2)
         #expect(fakes.latest?.isAdvertising == true)
@@ -121,8 +137,7 @@ final class Fakes: @unchecked Sendable {
     @Test func settleTimeAndReconnectionBackOffWaitOnTheInjectedClock() async throws {
         let fakes = Fakes()
         let clock = ManualClock()
-        var s = session(fakes)
-        s.clock = clock
+        var s = session(fakes, clock: clock)
         s.settleTime = .milliseconds(250)
         s.maximumBackoff = .seconds(1)
         let recovered = Atomic<Int>(0)

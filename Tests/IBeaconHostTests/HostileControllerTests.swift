@@ -71,6 +71,15 @@ let hardwareErrorPacket = H4Packet(type: .event, body: [0x10, 0x01, 0x01])
 /// LE Meta, LE Advertising Report claiming 9 reports in 2 bytes.
 let malformedMetaPacket = H4Packet(type: .event, body: [HCIEventCode.leMeta.rawValue, 2, 0x02, 9])
 
+/// Whether the next event `client` queues is a NOP (Command Complete for opcode 0). The client
+/// counts an event's credits before it queues it, so once it is read the credits are in effect:
+/// no sleeping for the reader to get there.
+func nextEventIsNOP(_ client: ControllerClient) async -> Bool {
+    var events = client.events.makeAsyncIterator()
+    guard case .event(.commandComplete(_, let opcode, _)) = await events.next() else { return false }
+    return opcode == HCIOpcode(rawValue: 0)
+}
+
 /// Reads `client.events` to the end of the link; returns what arrived.
 func drain(_ client: ControllerClient) async -> [ControllerEvent] {
     var all: [ControllerEvent] = []
@@ -118,7 +127,7 @@ func drain(_ client: ControllerClient) async -> [ControllerEvent] {
         let clock = ManualClock()
         let client = await startedClient(fake, timeout: .milliseconds(300), clock: clock)
         fake.inject(FakeController.commandComplete(HCIOpcode(rawValue: 0), [], credits: 0))
-        try await Task.sleep(for: .milliseconds(50))
+        #expect(await nextEventIsNOP(client))
         let refused = Task { await within(5) { (try? await client.execute(ReadBDAddr())) == nil } }
         #expect(await eventually(within: 5) { clock.sleeperCount >= 1 })
         clock.advance(by: .milliseconds(300))
@@ -126,7 +135,7 @@ func drain(_ client: ControllerClient) async -> [ControllerEvent] {
         #expect(fake.opcodes.isEmpty)
         // The controller is ready again: a NOP granting a credit lets commands through.
         fake.inject(FakeController.commandComplete(HCIOpcode(rawValue: 0), [], credits: 1))
-        try await Task.sleep(for: .milliseconds(50))
+        #expect(await nextEventIsNOP(client))
         let address = try await client.execute(ReadBDAddr())
         #expect(address == fake.address)
         await client.close()
@@ -187,6 +196,27 @@ func drain(_ client: ControllerClient) async -> [ControllerEvent] {
         // The first five, then one line with the count of the rest.
         #expect(warnings.count == 6, "\(warnings.count) warnings")
         #expect(warnings.last?.contains("1995 more malformed events") == true, "\(warnings.last ?? "")")
+    }
+
+    @Test func theWarningWindowIsTimedOnTheInjectedClock() async throws {
+        let counter = WarningCounter()
+        let fake = FakeController()
+        let clock = ManualClock()
+        let client = ControllerClient(transport: fake, logger: counter.logger, clock: clock)
+        await client.start()
+        func inject(_ n: Int) async throws -> [String] {
+            for _ in 0..<n { fake.inject(malformedMetaPacket) }
+            _ = try await client.execute(ReadBDAddr())  // answered after them: all received
+            return counter.warnings.withLock { $0 }.filter { $0.contains("malformed") }
+        }
+        #expect(try await inject(7).count == 5)  // a burst of five, two left out
+        clock.advance(by: .milliseconds(9_999))
+        #expect(try await inject(1).count == 5)  // still the same 10 s window
+        clock.advance(by: .milliseconds(1))
+        let warnings = try await inject(1)
+        #expect(warnings.count == 6)
+        #expect(warnings.last?.contains("(and 3 more since the last such warning)") == true, "\(warnings)")
+        await client.close()
     }
 
     @Test func advertisingIsReappliedAFewTimesPerStormNotOncePerEvent() async throws {

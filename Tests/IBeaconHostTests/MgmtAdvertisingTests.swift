@@ -19,7 +19,8 @@ import Testing
 
     /// Runs a session on `kernel` until `body` returns, then cancels it and waits for it to end.
     static func withSession(
-        _ kernel: FakeMgmtKernel, beacons: [BeaconSpec],
+        _ kernel: FakeMgmtKernel, beacons: [BeaconSpec], clock: any Clock<Duration> = ContinuousClock(),
+        logger: Logger = Logger(label: "test"),
         _ body: @Sendable (_ ready: @Sendable () -> MgmtAdvertisingStatus?) async throws -> Void
     ) async throws {
         let client = MgmtClient(transport: kernel, logger: Logger(label: "test"), defaultTimeout: .seconds(5))
@@ -27,7 +28,7 @@ import Testing
         let status = Mutex<MgmtAdvertisingStatus?>(nil)
         let session = MgmtAdvertisingSession(
             advertiser: MgmtAdvertiser(beacons: beacons, index: MgmtIndex(0), logger: Logger(label: "test")),
-            client: client, logger: Logger(label: "test"))
+            client: client, logger: logger, clock: clock)
         let task = Task { try await session.run(onReady: { s in status.withLock { $0 = s } }) }
         try await body { status.withLock { $0 } }
         task.cancel()
@@ -88,8 +89,10 @@ import Testing
 
     @Test func waitsWhilePoweredOffAndRegistersOnPowerOn() async throws {
         let kernel = FakeMgmtKernel(powered: false)
-        try await Self.withSession(kernel, beacons: [Self.spec(minor: 3)]) { ready in
-            try await Task.sleep(for: .milliseconds(200))
+        let log = LogRecorder()
+        try await Self.withSession(kernel, beacons: [Self.spec(minor: 3)], logger: log.logger) { ready in
+            // Said once it has read the adapter's settings and decided to wait.
+            #expect(await eventually { log.messages.contains { $0.hasPrefix("warning: hci0 is powered off") } })
             #expect(ready() == nil)
             #expect(kernel.instances.isEmpty)
             kernel.powerOn()
@@ -113,6 +116,106 @@ import Testing
                 })
             #expect(kernel.instances.keys.sorted() == [1])
         }
+    }
+
+    @Test func retriesPuttingTheAdvertisingBackAfter100msThen200msOnTheInjectedClock() async throws {
+        let kernel = FakeMgmtKernel()
+        let clock = ManualClock()
+        let log = LogRecorder()
+        let adds: @Sendable () -> Int = { kernel.opcodes.filter { $0 == .addExtendedAdvertisingParameters }.count }
+        try await Self.withSession(kernel, beacons: [Self.spec(minor: 3)], clock: clock, logger: log.logger) {
+            ready in
+            #expect(await eventually { ready() != nil })
+            // The controller is still being reset after the power cycle: two refusals, then it works.
+            kernel.refuseAddingAdvertising(times: 2)
+            kernel.powerOff()
+            kernel.powerOn()
+            #expect(await eventually { clock.sleeperCount == 1 })
+            #expect(adds() == 2)
+            #expect(clock.nextDeadline == .init(offset: .milliseconds(100)))
+            clock.advance(by: .milliseconds(100))
+            #expect(await eventually { adds() == 3 && clock.sleeperCount == 1 })
+            #expect(clock.nextDeadline == .init(offset: .milliseconds(300)))
+            clock.advance(by: .milliseconds(200))
+            #expect(await eventually { log.messages.contains { $0.hasPrefix("notice: advertising checked") } })
+            #expect(adds() == 4)
+            #expect(clock.sleeperCount == 0)
+            #expect(kernel.instances[1]?.owner == "test")
+            #expect(kernel.instances[1]?.data == Self.spec(minor: 3).beacon.advertisingData)
+        }
+        let refused = "Add Extended Advertising Parameters (0x0054) on hci0 failed: Failed (0x03)"
+        let cause = "hci0 was powered on again (New Settings)"
+        #expect(
+            log.messages.filter { !$0.hasPrefix("debug") && !$0.hasPrefix("trace") } == [
+                "warning: hci0 was powered off (New Settings); waiting for it to be powered on again",
+                "info: putting the advertising back failed (\(refused)); retrying in 0.1 s",
+                "info: putting the advertising back failed (\(refused)); retrying in 0.2 s",
+                "warning: p3.json: registered again as instance 1 (cause: \(cause))",
+                // Measured on the manual clock: exactly the two waits.
+                "notice: advertising checked and restored after 0.3 s (\(cause))",
+            ])
+    }
+
+    @Test func givesUpWithAnErrorAfterSixAttemptsAndKeepsRunning() async throws {
+        let kernel = FakeMgmtKernel()
+        let clock = ManualClock()
+        let log = LogRecorder()
+        try await Self.withSession(kernel, beacons: [Self.spec(minor: 3)], clock: clock, logger: log.logger) {
+            ready in
+            #expect(await eventually { ready() != nil })
+            kernel.refuseAddingAdvertising(times: 7)
+            kernel.powerOff()
+            kernel.powerOn()
+            var waits: [Duration] = []
+            for _ in 0..<5 {
+                #expect(await eventually { clock.sleeperCount == 1 })
+                guard let deadline = clock.nextDeadline else { break }
+                waits.append(deadline.offset - clock.now.offset)
+                clock.advance(by: deadline.offset - clock.now.offset)
+            }
+            #expect(
+                waits == [
+                    .milliseconds(100), .milliseconds(200), .milliseconds(400), .milliseconds(800), .milliseconds(1600),
+                ])
+            #expect(
+                await eventually {
+                    log.messages.contains { $0.hasPrefix("error: putting the advertising back failed") }
+                })
+            #expect(clock.sleeperCount == 0)
+            #expect(kernel.opcodes.filter { $0 == .addExtendedAdvertisingParameters }.count == 1 + 6)
+            // Still watching: the next event puts it back (the seventh refusal is used up here).
+            kernel.otherProgramRemoves(1)
+            #expect(await eventually { clock.sleeperCount == 1 })
+            clock.advance(by: .milliseconds(100))
+            #expect(await eventually { kernel.instances[1]?.owner == "test" })
+        }
+    }
+
+    @Test func anUnansweredCommandTimesOutOnTheInjectedClockNamingIt() async throws {
+        let kernel = FakeMgmtKernel()
+        kernel.unansweredOpcodes = [.readAdvertisingFeatures]
+        let clock = ManualClock()
+        let client = MgmtClient(
+            transport: kernel, logger: Logger(label: "test"), clock: clock, defaultTimeout: .seconds(10))
+        await client.start()
+        let read = Task { try await client.execute(MgmtReadAdvertisingFeatures(), index: MgmtIndex(0)) }
+        // The unanswered command's timer is the only sleeper once the kernel has it.
+        #expect(await eventually { kernel.opcodes == [.readAdvertisingFeatures] && clock.sleeperCount == 1 })
+        clock.advance(by: .milliseconds(9_999))
+        #expect(clock.sleeperCount == 1)  // not yet
+        clock.advance(by: .milliseconds(1))
+        do {
+            _ = try await read.value
+            Issue.record("expected a timeout")
+        } catch MgmtError.timeout(let opcode, let index, let after) {
+            #expect(opcode == .readAdvertisingFeatures)
+            #expect(index == MgmtIndex(0))
+            #expect(after == .seconds(10))
+        }
+        // The client is free again for the next command.
+        let info = try await client.execute(MgmtReadControllerInfo(), index: MgmtIndex(0))
+        #expect(info.currentSettings.contains(.powered))
+        await client.close()
     }
 
     @Test func fallsBackToAddAdvertisingOnAnOlderKernel() async throws {
@@ -157,5 +260,30 @@ import Testing
         watchdog.cancel()
         #expect(kernel.instances.keys.sorted() == [1])
         await client.close()
+    }
+}
+
+/// Keeps every message logged through it as "level: message".
+final class LogRecorder: Sendable {
+    private let recorded = Mutex<[String]>([])
+    var messages: [String] { recorded.withLock { $0 } }
+
+    var logger: Logger {
+        var l = Logger(label: "test") { _ in Handler(recorder: self) }
+        l.logLevel = .trace
+        return l
+    }
+
+    struct Handler: LogHandler {
+        let recorder: LogRecorder
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(event: LogEvent) {
+            recorder.recorded.withLock { $0.append("\(event.level): \(event.message)") }
+        }
     }
 }

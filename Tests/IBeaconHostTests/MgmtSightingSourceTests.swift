@@ -6,6 +6,12 @@ import Testing
 
 @testable import IBeaconHost
 
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
 /// Scanning through the kernel (`MgmtSightingSource`) against the fake kernel: it registers an
 /// iBeacon monitor, takes reports from both events the kernel forwards them in, and removes its
 /// monitor (and only its own) however the scan ends.
@@ -117,5 +123,63 @@ import Testing
             #expect(await eventually { received().map(\.rssi) == [-70] })
             #expect(kernel.monitors.count == 1)
         }
+    }
+
+    @Test func sightingsAndTicksCarryTheTimeOfTheInjectedClock() async throws {
+        let kernel = FakeMgmtKernel()
+        let clock = ManualClock()
+        let client = MgmtClient(transport: kernel, logger: Logger(label: "test"), defaultTimeout: .seconds(5))
+        await client.start()
+        let source = MgmtSightingSource(client: client, index: MgmtIndex(0), clock: clock, logger: Logger(label: "t"))
+        let seen = Mutex<[String]>([])
+        let task = Task {
+            try await source.scan(
+                tickInterval: .seconds(1),
+                receive: { _, time in
+                    seen.withLock { $0.append("report at \(time)") }
+                    return .proceed
+                },
+                tick: { time in
+                    seen.withLock { $0.append("tick at \(time)") }
+                    return time >= 2 ? .stop : .proceed
+                })
+        }
+        // The ticker is the only sleeper on the clock.
+        #expect(await eventually { kernel.monitors.count == 1 && clock.sleeperCount == 1 })
+        clock.advance(by: .milliseconds(250))
+        #expect(kernel.advertisementHeard(Self.report()))
+        #expect(await eventually { seen.withLock { $0 } == ["report at 0.25"] })
+        clock.advance(by: .milliseconds(750))
+        #expect(await eventually { seen.withLock { $0 }.count == 2 && clock.sleeperCount == 1 })
+        clock.advance(by: .seconds(1))
+        try await task.value  // the tick at 2 s stops it
+        #expect(seen.withLock { $0 } == ["report at 0.25", "tick at 1.0", "tick at 2.0"])
+        #expect(kernel.monitors.isEmpty)
+        await source.close()
+    }
+
+    @Test func aCalibrationThatHearsNothingGivesUpAfterTenSecondsOfTheInjectedClock() async throws {
+        let kernel = FakeMgmtKernel()
+        let clock = ManualClock()
+        let client = MgmtClient(transport: kernel, logger: Logger(label: "test"), defaultTimeout: .seconds(5))
+        await client.start()
+        let source = MgmtSightingSource(client: client, index: MgmtIndex(0), clock: clock, logger: Logger(label: "t"))
+        let target = CalibrationTarget(
+            proximityUUID: UUID(uuidString: "F7826DA6-4FA2-4E98-8024-BC5B71E0893E")!, major: 0x0102, minor: 0x0304)
+        let calibrator = Calibrator(target: target, settings: CalibrationSettings(), logger: Logger(label: "test"))
+        let progressed = Mutex<Duration?>(nil)
+        let run = Task {
+            try await calibrator.run(on: source) { _, elapsed in progressed.withLock { $0 = elapsed } }
+        }
+        #expect(await eventually { kernel.monitors.count == 1 && clock.sleeperCount == 1 })
+        // Twenty ticks of 0.5 s, each handled before the clock moves again: no real waiting.
+        for step in 1...20 {
+            clock.advance(by: .milliseconds(500))
+            let now = Duration.milliseconds(500 * step)
+            #expect(await eventually { progressed.withLock { $0 } == now && (step == 20 || clock.sleeperCount == 1) })
+        }
+        await #expect(throws: CalibrationError.notHeard(target: target.identity, seconds: 10)) { try await run.value }
+        #expect(kernel.monitors.isEmpty)
+        await source.close()
     }
 }

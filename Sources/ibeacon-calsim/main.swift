@@ -88,7 +88,7 @@ if let name = options["trace"] {
 }
 if let z = options["detection"] {
     // How often the slow-variation test fires at least once by 13 s and by 29 s of a run (each
-    // completed second is one look), per model: docs/CALIBRATION.md, "What 30 seconds can show".
+    // completed second is one look), per model: docs/CALIBRATION.md, "Slow variation under strong fading".
     var estimator = PhoneCalibrationEstimator()
     guard let v = Double(z), v > 0 else { fail("--detection takes the test's z, e.g. 1.28") }
     estimator.detectionZ = v

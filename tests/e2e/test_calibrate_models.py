@@ -84,6 +84,8 @@ def test_refusals_write_nothing_and_force_writes(harness_factory, ibeacon_bin, t
     assert r.returncode == 80, (r.returncode, r.stderr)
     assert 'precision not reached' in r.stderr and 'before the 10 s minimum' in r.stderr, r.stderr
     assert 'hold the receiver still' in r.stderr and '--duration' in r.stderr, r.stderr
+    # σ 8 dB spreads the reports within each second: such a run needs a minute at least.
+    assert '--duration 60 at least' in r.stderr and 'within each second' in r.stderr, r.stderr
     assert p.read_bytes() == before
     for future in (drift_forced, short_forced):
         p, before, r = future.result()

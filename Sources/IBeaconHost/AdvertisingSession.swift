@@ -191,7 +191,7 @@ public struct AdvertisingSession: Sendable {
         let logger = self.logger
         return try? await reapplyPolicy.run(on: clock) {
             try await advertiser.start(on: client)
-        } retrying: { error, _ in
+        } retrying: { error, _, _ in
             guard let error = error as? ControllerError else {
                 logger.error("re-applying advertising failed: \(error)")
                 return true
@@ -207,7 +207,7 @@ public struct AdvertisingSession: Sendable {
         let logger = self.logger
         return try? await reconnectPolicy.run(on: clock) {
             try await connect()
-        } retrying: { error, delay in
+        } retrying: { error, delay, _ in
             logger.warning("controller not available (\(error)); retrying in \(delay.formattedSeconds)")
             return true
         }.value

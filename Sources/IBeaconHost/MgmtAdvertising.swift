@@ -228,12 +228,11 @@ public struct MgmtAdvertisingSession: Sendable {
             } else {
                 refresh = true
             }
-            var failures = 0
             do {
                 let (w, elapsed) = try await restorePolicy.run(on: clock) {
                     try await register(&state, why: why, throwing: false, refresh: refresh)
-                } retrying: { error, delay in
-                    await shouldRetryRestoring(after: error, nextDelay: delay, attempts: &failures)
+                } retrying: { error, delay, failures in
+                    await shouldRetryRestoring(after: error, nextDelay: delay, failures: failures)
                 }
                 if !readyReported { warnings = w }
                 reportReadyIfDone(warnings)
@@ -249,17 +248,16 @@ public struct MgmtAdvertisingSession: Sendable {
 
     /// Putting the advertising back after an event: the kernel may still be busy with the
     /// adapter (an HCI reset answers the first commands with Failed), so at once, then after
-    /// 0.1 s, doubling, `restoreAttempts` attempts (about 3 s; counted by `shouldRetryRestoring`,
-    /// which logs the last failure as an error).
+    /// 0.1 s, doubling, `restoreAttempts` attempts (about 3 s; `shouldRetryRestoring` stops at
+    /// the last and logs it as an error).
     var restorePolicy: RetryPolicy {
         RetryPolicy(firstDelay: .milliseconds(100), maximumDelay: .milliseconds(1600), waitsBeforeFirstAttempt: false)
     }
 
-    /// Whether to try again after the `attempts`-th failure to put the advertising back; says
+    /// Whether to try again after the `failures`-th failure to put the advertising back; says
     /// why not (or that it retries) in the log. Not when the adapter is powering off, nor after
     /// `restoreAttempts`, nor once cancelled.
-    private func shouldRetryRestoring(after error: any Error, nextDelay: Duration, attempts: inout Int) async -> Bool {
-        attempts += 1
+    private func shouldRetryRestoring(after error: any Error, nextDelay: Duration, failures: Int) async -> Bool {
         let info = try? await client.execute(MgmtReadControllerInfo(), index: index)
         if let info, !info.currentSettings.contains(.powered) {
             // The kernel removes instances as it powers the adapter off, before New
@@ -267,7 +265,7 @@ public struct MgmtAdvertisingSession: Sendable {
             logger.debug("\(name) is powering off; waiting for it to be powered on (\(error))")
             return false
         }
-        if attempts == Self.restoreAttempts || Task.isCancelled {
+        if failures == Self.restoreAttempts || Task.isCancelled {
             logger.error("putting the advertising back failed: \(error)")
             return false
         }

@@ -26,14 +26,15 @@ struct RetryPolicy: Sendable {
 
     /// Runs `attempt` until it returns, waiting on `clock` before it (when
     /// `waitsBeforeFirstAttempt`) and between tries. After a failure, `retrying(error,
-    /// nextDelay)` decides — and logs — whether to try again; when it says no, or after
+    /// nextDelay, failures)` (failures so far, this one included) decides — and logs — whether
+    /// to try again; when it says no, or after
     /// `maximumAttempts`, that error is thrown. A cancelled task throws `CancellationError`
     /// before the next attempt or from the wait. Returns the value and the time `clock` says
     /// passed since the call.
     func run<T, C: Clock<Duration>>(
         on clock: C,
         _ attempt: () async throws -> T,
-        retrying: (_ error: any Error, _ nextDelay: Duration) async -> Bool
+        retrying: (_ error: any Error, _ nextDelay: Duration, _ failures: Int) async -> Bool
     ) async throws -> (value: T, elapsed: Duration) {
         let started = clock.now
         var delay = firstDelay
@@ -50,7 +51,7 @@ struct RetryPolicy: Sendable {
             } catch {
                 attempts += 1
                 if let maximumAttempts, attempts >= maximumAttempts { throw error }
-                guard await retrying(error, delay) else { throw error }
+                guard await retrying(error, delay, attempts) else { throw error }
             }
             try await clock.sleep(for: delay)
             delay = min(delay * 2, maximumDelay)

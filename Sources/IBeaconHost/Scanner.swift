@@ -150,7 +150,7 @@ public struct Scanner: Sendable {
         let logger = self.logger
         let (commandSet, elapsed) = try await recoveryPolicy.run(on: clock) {
             try await start(on: client)
-        } retrying: { error, _ in
+        } retrying: { error, _, _ in
             guard let error = error as? ControllerError, error.isWorthRetrying else { return false }
             logger.warning("starting the scan again failed: \(error); retrying")
             return true

@@ -52,7 +52,8 @@ private func drive(
             }
             if let succeedOn, n >= succeedOn { return n }
             throw Refused(attempt: n)
-        } retrying: { error, delay in
+        } retrying: { error, delay, failures in
+            #expect(failures == (error as? Refused)?.attempt, "the failures so far are counted for `retrying`")
             told.withLock { $0.append(delay) }
             return retryWhile((error as? Refused)?.attempt ?? 0)
         }
@@ -115,7 +116,7 @@ private func drive(
             try await policy.run(on: clock) {
                 attempts.add(1, ordering: .relaxed)
                 throw Refused(attempt: 1)
-            } retrying: { _, _ in
+            } retrying: { _, _, _ in
                 true
             }
         }

@@ -300,8 +300,6 @@ public struct BTSnoopDecoder: Sendable {
     /// File offset of `buffer[position]`.
     public private(set) var offset = 0
     private var failure: BTSnoopError?
-    /// `failure != nil`, checked per record without copying the error.
-    private var failed = false
 
     public init() {}
 
@@ -327,7 +325,6 @@ public struct BTSnoopDecoder: Sendable {
 
     private mutating func fail(_ error: BTSnoopError) -> BTSnoopError {
         failure = error
-        failed = true
         return error
     }
 
@@ -355,7 +352,7 @@ public struct BTSnoopDecoder: Sendable {
 
     /// The next complete record, or nil when more bytes are needed.
     public mutating func next() throws(BTSnoopError) -> BTSnoopRecord? {
-        if failed, let failure { throw failure }
+        if let failure { throw failure }
         if datalink == nil {
             guard try readHeader() else { return nil }
         }

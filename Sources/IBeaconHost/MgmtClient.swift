@@ -117,12 +117,12 @@ public actor MgmtClient {
         let id = outstanding.nextID()
         let clock = self.clock
         return try await withCheckedThrowingContinuation { continuation in
-            outstanding.begin(id: id, key: ReplyKey(opcode: opcode, index: packet.index), continuation: continuation)
-            outstanding.setTimer(
-                Task {
-                    do { try await clock.sleep(for: timeout) } catch { return }
-                    self.expire(id: id, after: timeout)
-                }, for: id)
+            let timer = Task {
+                do { try await clock.sleep(for: timeout) } catch { return }
+                self.expire(id: id, after: timeout)
+            }
+            outstanding.begin(
+                id: id, key: ReplyKey(opcode: opcode, index: packet.index), continuation: continuation, timer: timer)
             logger.trace("mgmt send", metadata: ["packet": "\(packet)"])
             do {
                 try transport.send(packet.bytes)

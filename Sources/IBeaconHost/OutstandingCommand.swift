@@ -8,7 +8,7 @@ struct OutstandingCommand<Key: Equatable & Sendable> {
         let id: UInt64
         let key: Key
         let continuation: CheckedContinuation<[UInt8], any Error>
-        var timer: Task<Void, Never>?
+        var timer: Task<Void, Never>
     }
 
     private var entry: Entry?
@@ -22,14 +22,9 @@ struct OutstandingCommand<Key: Equatable & Sendable> {
 
     /// Command `id` is now the outstanding one; `continuation` gets its reply.
     mutating func begin(
-        id: UInt64, key: Key, continuation: CheckedContinuation<[UInt8], any Error>, timer: Task<Void, Never>? = nil
+        id: UInt64, key: Key, continuation: CheckedContinuation<[UInt8], any Error>, timer: Task<Void, Never>
     ) {
         entry = Entry(id: id, key: key, continuation: continuation, timer: timer)
-    }
-
-    /// Attaches the timer that fails command `id` when its answer is late.
-    mutating func setTimer(_ timer: Task<Void, Never>, for id: UInt64) {
-        if entry?.id == id { entry?.timer = timer } else { timer.cancel() }
     }
 
     /// The outstanding command, if any.
@@ -47,7 +42,7 @@ struct OutstandingCommand<Key: Equatable & Sendable> {
     mutating func finish(id: UInt64, with result: Result<[UInt8], any Error>) -> Bool {
         guard let e = entry, e.id == id else { return false }
         entry = nil
-        e.timer?.cancel()
+        e.timer.cancel()
         e.continuation.resume(with: result)
         return true
     }

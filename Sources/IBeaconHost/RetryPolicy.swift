@@ -15,15 +15,6 @@ struct RetryPolicy: Sendable {
     /// kernel's own initialisation of the adapter has finished) instead of running at once.
     var waitsBeforeFirstAttempt: Bool
 
-    init(
-        firstDelay: Duration, maximumDelay: Duration, maximumAttempts: Int? = nil, waitsBeforeFirstAttempt: Bool
-    ) {
-        self.firstDelay = firstDelay
-        self.maximumDelay = maximumDelay
-        self.maximumAttempts = maximumAttempts
-        self.waitsBeforeFirstAttempt = waitsBeforeFirstAttempt
-    }
-
     /// Runs `attempt` until it returns, waiting on `clock` before it (when
     /// `waitsBeforeFirstAttempt`) and between tries. After a failure, `retrying(error,
     /// nextDelay, failures)` (failures so far, this one included) decides — and logs — whether

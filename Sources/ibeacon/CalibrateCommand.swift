@@ -123,7 +123,8 @@ struct CalibrateCommand: AsyncParsableCommand {
             spread: result.spread, method: result.method, receiver: device.deviceText,
             receiverAddress: receiverAddress?.description ?? "unknown", offset: offset,
             txPower: destination.existing?.txPower.map { Int($0) })
-        let refusal = force ? nil : Self.refusal(result, precision: precision, duration: duration)
+        let reason = Self.refusal(result, precision: precision, duration: duration)
+        let refusal = force ? nil : reason
         if json {
             let written = !dryRun && destination.path != nil && refusal == nil
             printJSON(result, target: target, destination: destination, refusal: refusal, written: written)
@@ -142,7 +143,7 @@ struct CalibrateCommand: AsyncParsableCommand {
             throw CLIError(
                 refusal.message + (path == nil || dryRun ? "" : "; \(path!) is unchanged"), code: refusal.code)
         }
-        if force && !json, let reason = Self.refusal(result, precision: precision, duration: duration) {
+        if force && !json, let reason {
             logger.warning("--force: writing although \(reason.message)")
         }
         guard !dryRun, let path = destination.path else {
@@ -386,7 +387,7 @@ struct CalibrateCommand: AsyncParsableCommand {
                 result.seconds < noisy.noisyMinimumDuration
             {
                 advice +=
-                    ", or run longer (--duration \(formatNumber(noisy.noisyMinimumDuration)) at least: the reports "
+                    ", or run longer (--duration \(noisy.noisyMinimumDuration.clean) at least: the reports "
                     + "spread \(fast.fixed(1)) dB within each second: under fading that strong slow variation takes a minute "
                     + "to show)"
             } else if result.halfWidth95.isFinite, result.halfWidth95 > 0, result.seconds >= 1 {
@@ -402,7 +403,7 @@ struct CalibrateCommand: AsyncParsableCommand {
                 result.seconds < 10
                 ? "the run ended after \(formatSeconds(result.seconds)), before the 10 s minimum"
                 : "the 95 % interval is ±\(result.halfWidth95.fixed(2)) dB after \(formatSeconds(result.seconds)), "
-                    + "wider than --precision \(formatNumber(precision)) dB"
+                    + "wider than --precision \(precision.clean) dB"
             return (
                 "precision",
                 "precision not reached: \(reached); nothing written — \(advice); or --force to write "
@@ -415,8 +416,6 @@ struct CalibrateCommand: AsyncParsableCommand {
 }
 
 extension CalibrationMethod: ExpressibleByArgument {}
-
-private func formatNumber(_ x: Double) -> String { x == x.rounded() ? String(Int(x)) : String(x) }
 
 /// `x` with one decimal and its sign, as `%+.1f`.
 /// `+1.5`, `-0.3`, `+0.0`: a change with its sign (none is lost to rounding: -0.04 is `+0.0`).

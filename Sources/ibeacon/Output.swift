@@ -14,9 +14,6 @@ func printOut(_ s: String, terminator: String = "\n") { writeAll(STDOUT_FILENO, 
 
 func printError(_ s: String) { writeAll(STDERR_FILENO, s + "\n") }
 
-/// Writes `bytes` to stdout as they are (output gathered in blocks, e.g. `scan --json`).
-func writeOut(_ bytes: [UInt8]) { writeAll(STDOUT_FILENO, bytes) }
-
 /// `write(2)` until all of `s` is out, retrying EINTR; on another error (a closed pipe: EPIPE,
 /// as SIGPIPE is ignored, see `runUntilSignalled`) the rest is dropped, as there is nowhere left
 /// to report it; the process goes on, so advertising is still turned off on the way out.

@@ -153,17 +153,6 @@ struct ScanCommand: AsyncParsableCommand {
         if let failure { throw failure }
     }
 
-    /// `estimatedDistance` of every measured power − RSSI difference (−255…255): the distance
-    /// depends on nothing else, and `pow` was a tenth of the cost of a `--json` line.
-    private static let distances: [Double?] = (-255...255).map {
-        estimatedDistance(rssi: 0, measuredPower: Double($0))
-    }
-
-    /// `estimatedDistance(rssi:measuredPower:)` of two octets, from `distances`.
-    static func jsonDistance(rssi: Int8, measuredPower: Int8) -> Double? {
-        distances[Int(measuredPower) - Int(rssi) + 255]
-    }
-
     /// Writes `--json` report lines, one per report: t, address, addressType, rssi, uuid, major,
     /// minor, measuredPower, distance, proximity, data (hex). The parts that depend on one octet
     /// or on the measured power − RSSI difference alone are spelled once per value by
@@ -179,7 +168,7 @@ struct ScanCommand: AsyncParsableCommand {
 
         init() {
             distanceMembers = JSONTextTable(-255...255, maximumLength: 80) { difference, line in
-                let distance = ScanCommand.distances[difference + 255]
+                let distance = estimatedDistance(rssi: 0, measuredPower: Double(difference))
                 line.number("distance", distance)
                 line.string("proximity", Proximity(distance: distance).rawValue)
             }

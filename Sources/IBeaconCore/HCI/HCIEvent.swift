@@ -198,11 +198,6 @@ public struct LEAdvertisingReport: Hashable, Sendable {
         self.rssi = rssi
     }
 
-    /// Reads one whole report: event type, address type, address, data length, data, RSSI.
-    public init(decoding r: inout ByteReader) throws(DecodingError) {
-        self.init(try AdvertisingReportFields(decoding: &r, extended: false), in: r.bytes)
-    }
-
     /// The report `fields` describes, its data copied from `bytes` (what they were read from).
     init(_ fields: AdvertisingReportFields, in bytes: [UInt8]) {
         self.init(
@@ -292,11 +287,6 @@ public struct LEExtendedAdvertisingReport: Hashable, Sendable {
         self.directAddressType = directAddressType
         self.directAddress = directAddress
         self.data = data
-    }
-
-    /// Reads one whole report, field by field in spec order (like the legacy report).
-    public init(decoding r: inout ByteReader) throws(DecodingError) {
-        self.init(try AdvertisingReportFields(decoding: &r, extended: true), in: r.bytes)
     }
 
     /// The report `fields` describes, its data copied from `bytes` (what they were read from).

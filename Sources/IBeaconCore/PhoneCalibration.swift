@@ -298,11 +298,14 @@ public struct PhoneCalibrationEstimator: Sendable {
         var lagged = 0.0
         for k in 1..<n { lagged += (y[k] - mean) * (y[k - 1] - mean) }
         // The correlation of the excess is measured only from 30 seconds on (before, a lag-1
-        // estimate from a dozen values divided by a small excess is noise), and at most 0.9
-        // (a 10 s correlation time).
+        // estimate from a dozen values divided by a small excess is noise), only when the lag-1
+        // autocovariance stands out of its own noise (≈ variance/√n for independent seconds,
+        // one-sided 5 %: divided by a small excess, noise reads as ρ 0.9 and a false alarm then
+        // holds a white run for minutes), and at most 0.9 (a 10 s correlation time).
         var rho = minimumLagOneCorrelation
-        if n >= 30 {
-            let measured = lagged / Double(n - 1) / slow
+        let lagOne = lagged / Double(n - 1)
+        if n >= 30 && lagOne > 1.645 * between / Double(n).squareRoot() {
+            let measured = lagOne / slow
             rho = min(0.9, max(rho, measured + (1 + 3 * measured) / Double(n)))
         }
         let factor = (1 + rho) / (1 - rho)

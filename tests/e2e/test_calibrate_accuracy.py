@@ -51,8 +51,11 @@ def test_written_measured_power_is_within_1_dB(harness_factory, ibeacon_bin, tmp
         h = harness_factory('--rssi', model, '--seed', str(seed), '--beacon', f'{UUID},258,772,-59,100',
                             ready_timeout=60)
         p = write_profile(tmp_path / f'{name}-{seed}.json')
-        # The fades scenario spreads 6.7 dB: it may not stop before 60 s (docs/CALIBRATION.md).
-        r = calibrate(ibeacon_bin, h, '--profile', str(p), '--json', '--duration', '90', timeout=150)
+        # The default --duration (180 s): runs end when ±1 dB is reached, the fades scenario (6.7 dB
+        # spread) not before 60 s (docs/CALIBRATION.md). A shorter ceiling failed CI once: seed 2's
+        # first 30 s look like slow variation (5 s block means spread 2.2× the prediction), and the
+        # σ 4 dB runs of that seed take 56-90 s here.
+        r = calibrate(ibeacon_bin, h, '--profile', str(p), '--json', timeout=240)
         return name, truth, h, p, r
 
     cases = [(s, seed) for s in SCENARIOS for seed in (1, 2)]
@@ -61,6 +64,8 @@ def test_written_measured_power_is_within_1_dB(harness_factory, ibeacon_bin, tmp
     for name, truth, h, p, r in outcomes:
         assert r.returncode == 0, (name, r.stderr)
         result = json.loads(r.stdout)
+        # Written because ±1 dB was reached (no --force here), however long that took.
+        assert result['precisionReached'] and result['written'] and not result['forced'], (name, result)
         assert abs(result['estimate'] - truth) <= 1.0, (name, result)
         assert abs(result['measuredPower'] - truth) <= 1.5, (name, result)
         # The histogram of every sample, strongest first, one bin per dBm, empty bins included.
@@ -73,13 +78,6 @@ def test_written_measured_power_is_within_1_dB(harness_factory, ibeacon_bin, tmp
         if name.startswith('gauss-4dB-15pc'):
             # Widely spread reports: never before 60 s.
             assert result['seconds'] >= 60, (name, result['seconds'])
-        if name == 'gauss-4dB':
-            # 100 ms interval, sigma 4 dB: precision +/-1 dB is reached before the 90 s duration.
-            # How soon is a distribution (median 12.1 s over 200 seeds, `make calsim`,
-            # BENCHMARKS.md); a run whose test for slow variation raises a false alarm waits for a
-            # margin (62 s seen here with seed 2, after the loaded emulator skipped two seconds).
-            assert result['precisionReached'] and result['seconds'] < 90, (
-                result['seconds'], result['samples'], result['apple'], result['transients'], result['drift'])
         written = json.loads(p.read_text())
         assert written['measuredPower'] == result['measuredPower']
         assert written['installer'] == {'who': 'x'} and written['name'] == 'Store 12 entrance'

@@ -354,6 +354,9 @@ need_profile() {
 }
 
 ib() { timeout 60 "$IBEACON_BIN" "$@"; }   # foreground runs, bounded
+# calibrate with its default --duration (180 s): a run ends when ±1 dB is reached, usually in
+# 10-15 s, but a false alarm of the slow-variation test or a slow scan can take minutes.
+ib_calibrate() { timeout 240 "$IBEACON_BIN" calibrate "$@"; }
 
 # =================================================================================================
 # Scenarios that need only BlueZ tools
@@ -825,7 +828,7 @@ scenario_ibeacon_calibrate_vhci() {
   fi
   pass "Bumble controller on /dev/vhci" "$hci"
   # σ 4 dB usually stops after 10-15 s; a false alarm of the slow-variation test waits for a margin.
-  ib calibrate --device "$hci" --profile "$copy" --duration 90 --json > "$WORK/vhci-cal.json" 2> "$WORK/vhci-cal.err"
+  ib_calibrate --device "$hci" --profile "$copy" --json > "$WORK/vhci-cal.json" 2> "$WORK/vhci-cal.err"
   check_status "calibrate through $hci (real RSSI)" 0 $? "$WORK/vhci-cal.err"
   local got
   got=$("$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["measuredPower"], round(d["estimate"],2), d["samples"])' "$WORK/vhci-cal.json" 2>&1)
@@ -1115,7 +1118,7 @@ scenario_kernel_scan_discovery() {
   cp "$PROFILE" "$copy"
   # At the 2-5 reports/s of another program's discovery 20 s was not always enough for +-1 dB
   # (main at 748da35: 80 samples, +-1.17 dB); calibrate ends as soon as the precision is reached.
-  ib calibrate --device "$hci" --profile "$copy" --duration 120 --json > "$WORK/kscan-cal.out" 2> "$WORK/kscan-cal.err"
+  ib_calibrate --device "$hci" --profile "$copy" --json > "$WORK/kscan-cal.out" 2> "$WORK/kscan-cal.err"
   check_status "calibrate on $hci while btmgmt find -l runs" 0 $? "$WORK/kscan-cal.err"
   local got
   got=$("$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["measuredPower"], round(d["estimate"],2), d["samples"])' "$WORK/kscan-cal.out" 2>&1)

@@ -112,14 +112,11 @@ final class RecordingLog: Sendable {
         defer { signal(SIGTERM, previous) }
         let runner = HookRunner(
             hook: try Hook(command: "sleep 30", shell: false, timeout: .milliseconds(300)), logger: log.logger)
-        let started = ContinuousClock.now
         runner.submit(label: "enter of bakery", variables: variables)
         try await waitUntil { runner.summary.run == 1 }
-        let elapsed = started.duration(to: .now)
         #expect(runner.summary == .init(run: 1, failed: 1, dropped: 0))
-        // SIGKILL would come 2 s after the 0.3 s timeout; the log line below names the signal, and
-        // this bound leaves a loaded machine room without letting a SIGKILL pass.
-        #expect(elapsed < .milliseconds(2250), "SIGTERM did not end it; SIGKILL did, 2 s later")
+        // SIGKILL would come 2 s after the 0.3 s timeout: the log line names the signal that ended
+        // it (15, SIGTERM), which no wall-clock bound on a loaded machine could show as surely.
         #expect(
             log.contains(.warning, "took longer than 0.3 s (--exec-timeout) and was stopped (was killed by signal 15)"),
             "\(log.all)")

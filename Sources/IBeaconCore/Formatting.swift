@@ -14,6 +14,13 @@ extension Double {
         return text.count >= width ? text : String(repeating: " ", count: width - text.count) + text
     }
 
+    /// `fixed(decimals)` with its sign always written, as `%+.Nf` (a change: `+1.5`, `-0.3`):
+    /// a value that rounds to zero is `+0.0`, never `-0.0` (-0.04 → `+0.0`).
+    public func signedFixed(_ decimals: Int) -> String {
+        let text = fixed(decimals)
+        return text.hasPrefix("-") ? text : "+" + text
+    }
+
     private func fixedText(_ digits: Int) -> String {
         guard isFinite else { return isNaN ? "nan" : (self < 0 ? "-inf" : "inf") }
         var scale = 1.0

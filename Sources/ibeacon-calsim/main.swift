@@ -73,7 +73,7 @@ if let name = options["trace"] {
     for s in samples {
         while s.time >= Double(next) {
             if let e = PhoneCalibrationEstimator().estimate(means.means(completedBy: Double(next))) {
-                let drift = e.drift.map { "\(signed($0.difference, 2)) dB z \(signed($0.z, 1))" } ?? "–"
+                let drift = e.drift.map { "\($0.difference.signedFixed(2)) dB z \($0.z.signedFixed(1))" } ?? "–"
                 print(
                     "\(String(next).count < 3 ? String(repeating: " ", count: 3 - String(next).count) : "")\(next) s  "
                         + "\(e.value.fixed(2)) ± \(e.halfWidth95.fixed(2)) dB  df \(e.degreesOfFreedom.fixed(1))  "
@@ -142,10 +142,6 @@ let seeds = UInt64(number("seeds", 200))
 let models = options["models"].map { $0.split(separator: ",").map { model(String($0)) } } ?? RSSIModel.all
 
 func percent(_ x: Double) -> String { x.isNaN ? "–" : "\((100 * x).fixed(1)) %" }
-func signed(_ x: Double, _ digits: Int) -> String {
-    let text = x.fixed(digits)
-    return text.hasPrefix("-") ? text : "+" + text
-}
 print(
     "| model | truth (dBm) | within 1 dB | coverage | precision reached | within 1 dB of written | drift refusals | median s | p90 s | min s | bias dB |"
 )
@@ -162,7 +158,7 @@ for m in models {
             + "\(percent(s.coverage)) | \(percent(s.written)) | \(percent(s.writtenWithin1dB)) | "
             + "\(percent(s.driftRefused)) | \(s.medianSeconds.fixed(1)) | "
             + "\(s.p90Seconds.fixed(1)) | \(s.minimumSeconds.fixed(1)) | "
-            + "\(signed(s.bias, 2)) |")
+            + "\(s.bias.signedFixed(2)) |")
 }
 print("")
 print(

@@ -315,12 +315,12 @@ struct CalibrateCommand: AsyncParsableCommand {
             }
             for t in a.transients {
                 printOut(
-                    "  left out \(t.seconds) s at \(t.start) s, \(signed(t.shift)) dB from the rest (a person passing?)"
+                    "  left out \(t.seconds) s at \(t.start) s, \(t.shift.signedFixed(1)) dB from the rest (a person passing?)"
                 )
             }
             if let d = a.drift, abs(d.z) > PhoneCalibrationEstimator.driftZ {
                 printOut(
-                    "  the level moved \(signed(d.difference)) dB between the first and second half of the run")
+                    "  the level moved \(d.difference.signedFixed(1)) dB between the first and second half of the run")
             }
         }
         printOut(
@@ -362,7 +362,7 @@ struct CalibrateCommand: AsyncParsableCommand {
         if result.driftIsLarge, let d = result.apple?.drift {
             return (
                 "drift",
-                "the level moved \(signed(d.difference)) dB between the first and second half of the run "
+                "the level moved \(d.difference.signedFixed(1)) dB between the first and second half of the run "
                     + "(z = \(d.z.fixed(1))): something changed during the measurement (a person, a door, the "
                     + "receiver moved); hold still, move away from people and calibrate again, or --force to write "
                     + "\(result.measuredPower) dBm anyway",
@@ -372,7 +372,7 @@ struct CalibrateCommand: AsyncParsableCommand {
         if !result.precisionReached, let a = result.apple, a.transientOngoing, let t = a.transients.last {
             return (
                 "drift",
-                "the level moved \(signed(t.shift)) dB "
+                "the level moved \(t.shift.signedFixed(1)) dB "
                     + "\(formatSeconds(result.seconds.rounded(.down) - Double(t.start))) before the end of the run and "
                     + "had not come back (a person in the way, a door, the receiver moved); hold still, move away "
                     + "from people and calibrate again, or --force to write \(result.measuredPower) dBm anyway",
@@ -416,10 +416,3 @@ struct CalibrateCommand: AsyncParsableCommand {
 }
 
 extension CalibrationMethod: ExpressibleByArgument {}
-
-/// `x` with one decimal and its sign, as `%+.1f`.
-/// `+1.5`, `-0.3`, `+0.0`: a change with its sign (none is lost to rounding: -0.04 is `+0.0`).
-private func signed(_ x: Double) -> String {
-    let text = x.fixed(1)
-    return text.hasPrefix("-") ? text : "+" + text
-}

@@ -46,6 +46,17 @@ private func gmtime(_ seconds: Int64) -> String {
         #expect((-Double.infinity).fixed(2) == "-inf")
     }
 
+    /// A change with its sign (calibrate's drift and transients, calsim's bias): `%+.Nf`, except
+    /// that a value rounding to zero is `+0.0`, never `-0.0`.
+    @Test func signedFixed() {
+        #expect(1.46.signedFixed(1) == "+1.5")
+        #expect((-0.3).signedFixed(1) == "-0.3")
+        #expect((-0.04).signedFixed(1) == "+0.0")
+        #expect(0.0.signedFixed(2) == "+0.00")
+        #expect((-59.125).signedFixed(2) == "-59.13")
+        #expect(Double.infinity.signedFixed(1) == "+inf")
+    }
+
     /// Values on rounding ties, signs of zero and magnitudes past exact integers: what every
     /// text output (scan, calibrate, profile show, monitor, calsim) prints for them.
     static let edges: [(Double, Int, String)] = [

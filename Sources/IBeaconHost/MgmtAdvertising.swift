@@ -15,22 +15,9 @@ public struct MgmtInstance: Sendable, Equatable {
     public var spec: BeaconSpec
     public var instance: UInt8
     public var method: MgmtAdvertisingMethod
-    /// The power the controller selected, when the kernel says (extended parameters only).
+    /// The power the controller selected, when the kernel says (extended parameters only, and
+    /// not its "unknown", 127).
     public var txPower: Int8?
-}
-
-/// What is on the air after a successful start, for the status line.
-public struct MgmtAdvertisingStatus: Sendable {
-    public var index: MgmtIndex
-    public var instances: [MgmtInstance]
-    public var warnings: [String]
-}
-
-/// Why the management path cannot advertise (besides a command failing).
-public struct MgmtAdvertisingError: Error, Sendable, CustomStringConvertible {
-    public var message: String
-    public init(_ message: String) { self.message = message }
-    public var description: String { message }
 }
 
 /// Registers iBeacons as kernel advertising instances and takes them away again, touching
@@ -50,11 +37,11 @@ public struct MgmtAdvertiser: Sendable {
     /// not in `reserved`. Never 0 (reserved by mgmt-api.txt).
     public static func freeInstances(
         _ count: Int, features: MgmtReadAdvertisingFeatures.ReturnParameters, reserved: Set<UInt8> = []
-    ) throws(MgmtAdvertisingError) -> [UInt8] {
+    ) throws(AdvertisingError) -> [UInt8] {
         let used = Set(features.instances).union(reserved)
         let free = features.maxInstances == 0 ? [] : (1...features.maxInstances).filter { !used.contains($0) }
         guard free.count >= count else {
-            throw MgmtAdvertisingError(
+            throw AdvertisingError(
                 "the kernel has \(free.count) free advertising instance(s) of \(features.maxInstances) "
                     + "(in use: \(features.instances.map(String.init).joined(separator: ", "))), "
                     + "\(count) needed; remove other advertisements (`btmgmt rm-adv N`) or advertise fewer profiles")
@@ -73,7 +60,8 @@ public struct MgmtAdvertiser: Sendable {
                 index: index)
             _ = try await client.execute(
                 MgmtAddExtendedAdvertisingData(instance: instance, advertisingData: data), index: index)
-            return MgmtInstance(spec: spec, instance: instance, method: .extendedParameters, txPower: rp.txPower)
+            let known = rp.txPower == MgmtAddExtendedAdvertisingParameters.unknownTxPower ? nil : rp.txPower
+            return MgmtInstance(spec: spec, instance: instance, method: .extendedParameters, txPower: known)
         } catch MgmtError.commandFailed(_, _, let status) where status == .unknownCommand || status == .notSupported {
             let why =
                 "this kernel has no Add Extended Advertising Parameters (before 5.12): using Add Advertising; "
@@ -153,10 +141,10 @@ public struct MgmtAdvertisingSession: Sendable {
     private var name: String { index.description }
 
     /// Runs until cancelled. Errors before the first registration are thrown; later ones are logged.
-    public func run(onReady: @Sendable (MgmtAdvertisingStatus) -> Void) async throws {
+    public func run(onReady: @Sendable (AdvertisingStatus) -> Void) async throws {
         let info = try await client.execute(MgmtReadControllerInfo(), index: index)
         guard info.supportedSettings.contains(.lowEnergy) else {
-            throw MgmtAdvertisingError("\(name) does not support Bluetooth Low Energy; it cannot advertise an iBeacon")
+            throw AdvertisingError("\(name) does not support Bluetooth Low Energy; it cannot advertise an iBeacon")
         }
         var state = State(
             registered: Array(repeating: nil, count: advertiser.beacons.count),
@@ -165,8 +153,11 @@ public struct MgmtAdvertisingSession: Sendable {
         func reportReadyIfDone(_ warnings: [String]) {
             guard !readyReported, state.registered.allSatisfy({ $0 != nil }) else { return }
             readyReported = true
-            onReady(
-                MgmtAdvertisingStatus(index: index, instances: state.registered.compactMap { $0 }, warnings: warnings))
+            let beacons = state.registered.compactMap { $0 }.map { i in
+                AdvertisingStatus.Beacon(
+                    spec: i.spec, placement: .kernelInstance(i.instance, method: i.method), txPower: i.txPower)
+            }
+            onReady(AdvertisingStatus(commandSet: nil, beacons: beacons, warnings: warnings))
         }
         var warnings: [String] = []
         if state.powered {

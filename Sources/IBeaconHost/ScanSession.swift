@@ -20,6 +20,10 @@ public protocol SightingSource: Sendable {
     /// What to call the receiver in messages: `hci0`, `tcp:127.0.0.1:9000`, a capture's path.
     var name: String { get }
 
+    /// False for a capture read from a file: its time is the recording's, and what it gives can
+    /// be read as fast as the file allows (true by default).
+    var isLive: Bool { get }
+
     /// The receiver's own address, when it can be known (recorded with a calibration).
     func receiverAddress() async throws -> BDAddress?
 
@@ -40,6 +44,10 @@ public protocol SightingSource: Sendable {
 
     /// Releases the receiver (closes sockets and files). Safe to call more than once.
     func close() async
+}
+
+extension SightingSource {
+    public var isLive: Bool { true }
 }
 
 /// A controller this host talks HCI to (a BlueZ raw socket, H4 over a UART or TCP): programs it
@@ -102,7 +110,7 @@ public struct ControllerSightingSource: SightingSource {
                         if try await tick(now()) == .stop { break loop }
                     case .linkClosed(nil):
                         _ = try await tick(now())
-                        break loop  // the end of a replayed capture
+                        break loop  // closed
                     case .linkClosed(let error?):
                         throw error
                     case .event(let event):

@@ -151,6 +151,8 @@ public struct CaptureSightingSource: SightingSource {
 
     public var name: String { "btsnoop:\(path)" }
 
+    public var isLive: Bool { false }
+
     public func close() async {}
 
     /// The receiver's address as the capture recorded it: the reply to Read BD_ADDR (0x1009),

@@ -62,51 +62,19 @@ struct AdvertiseCommand: AsyncParsableCommand {
         let logger = logging.makeLogger()
         try await reporting {
             let specs = try profile.map { path in try beaconSpec(path: path, forceRandomAddress: randomAddress) }
-            if let kernel = try await device.kernelPath(logger: logger) {
-                try await advertise(specs, through: kernel, logger: logger)
-            } else {
-                try await advertise(specs, logger: logger)
+            let adapter = try await device.opener(logger: logger).open()
+            let request = AdvertisingRequest(
+                beacons: specs, mode: mode,
+                healthCheckInterval: checkInterval > 0 ? .milliseconds(Int64(checkInterval * 1000)) : nil)
+            let json = self.json
+            try await untilStopped {
+                try await adapter.advertise(request) { status in
+                    printOut(statusLine(status, device: adapter.name, json: json))
+                    SystemdNotifier.notify(
+                        "READY=1\nSTATUS=advertising \(specs.count) beacon(s) on \(adapter.name)"
+                            + (status.commandSet == nil ? " through the kernel" : ""))
+                }
             }
-        }
-    }
-
-    /// On hciN managed by the kernel: advertising instances through its management interface.
-    private func advertise(_ specs: [BeaconSpec], through kernel: KernelPath, logger: Logger) async throws {
-        if mode != .auto {
-            logger.warning("--mode \(mode.rawValue) applies to raw HCI only; the kernel chooses the commands")
-        }
-        let json = self.json
-        try await untilStopped {
-            try await advertiseThroughKernel(kernel, specs: specs, json: json, logger: logger) { line in
-                printOut(line)
-                SystemdNotifier.notify(
-                    "READY=1\nSTATUS=advertising \(specs.count) beacon(s) on \(kernel.name) through the kernel",
-                    environment: ProcessInfo.processInfo.environment)
-            }
-        }
-    }
-
-    /// Over raw HCI (raw:hciN, serial, TCP): a session that re-applies advertising after resets.
-    private func advertise(_ specs: [BeaconSpec], logger: Logger) async throws {
-        let transportSpec = try device.spec()
-        let advertiser = Advertiser(
-            beacons: specs, mode: mode, ownsController: transportSpec.isExclusive, logger: logger)
-        let device = self.device
-        let session = AdvertisingSession(
-            advertiser: advertiser, connect: { try await device.connect(logger: logger) },
-            healthCheckInterval: checkInterval > 0 ? .milliseconds(Int64(checkInterval * 1000)) : nil,
-            logger: logger)
-        let deviceName = device.deviceText
-        let json = self.json
-        try await untilStopped {
-            try await session.run(onReady: { status in
-                for w in status.warnings { logger.warning("\(w)") }
-                let line = statusLine(status, device: deviceName, json: json)
-                printOut(line)
-                SystemdNotifier.notify(
-                    "READY=1\nSTATUS=advertising \(status.beacons.count) beacon(s) on \(deviceName)",
-                    environment: ProcessInfo.processInfo.environment)
-            })
         }
     }
 
@@ -140,22 +108,59 @@ func beaconSpec(path: String, forceRandomAddress: Bool) throws -> BeaconSpec {
         label: path.split(separator: "/").last.map(String.init) ?? path)
 }
 
+/// The status line of each beacon on the air: on a controller this host programs, or as an
+/// advertising instance of the kernel's (whose interval and TX power the kernel may choose).
 func statusLine(_ status: AdvertisingStatus, device: String, json: Bool) -> String {
     status.beacons.map { b in
-        let beacon = b.spec.beacon
-        let tx = b.txPower.map { "\($0) dBm" } ?? "not reported"
-        if json {
-            return jsonLine([
-                "event": "advertising", "device": device, "address": b.address.description,
-                "uuid": beacon.uuidString, "major": Int(beacon.major), "minor": Int(beacon.minor),
-                "measuredPower": Int(beacon.measuredPower), "intervalMs": b.spec.intervalMilliseconds,
-                "mode": status.commandSet.rawValue, "txPower": b.txPower.map { Int($0) }, "profile": b.spec.label,
-            ])
+        switch b.placement {
+        case .controller(let address, _):
+            return controllerLine(b, address: address, commandSet: status.commandSet, device: device, json: json)
+        case .kernelInstance(let instance, let method):
+            return kernelInstanceLine(b, instance: instance, method: method, device: device, json: json)
         }
-        return "advertising \(b.spec.label) on \(device) from \(b.address): \(beacon.uuidString) "
-            + "major \(beacon.major) minor \(beacon.minor), measured power \(beacon.measuredPower) dBm, "
-            + "every \(b.spec.intervalMilliseconds) ms, \(status.commandSet.rawValue), TX power \(tx)"
     }.joined(separator: "\n")
+}
+
+private func controllerLine(
+    _ b: AdvertisingStatus.Beacon, address: BDAddress, commandSet: LECommandSet?, device: String, json: Bool
+) -> String {
+    let beacon = b.spec.beacon
+    let mode = commandSet?.rawValue ?? ""
+    if json {
+        return jsonLine([
+            "event": "advertising", "device": device, "address": address.description,
+            "uuid": beacon.uuidString, "major": Int(beacon.major), "minor": Int(beacon.minor),
+            "measuredPower": Int(beacon.measuredPower), "intervalMs": b.spec.intervalMilliseconds,
+            "mode": mode, "txPower": b.txPower.map { Int($0) }, "profile": b.spec.label,
+        ])
+    }
+    let tx = b.txPower.map { "\($0) dBm" } ?? "not reported"
+    return "advertising \(b.spec.label) on \(device) from \(address): \(beacon.uuidString) "
+        + "major \(beacon.major) minor \(beacon.minor), measured power \(beacon.measuredPower) dBm, "
+        + "every \(b.spec.intervalMilliseconds) ms, \(mode), TX power \(tx)"
+}
+
+private func kernelInstanceLine(
+    _ b: AdvertisingStatus.Beacon, instance: UInt8, method: MgmtAdvertisingMethod, device: String, json: Bool
+) -> String {
+    let beacon = b.spec.beacon
+    let extended = method == .extendedParameters
+    if json {
+        return jsonLine([
+            "event": "advertising", "device": device, "path": "mgmt", "instance": Int(instance),
+            "method": method.rawValue, "uuid": beacon.uuidString, "major": Int(beacon.major),
+            "minor": Int(beacon.minor), "measuredPower": Int(beacon.measuredPower),
+            "intervalMs": extended ? b.spec.intervalMilliseconds : nil,
+            "txPower": b.txPower.map { Int($0) }, "profile": b.spec.label,
+        ])
+    }
+    // Add Advertising reports no power (the kernel chooses it); Add Extended Advertising
+    // Parameters reports the controller's, or that it does not know it.
+    let tx = b.txPower.map { "\($0) dBm" } ?? (extended ? "unknown" : "chosen by the kernel")
+    let interval = extended ? "every \(b.spec.intervalMilliseconds) ms" : "at the kernel's default interval"
+    return "advertising \(b.spec.label) on \(device) through the kernel (instance \(instance)): "
+        + "\(beacon.uuidString) major \(beacon.major) minor \(beacon.minor), measured power "
+        + "\(beacon.measuredPower) dBm, \(interval), TX power \(tx)"
 }
 
 struct StopCommand: AsyncParsableCommand {
@@ -175,14 +180,7 @@ struct StopCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = logging.makeLogger()
         try await reporting {
-            if let kernel = try await device.kernelPath(logger: logger) {
-                printOut(try await stopThroughKernel(kernel, logger: logger))
-                return
-            }
-            let client = try await device.connect(logger: logger)
-            let commandSet = try await Advertiser.stopAny(on: client, logger: logger)
-            await client.close()
-            printOut("advertising off on \(device.deviceText) (\(commandSet.rawValue) commands)")
+            printOut(try await device.opener(logger: logger).open().stopAdvertising())
         }
     }
 }

@@ -118,8 +118,6 @@ func classify(_ error: any Error) -> (message: String, code: Int32) {
         case .transport(let t): return (e.description, exitCode(for: t.kind))
         case .closed: return (e.description, Exit.ioError)
         }
-    case let e as MgmtAdvertisingError:
-        return (e.description, Exit.unavailable)
     case let e as MgmtParameterError:
         return (e.description, Exit.dataError)
     case let e as DecodingError:

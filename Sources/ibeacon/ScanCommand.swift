@@ -93,7 +93,7 @@ struct ScanCommand: AsyncParsableCommand {
     }
 
     func scan(logger: Logger) async throws {
-        let source = try await device.openSightingSource(mode: mode, logger: logger)
+        let source = try await device.opener(logger: logger).openSightingSource(mode: mode)
         let live = stdoutIsTerminal && !json
         let deadline = stopAfter.seconds
         let state = Mutex(State())
@@ -102,9 +102,7 @@ struct ScanCommand: AsyncParsableCommand {
         let json = self.json
         let reportJSON = ReportJSON.shared
         // A capture's lines go out in blocks of 64 KiB; a receiver's as each event is heard.
-        var buffered = false
-        if case .btsnoop = try device.spec() { buffered = true }
-        let flushSize = buffered ? 65536 : 0
+        let flushSize = source.isLive ? 0 : 65536
         var failure: (any Error)?
         do {
             try await source.scan(
@@ -238,17 +236,6 @@ struct ScanCommand: AsyncParsableCommand {
                     + "\n\(rows.count) transmitter(s), \(now.fixed(0)) s")
         } else {
             for l in lines { printOut("\(now.fixed(1)) " + l) }
-        }
-    }
-}
-
-extension DeviceSpec {
-    /// True for transports this host has to itself (serial, TCP): it may Reset the controller
-    /// and set event masks. A BlueZ adapter is shared with the kernel.
-    var isExclusive: Bool {
-        switch self {
-        case .hci, .btsnoop: false
-        case .serial, .tcp: true
         }
     }
 }

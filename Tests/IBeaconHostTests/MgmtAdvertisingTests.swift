@@ -21,11 +21,11 @@ import Testing
     static func withSession(
         _ kernel: FakeMgmtKernel, beacons: [BeaconSpec], clock: any Clock<Duration> = ContinuousClock(),
         logger: Logger = Logger(label: "test"),
-        _ body: @Sendable (_ ready: @Sendable () -> MgmtAdvertisingStatus?) async throws -> Void
+        _ body: @Sendable (_ ready: @Sendable () -> AdvertisingStatus?) async throws -> Void
     ) async throws {
         let client = MgmtClient(transport: kernel, logger: Logger(label: "test"), defaultTimeout: .seconds(5))
         await client.start()
-        let status = Mutex<MgmtAdvertisingStatus?>(nil)
+        let status = Mutex<AdvertisingStatus?>(nil)
         let session = MgmtAdvertisingSession(
             advertiser: MgmtAdvertiser(beacons: beacons, index: MgmtIndex(0), logger: Logger(label: "test")),
             client: client, logger: logger, clock: clock)
@@ -44,7 +44,7 @@ import Testing
         ) {
             ready in
             #expect(await eventually { ready() != nil })
-            #expect(ready()?.instances.map(\.instance) == [2, 3])
+            #expect(ready()?.beacons.map(\.instance) == [2, 3])
             let instances = kernel.instances
             #expect(instances[1]?.owner == "btmgmt")
             #expect(instances[2]?.minInterval == 160)
@@ -218,12 +218,25 @@ import Testing
         await client.close()
     }
 
+    /// On a controller without extended advertising the kernel answers with TX power 127, its
+    /// "unknown" (HCI_TX_POWER_INVALID): not a power, so the status has none (the status line
+    /// says "TX power unknown", not "127 dBm").
+    @Test func aTxPowerTheKernelCannotKnowIsUnknownNot127dBm() async throws {
+        let kernel = FakeMgmtKernel()
+        kernel.legacyOnlyController = true
+        try await Self.withSession(kernel, beacons: [Self.spec(minor: 3, txPower: -4)]) { ready in
+            #expect(await eventually { ready() != nil })
+            #expect(ready()?.beacons.first?.placement == .kernelInstance(1, method: .extendedParameters))
+            #expect(ready()?.beacons.first?.txPower == nil)
+        }
+    }
+
     @Test func fallsBackToAddAdvertisingOnAnOlderKernel() async throws {
         let kernel = FakeMgmtKernel()
         kernel.supportsExtendedParameters = false
         try await Self.withSession(kernel, beacons: [Self.spec(minor: 3)]) { ready in
             #expect(await eventually { ready() != nil })
-            #expect(ready()?.instances.first?.method == .addAdvertising)
+            #expect(ready()?.beacons.first?.placement == .kernelInstance(1, method: .addAdvertising))
             #expect(kernel.opcodes.contains(.addAdvertising))
             #expect(kernel.instances[1]?.minInterval == nil)
         }
@@ -233,7 +246,7 @@ import Testing
         let features = MgmtReadAdvertisingFeatures.ReturnParameters(
             supportedFlags: [], maxAdvertisingDataLength: 31, maxScanResponseLength: 31, maxInstances: 2,
             instances: [1, 2])
-        #expect(throws: MgmtAdvertisingError.self) { try MgmtAdvertiser.freeInstances(1, features: features) }
+        #expect(throws: AdvertisingError.self) { try MgmtAdvertiser.freeInstances(1, features: features) }
         let some = MgmtReadAdvertisingFeatures.ReturnParameters(
             supportedFlags: [], maxAdvertisingDataLength: 31, maxScanResponseLength: 31, maxInstances: 4,
             instances: [2])
@@ -256,7 +269,7 @@ import Testing
             try await Task.sleep(for: .seconds(10))
             run.cancel()
         }
-        await #expect(throws: MgmtAdvertisingError.self) { try await run.value }
+        await #expect(throws: AdvertisingError.self) { try await run.value }
         watchdog.cancel()
         #expect(kernel.instances.keys.sorted() == [1])
         await client.close()

@@ -12,56 +12,6 @@ import Logging
     import Glibc
 #endif
 
-/// The kernel's management interface, when `--device hciN` goes through it.
-struct KernelPath {
-    var client: MgmtClient
-    var index: UInt16
-    var name: String { "hci\(index)" }
-}
-
-extension DeviceOptions {
-    /// The management path for `hciN` when the kernel manages that adapter; nil for `raw:hciN`,
-    /// serial/TCP/btsnoop devices, and adapters the kernel does not manage (a user channel, or
-    /// no such adapter: the raw path then says which adapters exist).
-    func kernelPath(logger: Logger) async throws -> KernelPath? {
-        guard case .hci(let index, let raw) = try spec(), !raw else { return nil }
-        let client: MgmtClient
-        do {
-            client = try await openMgmtClient(logger: logger, timeout: .milliseconds(Int64(timeout * 1000)))
-        } catch let error as TransportError where error.kind == .bluetoothUnavailable {
-            throw error
-        } catch {
-            logger.notice("the kernel's management interface cannot be opened (\(error)); using raw HCI on hci\(index)")
-            return nil
-        }
-        guard await kernelManages(index: index, client: client) else {
-            await client.close()
-            logger.debug("hci\(index) is not in the kernel's management index list; using raw HCI")
-            return nil
-        }
-        // Powered but with LE off in the kernel: no bluetoothd (or btmgmt) has set the adapter up for
-        // LE, and the kernel refuses advertising (Rejected). Raw HCI works there, as it always did.
-        if let info = try? await client.execute(MgmtReadControllerInfo(), index: MgmtIndex(index)),
-            info.currentSettings.contains(.powered), !info.currentSettings.contains(.lowEnergy)
-        {
-            await client.close()
-            let note =
-                "hci\(index) is powered but Low Energy is off in the kernel (no bluetoothd set it up): "
-                + "using raw HCI; `btmgmt --index \(index) le on` or bluetoothd makes ibeacon go through the kernel"
-            logger.notice("\(note)")
-            return nil
-        }
-        if btsnoop != nil {
-            let note =
-                "--btsnoop records HCI packets only: through the kernel's management interface there are none "
-                + "to record; run `btmon -w FILE` alongside to capture the management and HCI traffic, "
-                + "or use --device raw:hci\(index)"
-            logger.warning("\(note)")
-        }
-        return KernelPath(client: client, index: index)
-    }
-}
-
 /// Where `advertise` records the instance numbers it registered, so that `stop` removes those
 /// and no other program's: `$IBEACON_RUNTIME_DIR` or /run/ibeacon, one file per process,
 /// `hciN-PID.instances`, one `instance N` line each.
@@ -193,81 +143,13 @@ extension InstanceRecords {
     }
 }
 
-/// `advertise` through the kernel: registers the beacons as advertising instances and keeps
-/// them there until SIGINT/SIGTERM or the duration ends, then removes them.
-func advertiseThroughKernel(
-    _ path: KernelPath, specs: [BeaconSpec], json: Bool, logger: Logger, onReady: @escaping @Sendable (String) -> Void
-) async throws {
-    guard hasNetAdminCapability() else { throw missingNetAdmin("advertising on \(path.name)") }
-    let records = InstanceRecords(logger: logger)
-    let adapter = path.name
-    let session = MgmtAdvertisingSession(
-        advertiser: MgmtAdvertiser(beacons: specs, index: MgmtIndex(path.index), logger: logger),
-        client: path.client, logger: logger,
-        onInstancesChanged: { records.save($0, adapter: adapter) })
-    defer { Task { await path.client.close() } }
-    try await session.run(onReady: { status in
-        for w in status.warnings { logger.warning("\(w)") }
-        onReady(kernelStatusLine(status, device: adapter, json: json))
-    })
-}
-
-func kernelStatusLine(_ status: MgmtAdvertisingStatus, device: String, json: Bool) -> String {
-    status.instances.map { i in
-        let beacon = i.spec.beacon
-        let tx = i.txPower.map { "\($0) dBm" } ?? "chosen by the kernel"
-        let interval =
-            i.method == .extendedParameters
-            ? "every \(i.spec.intervalMilliseconds) ms" : "at the kernel's default interval"
-        if json {
-            return jsonLine([
-                "event": "advertising", "device": device, "path": "mgmt", "instance": Int(i.instance),
-                "method": i.method.rawValue, "uuid": beacon.uuidString, "major": Int(beacon.major),
-                "minor": Int(beacon.minor), "measuredPower": Int(beacon.measuredPower),
-                "intervalMs": i.method == .extendedParameters ? i.spec.intervalMilliseconds : nil,
-                "txPower": i.txPower.map { Int($0) }, "profile": i.spec.label,
-            ])
-        }
-        return "advertising \(i.spec.label) on \(device) through the kernel (instance \(i.instance)): "
-            + "\(beacon.uuidString) major \(beacon.major) minor \(beacon.minor), measured power "
-            + "\(beacon.measuredPower) dBm, \(interval), TX power \(tx)"
-    }.joined(separator: "\n")
-}
-
-/// `stop` through the kernel: removes the instances ibeacon recorded for this adapter, never others.
-func stopThroughKernel(_ path: KernelPath, logger: Logger) async throws -> String {
-    defer { Task { await path.client.close() } }
-    guard hasNetAdminCapability() else { throw missingNetAdmin("removing advertising on \(path.name)") }
-    let records = InstanceRecords(logger: logger)
-    let index = MgmtIndex(path.index)
-    let features = try await path.client.execute(MgmtReadAdvertisingFeatures(), index: index)
-    let listed = Set(features.instances)
-    var removed: [UInt8] = []
-    var stillRunning: [Int32] = []
-    for record in records.load(adapter: path.name) {
-        let ours = record.instances.filter { listed.contains($0) }
-        for instance in ours {
-            _ = try await path.client.execute(MgmtRemoveAdvertising(instance: instance), index: index)
-            removed.append(instance)
-        }
-        if Sys.processExists(record.pid) {
-            stillRunning.append(record.pid)
-        } else {
-            unlink(record.file)
-        }
+extension InstanceRecords {
+    /// The records as the kernel path uses them (`AdapterOpener`).
+    var runtimeRecords: RuntimeRecords {
+        let records = self
+        return RuntimeRecords(
+            directory: directory, saveInstances: { records.save($0, adapter: $1) },
+            loadInstances: { records.load(adapter: $0) }, removeRecord: { unlink($0) },
+            scanWindow: { records.scanWindowRecords(adapter: $0) })
     }
-    let others = features.instances.filter { !removed.contains($0) }
-    var line =
-        removed.isEmpty
-        ? "no advertising instance of ibeacon's on \(path.name) (none recorded in \(records.directory))"
-        : "removed ibeacon's advertising instance(s) \(removed.map(String.init).joined(separator: ", ")) on \(path.name)"
-    if !others.isEmpty {
-        line += "; other programs' instance(s) \(others.map(String.init).joined(separator: ", ")) left alone"
-    }
-    if !stillRunning.isEmpty {
-        line +=
-            "; ibeacon process(es) \(stillRunning.map(String.init).joined(separator: ", ")) still running will "
-            + "put theirs back: stop them (kill PID or systemctl stop)"
-    }
-    return line
 }

@@ -116,7 +116,9 @@ func statusLine(_ status: AdvertisingStatus, device: String, json: Bool) -> Stri
         case .controller(let address, _):
             return controllerLine(b, address: address, commandSet: status.commandSet, device: device, json: json)
         case .kernelInstance(let instance, let method):
-            return kernelInstanceLine(b, instance: instance, method: method, device: device, json: json)
+            return kernelInstanceLine(
+                b, instance: instance, method: method.rawValue, extended: method == .extendedParameters,
+                device: device, json: json)
         }
     }.joined(separator: "\n")
 }
@@ -141,14 +143,13 @@ private func controllerLine(
 }
 
 private func kernelInstanceLine(
-    _ b: AdvertisingStatus.Beacon, instance: UInt8, method: MgmtAdvertisingMethod, device: String, json: Bool
+    _ b: AdvertisingStatus.Beacon, instance: UInt8, method: String, extended: Bool, device: String, json: Bool
 ) -> String {
     let beacon = b.spec.beacon
-    let extended = method == .extendedParameters
     if json {
         return jsonLine([
             "event": "advertising", "device": device, "path": "mgmt", "instance": Int(instance),
-            "method": method.rawValue, "uuid": beacon.uuidString, "major": Int(beacon.major),
+            "method": method, "uuid": beacon.uuidString, "major": Int(beacon.major),
             "minor": Int(beacon.minor), "measuredPower": Int(beacon.measuredPower),
             "intervalMs": extended ? b.spec.intervalMilliseconds : nil,
             "txPower": b.txPower.map { Int($0) }, "profile": b.spec.label,

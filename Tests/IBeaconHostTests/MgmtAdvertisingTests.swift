@@ -89,7 +89,7 @@ import Testing
 
     @Test func waitsWhilePoweredOffAndRegistersOnPowerOn() async throws {
         let kernel = FakeMgmtKernel(powered: false)
-        let log = LogRecorder()
+        let log = RecordingLog()
         try await Self.withSession(kernel, beacons: [Self.spec(minor: 3)], logger: log.logger) { ready in
             // Said once it has read the adapter's settings and decided to wait.
             #expect(await eventually { log.messages.contains { $0.hasPrefix("warning: hci0 is powered off") } })
@@ -121,7 +121,7 @@ import Testing
     @Test func retriesPuttingTheAdvertisingBackAfter100msThen200msOnTheInjectedClock() async throws {
         let kernel = FakeMgmtKernel()
         let clock = ManualClock()
-        let log = LogRecorder()
+        let log = RecordingLog()
         let adds: @Sendable () -> Int = { kernel.opcodes.filter { $0 == .addExtendedAdvertisingParameters }.count }
         try await Self.withSession(kernel, beacons: [Self.spec(minor: 3)], clock: clock, logger: log.logger) {
             ready in
@@ -159,7 +159,7 @@ import Testing
     @Test func givesUpWithAnErrorAfterSixAttemptsAndKeepsRunning() async throws {
         let kernel = FakeMgmtKernel()
         let clock = ManualClock()
-        let log = LogRecorder()
+        let log = RecordingLog()
         try await Self.withSession(kernel, beacons: [Self.spec(minor: 3)], clock: clock, logger: log.logger) {
             ready in
             #expect(await eventually { ready() != nil })
@@ -273,30 +273,5 @@ import Testing
         watchdog.cancel()
         #expect(kernel.instances.keys.sorted() == [1])
         await client.close()
-    }
-}
-
-/// Keeps every message logged through it as "level: message".
-final class LogRecorder: Sendable {
-    private let recorded = Mutex<[String]>([])
-    var messages: [String] { recorded.withLock { $0 } }
-
-    var logger: Logger {
-        var l = Logger(label: "test") { _ in Handler(recorder: self) }
-        l.logLevel = .trace
-        return l
-    }
-
-    struct Handler: LogHandler {
-        let recorder: LogRecorder
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-        func log(event: LogEvent) {
-            recorder.recorded.withLock { $0.append("\(event.level): \(event.message)") }
-        }
     }
 }

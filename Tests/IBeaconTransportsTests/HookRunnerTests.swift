@@ -1,39 +1,10 @@
 import Glibc
+import IBeaconTestSupport
 import Logging
 import Synchronization
 import Testing
 
 @testable import IBeaconTransports
-
-/// Keeps every message logged through it, for assertions.
-final class RecordingLog: Sendable {
-    let messages = Mutex<[(Logger.Level, String)]>([])
-
-    var logger: Logger {
-        var logger = Logger(label: "test") { _ in Handler(log: self) }
-        logger.logLevel = .trace
-        return logger
-    }
-
-    func contains(_ level: Logger.Level, _ text: String) -> Bool {
-        messages.withLock { $0.contains { $0.0 == level && $0.1.contains(text) } }
-    }
-
-    var all: String { messages.withLock { $0.map { "\($0.0): \($0.1)" }.joined(separator: "\n") } }
-
-    struct Handler: LogHandler {
-        let log: RecordingLog
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-        func log(event: LogEvent) {
-            log.messages.withLock { $0.append((event.level, event.message.description)) }
-        }
-    }
-}
 
 @Suite(.serialized) struct HookRunnerTests {
     func waitUntil(seconds: Double = 10, _ condition: () -> Bool) async throws {

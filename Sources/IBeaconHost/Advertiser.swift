@@ -11,27 +11,58 @@ public enum AdvertisingMode: String, Sendable, CaseIterable {
     case extended
 }
 
+/// The address a beacon advertises from, and what each path makes of it.
+///
+/// Raw HCI sets any own address (LE Set Random Address / LE Set Advertising Set Random Address)
+/// and always advertises non-connectable. The kernel's management interface has no address
+/// parameter: it advertises a non-connectable instance from a non-resolvable private address it
+/// makes anew each time it programs the instance, and a connectable one from the adapter's
+/// identity address (`hci_get_random_address` with `require_privacy = !connectable`,
+/// net/bluetooth/hci_sync.c).
+public enum BeaconAddress: Sendable, Equatable {
+    /// The adapter's identity address, the same at every start. Raw HCI: non-connectable
+    /// (ADV_NONCONN_IND) from the public address. Kernel: a connectable instance (ADV_IND).
+    case identity
+    /// A static random address. Raw HCI only: through the kernel the beacon is non-connectable
+    /// from an address the kernel chooses (and says so).
+    case staticRandom(BDAddress)
+    /// A non-resolvable private address, new for this run: raw HCI uses this one; through the
+    /// kernel a non-connectable instance, for which the kernel makes its own.
+    case nonResolvable(BDAddress)
+
+    /// The own address raw HCI programs; nil for the public address.
+    public var randomAddress: BDAddress? {
+        switch self {
+        case .identity: nil
+        case .staticRandom(let a), .nonResolvable(let a): a
+        }
+    }
+}
+
 /// One beacon to advertise.
 public struct BeaconSpec: Sendable, Equatable {
     public var beacon: IBeacon
     public var intervalMilliseconds: Int
     /// Requested TX power in dBm (extended advertising only).
     public var txPower: Int8?
-    /// A static random address to advertise from; nil for the controller's public address.
-    public var randomAddress: BDAddress?
+    /// Which address to advertise from.
+    public var address: BeaconAddress
     /// The TX power the profile's measured power was calibrated at, if recorded.
     public var calibratedTxPower: Int8?
     /// Where the beacon came from, for messages (the profile path).
     public var label: String
 
+    /// The random own address raw HCI programs; nil for the controller's public address.
+    public var randomAddress: BDAddress? { address.randomAddress }
+
     public init(
-        beacon: IBeacon, intervalMilliseconds: Int = 100, txPower: Int8? = nil, randomAddress: BDAddress? = nil,
+        beacon: IBeacon, intervalMilliseconds: Int = 100, txPower: Int8? = nil, address: BeaconAddress = .identity,
         calibratedTxPower: Int8? = nil, label: String
     ) {
         self.beacon = beacon
         self.intervalMilliseconds = intervalMilliseconds
         self.txPower = txPower
-        self.randomAddress = randomAddress
+        self.address = address
         self.calibratedTxPower = calibratedTxPower
         self.label = label
     }
@@ -45,8 +76,10 @@ public struct AdvertisingStatus: Sendable {
         /// On a controller this host programs over HCI: the address it advertises from, and its
         /// advertising set (extended commands; nil for legacy).
         case controller(address: BDAddress, handle: UInt8?)
-        /// An advertising instance of the kernel's, registered with `method`.
-        case kernelInstance(UInt8, method: MgmtAdvertisingMethod)
+        /// An advertising instance of the kernel's, registered with `method`, connectable or not;
+        /// `address` is the one on the air when the kernel's rule fixes it (the adapter's identity
+        /// address when connectable), nil when the kernel makes a new non-resolvable one.
+        case kernelInstance(UInt8, method: MgmtAdvertisingMethod, connectable: Bool, address: BDAddress?)
     }
 
     public struct Beacon: Sendable, Equatable {
@@ -62,14 +95,23 @@ public struct AdvertisingStatus: Sendable {
             self.txPower = txPower
         }
 
-        /// The address it advertises from, when this host programs the controller.
+        /// The address it advertises from, when known.
         public var address: BDAddress? {
-            if case .controller(let address, _) = placement { address } else { nil }
+            switch placement {
+            case .controller(let address, _), .kernelInstance(_, _, _, let address?): address
+            case .kernelInstance: nil
+            }
+        }
+
+        /// Whether it advertises connectable: only a kernel instance registered so (raw HCI
+        /// always advertises non-connectable).
+        public var connectable: Bool {
+            if case .kernelInstance(_, _, let connectable, _) = placement { connectable } else { false }
         }
 
         /// The kernel's instance number, through the kernel.
         public var instance: UInt8? {
-            if case .kernelInstance(let instance, _) = placement { instance } else { nil }
+            if case .kernelInstance(let instance, _, _, _) = placement { instance } else { nil }
         }
     }
 

@@ -116,104 +116,98 @@ struct ScanCommand: AsyncParsableCommand {
         return stdoutIsTerminal ? .live : .lines
     }
 
-    /// What the scan has heard; updated on the controller client's executor as reports are
-    /// decoded, read by the display once a second.
-    struct State: Sendable {
-        var ranger: BeaconRanger
-        /// Reports written with --json --reports (the ranger is not fed then).
-        var reports = 0
-        /// The source's time of the latest report or tick.
-        var time: Double = 0
-        /// The latest update, for the live table.
-        var latest: RangingUpdate?
-        /// Lines not yet written (a capture is read faster than line-by-line writes).
-        var pending = PendingOutput()
-
-        /// Moves the updates the ranger made into `pending` (JSON, text lines) or `latest`.
-        mutating func collect(_ output: Output) {
-            guard ranger.hasUpdates else { return }
-            for update in ranger.takeUpdates() {
-                latest = update
-                for b in update.beacons {
-                    switch output {
-                    case .json: pending.append(ScanCommand.rangingJSON(b, t: update.time) + "\n")
-                    case .lines: pending.append(update.time.fixed(1) + " " + RangingTableLayout.full.row(b) + "\n")
-                    case .live, .reports: break
-                    }
-                }
-            }
-        }
-    }
-
     func scan(logger: Logger) async throws {
         let source = try await device.openSightingSource(mode: mode, logger: logger)
-        let output = self.output
-        let deadline = stopAfter.seconds
-        let state = Mutex(State(ranger: BeaconRanger(.init(forgetAfter: forgetAfter))))
-        let command = self
-        let filter = self.filter
-        let reportJSON = ReportJSON.shared
         // A capture's lines go out in blocks of 64 KiB; a receiver's as each event is heard.
         var buffered = false
         if case .btsnoop = try device.spec() { buffered = true }
         let flushSize = buffered ? 65536 : 0
+        let failure: (any Error)?
+        if output == .reports {
+            failure = await printReports(source, flushSize: flushSize)
+        } else {
+            failure = await range(source, flushSize: flushSize)
+        }
+        await source.close()
+        if let failure { throw failure }
+    }
+
+    /// Ranges on `source`: the live table, a line per beacon per second, or `--json` updates.
+    /// Returns the error that ended the scan, after the summary.
+    func range(_ source: any SightingSource, flushSize: Int) async -> (any Error)? {
+        let output = self.output
+        let pending = Mutex(PendingOutput())
+        let filter = self.filter
+        let command = self
+        let run = RangingRun(
+            configuration: .init(forgetAfter: forgetAfter), deadline: stopAfter.seconds,
+            includes: { filter.matches($0) },
+            updates: { updates in
+                pending.withLock { pending in
+                    for update in updates { Self.write(update, output, to: &pending) }
+                    if pending.count >= flushSize { pending.flush() }
+                }
+            },
+            tick: { t, latest in
+                pending.withLock { $0.flush() }
+                if output == .live { command.draw(latest, now: t) }
+                return .proceed
+            })
+        let outcome = await run.run(on: source)
+        pending.withLock { $0.flush() }
+        if output == .lines { printOut(summary(outcome)) }
+        return outcome.failure
+    }
+
+    /// An update as lines: JSON objects, or table rows after the time (pipes and files).
+    static func write(_ update: RangingUpdate, _ output: Output, to pending: inout PendingOutput) {
+        for b in update.beacons {
+            switch output {
+            case .json: pending.append(rangingJSON(b, t: update.time) + "\n")
+            case .lines: pending.append(update.time.fixed(1) + " " + RangingTableLayout.full.row(b) + "\n")
+            case .live, .reports: break
+            }
+        }
+    }
+
+    /// `--json --reports`: one JSON line per report heard. Returns the error that ended the scan.
+    func printReports(_ source: any SightingSource, flushSize: Int) async -> (any Error)? {
+        let pending = Mutex(PendingOutput())
+        let filter = self.filter
+        let deadline = stopAfter.seconds
+        let reportJSON = ReportJSON.shared
         var failure: (any Error)?
         do {
             try await source.scan(
                 tickInterval: .seconds(1),
                 receive: { sightings, t in
-                    state.withLock { state in
-                        for s in sightings where filter.matches(s) {
-                            if output == .reports {
-                                state.reports += 1
-                                reportJSON.append(s, t: t, to: &state.pending)
-                            } else {
-                                state.ranger.record(s, at: t)
-                            }
-                        }
-                        state.time = max(state.time, t)
-                        state.collect(output)
-                        if state.pending.count >= flushSize { state.pending.flush() }
+                    pending.withLock { pending in
+                        for s in sightings where filter.matches(s) { reportJSON.append(s, t: t, to: &pending) }
+                        if pending.count >= flushSize { pending.flush() }
                     }
-                    // The batch that reaches --duration is shown, then the scan stops (a live
-                    // scan's clock includes setting the controller up).
                     if let deadline, t >= deadline { return .stop }
                     return .proceed
                 },
                 tick: { t in
-                    let latest = state.withLock { state in
-                        state.time = max(state.time, t)
-                        state.ranger.advance(to: t)
-                        state.collect(output)
-                        state.pending.flush()
-                        return state.latest
-                    }
-                    if output == .live { command.draw(latest, now: t) }
+                    pending.withLock { $0.flush() }
                     if let deadline, t >= deadline { return .stop }
                     return .proceed
                 })
         } catch {
             failure = error
         }
-        let summary = state.withLock { state in
-            state.ranger.finish(at: state.time)
-            state.collect(output)
-            state.pending.flush()
-            return command.summary(state)
-        }
-        if output == .lines { printOut(summary) }
-        await source.close()
-        if let failure { throw failure }
+        pending.withLock { $0.flush() }
+        return failure
     }
 
     /// `N reports from B beacon(s)[ and O other transmitter(s)] in T s`.
-    func summary(_ state: State) -> String {
-        let r = state.ranger
+    func summary(_ outcome: RangingRun.Outcome) -> String {
+        let r = outcome.ranger
         var text = "\(r.reports) reports from \(r.beaconsHeard.count) beacon(s)"
         if all {
             text += " and \(r.othersOverflowed ? "over " : "")\(r.othersHeard.count) other transmitter(s)"
         }
-        return text + " in \(state.time.fixed(1)) s"
+        return text + " in \(outcome.time.fixed(1)) s"
     }
 
     /// One ranging update of one beacon as a JSON line: t (the end of the second), uuid, major,

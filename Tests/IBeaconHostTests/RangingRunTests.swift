@@ -41,7 +41,8 @@ import Testing
         // Each tick handled before the clock moves again.
         for second in 1...5 {
             clock.advance(by: second == 1 ? .milliseconds(500) : .seconds(1))
-            #expect(await eventually { ticks.withLock { $0.count } == second && (second == 5 || clock.sleeperCount == 1) })
+            #expect(
+                await eventually { ticks.withLock { $0.count } == second && (second == 5 || clock.sleeperCount == 1) })
         }
         let outcome = await task.value
         #expect(outcome.failure == nil)

@@ -715,7 +715,7 @@ scenario_ibeacon_scan_adapter_reset() {
   local adv=$!
   BG_PIDS+=("$adv")
   poll 30 grep -q "advertising" "$WORK/scanreset-adv.txt" || true
-  "$IBEACON_BIN" scan ${IBEACON_VM_VERBOSE:-} --device hci1 --json --duration 16 > "$WORK/scanreset.jsonl" 2>"$WORK/scanreset.err" &
+  "$IBEACON_BIN" scan ${IBEACON_VM_VERBOSE:-} --device hci1 --json --reports --duration 16 > "$WORK/scanreset.jsonl" 2>"$WORK/scanreset.err" &
   local scan=$!
   BG_PIDS+=("$scan")
   # btvirt reports an advertiser once per scan enable, so a report after 5 s can only come

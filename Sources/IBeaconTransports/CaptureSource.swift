@@ -42,10 +42,10 @@ struct CaptureFileReader: ~Copyable {
 
     init(path: String, chunkSize: Int = 65536) throws(TransportError) {
         self.path = path
-        do throws(Errno) {
-            fd = try Sys.typed {
-                try FileDescriptor.open(FilePath(path), .readOnly, options: [.closeOnExec], retryOnInterrupt: true)
-            }
+        // The same rules as a profile read (ProfileStore): no link another user made is
+        // followed, and a FIFO, device or socket is refused before it is opened.
+        do throws(FileError) {
+            fd = try ProfileStore.openForReading(path)
         } catch {
             throw Self.openError(path, error)
         }
@@ -53,6 +53,18 @@ struct CaptureFileReader: ~Copyable {
     }
 
     deinit { try? fd.close() }
+
+    /// A refusal of the profile rules keeps its message; a missing file, a directory or
+    /// permission denied get the capture's own wording (and exit codes 66, 66, 77).
+    static func openError(_ path: String, _ error: FileError) -> TransportError {
+        if let cause = error.cause, [.noSuchFileOrDirectory, .permissionDenied, .notPermitted].contains(cause) {
+            return openError(path, cause)
+        }
+        if error.message.hasPrefix("is a directory") { return openError(path, .isDirectory) }
+        return TransportError(
+            .notFound, "\(error.path): \(error.message)",
+            hint: error.hint == nil || error.hint!.contains("profile") ? "give the path of a btsnoop file" : error.hint)
+    }
 
     static func openError(_ path: String, _ error: Errno) -> TransportError {
         guard error != .isDirectory else {

@@ -139,7 +139,7 @@ struct DeviceOptions: ParsableArguments {
     var index: UInt16?
 
     var deviceText: String {
-        device ?? ProcessInfo.processInfo.environment["IBEACON_DEVICE"].flatMap { $0.isEmpty ? nil : $0 } ?? "hci0"
+        device ?? ProcessEnvironment.current.value("IBEACON_DEVICE") ?? "hci0"
     }
 
     func validate() throws {
@@ -219,7 +219,7 @@ struct DeviceOptions: ParsableArguments {
             }
             return MgmtSightingSource(
                 client: path.client, index: MgmtIndex(path.index),
-                scanWindowRecords: InstanceRecords(logger: logger).scanWindowRecords(adapter: path.name), logger: logger
+                scanWindowRecords: RuntimeRecords.current().scanWindowRecords(adapter: path.name, logger: logger), logger: logger
             )
         }
         let client = try await connect(logger: logger, protecting: protecting)

@@ -541,7 +541,8 @@ struct Location {
 
     /// Creates `.NAME.tmp-PID-RANDOM` with `O_EXCL | O_NOFOLLOW`; with `like`, gives it that
     /// file's owner, group and permission bits (never set-ID bits).
-    func createTemporary(like original: FileStatus?, mode: UInt32 = 0o644) throws(FileError) -> (FileDescriptor, String) {
+    func createTemporary(like original: FileStatus?, mode: UInt32 = 0o644) throws(FileError) -> (FileDescriptor, String)
+    {
         for _ in 0..<16 {
             let temporary =
                 ProfileStore.temporaryPrefix(for: name)
@@ -669,7 +670,9 @@ struct Location {
                 let link = planted.isSymbolicLink
                 try removeUntrusted(
                     lockName, identity: link ? nil : planted.identity, shown: lockPath,
-                    why: link ? "is a symbolic link" : "is \(planted.typeName) of uid \(planted.uid), which ibeacon did not make")
+                    why: link
+                        ? "is a symbolic link"
+                        : "is \(planted.typeName) of uid \(planted.uid), which ibeacon did not make")
                 continue
             }
             var created = true
@@ -768,7 +771,7 @@ struct Location {
     private func removePlantedDirectory(_ lockName: String) throws(Errno) {
         do throws(Errno) {
             try Sys.removeDirectory(at: directory, lockName)
-        } catch where error == .directoryNotEmpty || error == .fileExists {
+        } catch  where error == .directoryNotEmpty || error == .fileExists {
             let aside = "\(lockName).planted-\(Sys.processID())-\(UInt32.random(in: 0...UInt32.max))"
             try Sys.rename(at: directory, lockName, aside)
         }

@@ -253,7 +253,8 @@ public struct RuntimeRecords: Sendable {
         guard status.uid == 0 || status.uid == user else {
             try? fd.close()
             throw FileError(
-                .badData, path: directory, "belongs to uid \(status.uid), neither root nor uid \(user); its records are ignored")
+                .badData, path: directory,
+                "belongs to uid \(status.uid), neither root nor uid \(user); its records are ignored")
         }
         guard status.mode & 0o022 == 0 else {
             try? fd.close()
@@ -287,14 +288,17 @@ public struct RuntimeRecords: Sendable {
             return .failure(FileError(.notFound, path: file, "cannot be opened (\(error)); a record is a regular file"))
         }
         defer { try? fd.close() }
-        guard let status = try? Sys.status(fd) else { return .failure(FileError(.io, path: file, "cannot be inspected")) }
+        guard let status = try? Sys.status(fd) else {
+            return .failure(FileError(.io, path: file, "cannot be inspected"))
+        }
         guard status.isRegular else { return .failure(FileError(.badData, path: file, "is \(status.typeName)")) }
         guard status.uid == 0 || status.uid == owner else {
             return .failure(
                 FileError(.badData, path: file, "belongs to uid \(status.uid), neither root nor its directory's owner"))
         }
         guard status.mode & 0o022 == 0, status.links == 1, status.size <= Self.maximumSize else {
-            return .failure(FileError(.badData, path: file, "is writable by group or others, linked twice, or too large"))
+            return .failure(
+                FileError(.badData, path: file, "is writable by group or others, linked twice, or too large"))
         }
         guard let bytes = try? Sys.readToEnd(fd, limit: Self.maximumSize), bytes.count <= Self.maximumSize else {
             return .failure(FileError(.io, path: file, "cannot be read"))
@@ -331,7 +335,8 @@ public struct RuntimeRecords: Sendable {
             return .failure(
                 FileError(
                     .badData, path: file,
-                    "does not name its writer (pid \(pid), start time, boot ID): written by an older ibeacon or by hand"))
+                    "does not name its writer (pid \(pid), start time, boot ID): written by an older ibeacon or by hand"
+                ))
         }
         return .success(
             RuntimeRecord(
@@ -374,7 +379,8 @@ extension RuntimeRecords {
             } else if record.adapterAddress != address {
                 let recorded = record.adapterAddress ?? "none"
                 plan.notes.append(
-                    "\(record.file) was written for another adapter (address \(recorded), \(adapter) is now \(address)): left alone")
+                    "\(record.file) was written for another adapter (address \(recorded), \(adapter) is now \(address)): left alone"
+                )
                 plan.staleRecords.append(record)
             } else {
                 gone.append(record)

@@ -219,7 +219,8 @@ struct DeviceOptions: ParsableArguments {
             }
             return MgmtSightingSource(
                 client: path.client, index: MgmtIndex(path.index),
-                scanWindowRecords: RuntimeRecords.current().scanWindowRecords(adapter: path.name, logger: logger), logger: logger
+                scanWindowRecords: RuntimeRecords.current().scanWindowRecords(adapter: path.name, logger: logger),
+                logger: logger
             )
         }
         let client = try await connect(logger: logger, protecting: protecting)

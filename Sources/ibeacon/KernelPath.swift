@@ -109,9 +109,7 @@ func kernelStatusLine(_ status: MgmtAdvertisingStatus, device: String, json: Boo
 func stopThroughKernel(_ path: KernelPath, logger: Logger) async throws -> String {
     defer { Task { await path.client.close() } }
     guard hasNetAdminCapability() else { throw missingNetAdmin("removing advertising on \(path.name)") }
-    let environment = ProcessEnvironment.current
-    if let note = environment.ignoredNote("IBEACON_RUNTIME_DIR") { logger.notice("\(note)") }
-    let records = RuntimeRecords.current(environment: environment)
+    let records = RuntimeRecords.current()
     let index = MgmtIndex(path.index)
     let address = try await path.client.execute(MgmtReadControllerInfo(), index: index).address
     let features = try await path.client.execute(MgmtReadAdvertisingFeatures(), index: index)

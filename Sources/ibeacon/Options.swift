@@ -40,6 +40,10 @@ struct LoggingOptions: ParsableArguments {
         bootstrapLogging()
         var logger = Logger(label: label)
         logger.logLevel = level
+        let environment = ProcessEnvironment.current
+        for name in ["IBEACON_DEVICE", "IBEACON_RUNTIME_DIR"] {
+            if let note = environment.ignoredNote(name) { logger.notice("\(note)") }
+        }
         return logger
     }
 }

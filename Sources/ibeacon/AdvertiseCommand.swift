@@ -163,8 +163,10 @@ struct StopCommand: AsyncParsableCommand {
         commandName: "stop",
         abstract: "Turn off advertising left on by ibeacon (hciN) or by anything (raw HCI).",
         discussion: """
-            On hciN through the kernel: removes the advertising instances ibeacon recorded in \
-            /run/ibeacon (or $IBEACON_RUNTIME_DIR) for that adapter, and no other program's. With \
+            On hciN through the kernel: removes the advertising instances that ibeacon processes \
+            now gone recorded in /run/ibeacon (or $IBEACON_RUNTIME_DIR, unless run with file \
+            capabilities or set-user-ID) for that adapter, and no other program's; records another \
+            user could have written are ignored. With \
             raw:hciN, serial: or tcp:, turns the controller's advertising off whoever set it, \
             legacy or extended. Exits 0 if nothing was advertising.
             """)

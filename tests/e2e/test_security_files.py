@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import socket
 import stat
 import subprocess
 import tempfile

@@ -363,9 +363,16 @@ extension RuntimeRecords {
     /// alone when its record is not believed (see the type's comment), was written for another
     /// adapter or in another boot, when its writer still runs (the same process ID, start time
     /// and boot), or when a running ibeacon process claims the same number.
-    public func leftovers(adapter: String, address: String, listed: Set<UInt8>) -> LeftoverInstances {
+    /// With `writer`, only that process's record is acted on (the guardian of one advertiser).
+    public func leftovers(
+        adapter: String, address: String, listed: Set<UInt8>, writer: Int32? = nil
+    ) -> LeftoverInstances {
         var plan = LeftoverInstances()
-        let (records, refused) = load(prefix: adapter, suffix: ".instances")
+        var (records, refused) = load(prefix: adapter, suffix: ".instances")
+        if let writer {
+            records = records.filter { $0.writer.pid == writer || !writerIsGone($0) }
+            refused = []
+        }
         for r in refused { plan.notes.append("ignored \(r.file): \(r.reason)") }
         var gone: [RuntimeRecord] = []
         var claimedByRunning = Set<UInt8>()

@@ -174,9 +174,17 @@ struct StopCommand: AsyncParsableCommand {
     @OptionGroup var device: DeviceOptions
     @OptionGroup var logging: LoggingOptions
 
+    /// The guardian `advertise` starts (`startGuardian`): waits for that process to end, then
+    /// removes what it recorded and left behind.
+    @Option(help: .hidden) var afterExitOf: Int32?
+
     func run() async throws {
         let logger = logging.makeLogger()
         try await reporting {
+            if let pid = afterExitOf {
+                try await guardAdvertiser(pid, logger: logger)
+                return
+            }
             if let kernel = try await device.kernelPath(logger: logger) {
                 printOut(try await stopThroughKernel(kernel, logger: logger))
                 return
@@ -185,6 +193,20 @@ struct StopCommand: AsyncParsableCommand {
             let commandSet = try await Advertiser.stopAny(on: client, logger: logger)
             await client.close()
             printOut("advertising off on \(device.deviceText) (\(commandSet.rawValue) commands)")
+        }
+    }
+
+    /// Waits until process `pid` is gone (polled: the guardian is its child's sibling, not its
+    /// parent), then removes the instances its record still names, and says so only then.
+    private func guardAdvertiser(_ pid: Int32, logger: Logger) async throws {
+        let processes = ProcessTable.system
+        if let identity = processes.identity(pid) {
+            while processes.identity(pid) == identity { try await Task.sleep(for: .milliseconds(200)) }
+        }
+        guard let kernel = try await device.kernelPath(logger: logger) else { return }
+        let line = try await stopThroughKernel(kernel, logger: logger, writer: pid)
+        if line.hasPrefix("removed") {
+            logger.warning("ibeacon advertise (pid \(pid)) ended without cleaning up: \(line)")
         }
     }
 }

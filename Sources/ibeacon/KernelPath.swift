@@ -76,10 +76,25 @@ func advertiseThroughKernel(
         client: path.client, logger: logger,
         onInstancesChanged: { records.saveInstances($0, adapter: adapter, address: "\(address)", logger: logger) })
     defer { Task { await path.client.close() } }
+    startGuardian(adapter: adapter, logger: logger)
     try await session.run(onReady: { status in
         for w in status.warnings { logger.warning("\(w)") }
         onReady(kernelStatusLine(status, device: adapter, json: json))
     })
+}
+
+/// Starts `ibeacon stop --device hciN --after-exit-of PID` for this process: should it die
+/// without removing its instances (SIGKILL, a crash), they are removed at once, before a power
+/// cycle could give their numbers to another program that `stop` would then take them from.
+func startGuardian(adapter: String, logger: Logger) {
+    let arguments = [ownExecutablePath(), "stop", "--device", adapter, "--after-exit-of", "\(getpid())"]
+    do {
+        let pid = try startHelperProcess(arguments)
+        logger.debug("started the guardian (pid \(pid)) that removes this process's instances if it dies")
+    } catch {
+        logger.notice(
+            "cannot start the guardian that removes the instances if ibeacon dies (\(error)); use `ibeacon stop`")
+    }
 }
 
 func kernelStatusLine(_ status: MgmtAdvertisingStatus, device: String, json: Bool) -> String {
@@ -106,17 +121,25 @@ func kernelStatusLine(_ status: MgmtAdvertisingStatus, device: String, json: Boo
 
 /// `stop` through the kernel: removes the instances that ibeacon processes now gone recorded
 /// for this adapter (`RuntimeRecords.leftovers`), never others.
-func stopThroughKernel(_ path: KernelPath, logger: Logger) async throws -> String {
+func stopThroughKernel(_ path: KernelPath, logger: Logger, writer: Int32? = nil) async throws -> String {
     defer { Task { await path.client.close() } }
     guard hasNetAdminCapability() else { throw missingNetAdmin("removing advertising on \(path.name)") }
     let records = RuntimeRecords.current()
     let index = MgmtIndex(path.index)
     let address = try await path.client.execute(MgmtReadControllerInfo(), index: index).address
     let features = try await path.client.execute(MgmtReadAdvertisingFeatures(), index: index)
-    let plan = records.leftovers(adapter: path.name, address: "\(address)", listed: Set(features.instances))
+    var plan = records.leftovers(
+        adapter: path.name, address: "\(address)", listed: Set(features.instances), writer: writer)
     for note in plan.notes { logger.notice("\(note)") }
     for instance in plan.instances {
-        _ = try await path.client.execute(MgmtRemoveAdvertising(instance: instance), index: index)
+        do {
+            _ = try await path.client.execute(MgmtRemoveAdvertising(instance: instance), index: index)
+        } catch {
+            // Gone meanwhile (a power cycle drops every instance): the record is spent anyway,
+            // so that a later stop cannot take the number from whoever gets it next.
+            logger.notice("instance \(instance) on \(path.name) could not be removed: \(error)")
+            plan.instances.removeAll { $0 == instance }
+        }
     }
     for record in plan.staleRecords { records.remove(record) }
     return stopSummary(plan, listed: features.instances, adapter: path.name, directory: records.directory)

@@ -128,6 +128,23 @@ private func records(_ tree: RuntimeTree, running: [ProcessIdentity] = [], user:
         #expect(plan.instances.isEmpty)
     }
 
+    /// The guardian of one advertiser acts on that process's record only, and still leaves a
+    /// number a running ibeacon process claims.
+    @Test func theGuardianActsOnItsAdvertisersRecordOnly() throws {
+        let tree = try RuntimeTree()
+        defer { tree.cleanUp() }
+        try tree.write("hci0-10.instances", RuntimeTree.text(pid: 10, [1]))
+        try tree.write("hci0-11.instances", RuntimeTree.text(pid: 11, [2]))
+        try tree.write("hci0-12.instances", RuntimeTree.text(pid: 12, start: 5, [1]))
+        let alive = ProcessIdentity(pid: 12, startTime: 5, bootID: RuntimeTree.boot)
+        let store = records(tree, running: [alive])
+        let eleven = store.leftovers(adapter: "hci0", address: RuntimeTree.address, listed: [1, 2], writer: 11)
+        #expect(eleven.instances == [2])
+        #expect(eleven.staleRecords.map(\.file) == [tree.path("hci0-11.instances")])
+        let ten = store.leftovers(adapter: "hci0", address: RuntimeTree.address, listed: [1, 2], writer: 10)
+        #expect(ten.instances.isEmpty, "instance 1 is claimed by running process 12")
+    }
+
     /// What another user can plant: a record of their own, a group- or world-writable one, a
     /// link to a record, a FIFO (which must not block), an old-format record.
     @Test func recordsOthersCouldHaveWrittenAreIgnored() throws {

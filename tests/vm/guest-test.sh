@@ -114,6 +114,16 @@ stop_pid() {  # stop_pid PID [SECS] → sets STOPPED_STATUS (exit status; 124 if
   bg_forget "$pid"
 }
 
+# SIGKILL to an advertiser through the kernel and to the guardian it started (`ibeacon stop
+# --after-exit-of PID`, which would otherwise remove its instances at once), as `kill -9` of
+# everything would: what is left for `ibeacon stop` to clean up.
+kill_with_guardian() {
+  local g
+  g=$(pgrep -f -- "--after-exit-of $1\$")
+  [ -n "$g" ] && kill -KILL $g
+  kill -KILL "$1"; wait "$1" 2>/dev/null; bg_forget "$1"
+}
+
 # stop_advertiser PID LOG: the advertiser must still be running, and exit 0 on SIGTERM.
 stop_advertiser() {
   if dead "$1"; then
@@ -1452,7 +1462,7 @@ PYEOF
   if [ "$na" -gt 0 ] && [ "$nb" -eq 0 ]; then pass "first still heard, second gone" "first $na reports"; else fail "first still heard, second gone" "first > 0, second 0" "first $na, second $nb"; fi
   # A leftover (advertiser killed with SIGKILL) and another program's instance: stop removes
   # only the leftover.
-  kill -KILL "$a"; wait "$a" 2>/dev/null; bg_forget "$a"
+  kill_with_guardian "$a"
   btmgmt_tty --index 0 add-adv -d 07ffffffcafe0102 2 > /dev/null 2>&1
   check_eq "leftover (1) and another program's (2)" "2" "$(mgmt_instances 0)"
   ib stop --device hci0 > "$WORK/two-stop.txt" 2>&1
@@ -1476,7 +1486,8 @@ PYEOF
 # another user in a directory of their own, run through the installed binary (setcap: AT_SECURE,
 # so IBEACON_RUNTIME_DIR is ignored), (b) the same forgery pointed at by root's
 # IBEACON_RUNTIME_DIR, and (c) a killed advertiser's record after a power cycle, when the other
-# program holds the number again. (d) A killed advertiser's own instance is still removed.
+# program holds the number again: the advertiser's guardian removed its instance as it died.
+# (d) With the guardian killed too, `stop` removes the killed advertiser's instance.
 stop_heard() {  # stop_heard WHAT: the other program's advertisement is on the air, the iBeacon not
   kernel_observe 4
   local other ours
@@ -1525,6 +1536,10 @@ scenario_kernel_stop_records() {
   check_eq "(c) its record" "/run/ibeacon/hci0-$adv.instances" "$rec"
   echo "    record: $(tr '\n' ' ' < "$rec" 2>/dev/null)"
   kill -KILL "$adv"; wait "$adv" 2>/dev/null; bg_forget "$adv"
+  # Its guardian removes the instance and spends the record at once (polled every 0.2 s).
+  poll 5 eval '[ ! -e "$rec" ]'
+  check_eq "(c) the guardian spent the record" "gone" "$([ -e "$rec" ] && echo present || echo gone)"
+  check_contains "(c) the guardian says what it removed" "ended without cleaning up: removed ibeacon's advertising instance(s) 1 on hci0" "$WORK/stop-adv.txt"
   btmgmt_tty --index 0 power off > /dev/null
   btmgmt_tty --index 0 power on > /dev/null
   echo "    after the power cycle: $(mgmt_instances 0) instance(s) listed"
@@ -1540,9 +1555,9 @@ scenario_kernel_stop_records() {
   BG_PIDS+=("$adv")
   poll 30 grep -q "through the kernel" "$WORK/stop-adv2.txt"
   btmgmt_tty --index 0 add-adv -d 07ffffffcafe0102 2 > /dev/null 2>&1
-  kill -KILL "$adv"; wait "$adv" 2>/dev/null; bg_forget "$adv"
+  kill_with_guardian "$adv"
   ib stop --device hci0 > "$out" 2>&1
-  check_status "(d) stop after SIGKILL" 0 $? "$out"
+  check_status "(d) stop after SIGKILL (advertiser and guardian)" 0 $? "$out"
   check_contains "(d) the killed advertiser's instance removed" "removed ibeacon's advertising instance(s) 1 on hci0" "$out"
   check_contains "(d) the other program's left alone" "instance(s) 2 left alone" "$out"
   stop_heard "(d) after stop: the other program's heard, ibeacon's not"

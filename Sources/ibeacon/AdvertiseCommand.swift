@@ -200,9 +200,9 @@ struct StopCommand: AsyncParsableCommand {
     /// parent), then removes the instances its record still names, and says so only then.
     private func guardAdvertiser(_ pid: Int32, logger: Logger) async throws {
         let processes = ProcessTable.system
-        if let identity = processes.identity(pid) {
-            while processes.identity(pid) == identity { try await Task.sleep(for: .milliseconds(200)) }
-        }
+        // Without /proc nothing tells a gone advertiser from a live one (and none writes records).
+        guard let identity = processes.identity(pid) else { return }
+        while processes.identity(pid) == identity { try await Task.sleep(for: .milliseconds(200)) }
         guard let kernel = try await device.kernelPath(logger: logger) else { return }
         let line = try await stopThroughKernel(kernel, logger: logger, writer: pid)
         if line.hasPrefix("removed") {

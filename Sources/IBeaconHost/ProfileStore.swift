@@ -435,7 +435,9 @@ struct Location {
     func requireRegular(_ status: FileStatus, replacing: Bool) throws(FileError) {
         guard !status.isRegular else { return }
         if status.isDirectory && !replacing {
-            throw FileError(.notFound, path: path, "is a directory, not a profile file")
+            var error = FileError(.notFound, path: path, "is a directory, not a profile file")
+            error.cause = .isDirectory
+            throw error
         }
         throw FileError(
             replacing ? .cannotWrite : .notFound, path: path,

@@ -54,16 +54,17 @@ struct CaptureFileReader: ~Copyable {
 
     deinit { try? fd.close() }
 
-    /// A refusal of the profile rules keeps its message; a missing file, a directory or
-    /// permission denied get the capture's own wording (and exit codes 66, 66, 77).
+    /// A refusal of the profile rules keeps its message (a FIFO, device or socket, another
+    /// user's link: 66); a missing file, a directory or permission denied get the capture's
+    /// own wording (66, 66, 77).
     static func openError(_ path: String, _ error: FileError) -> TransportError {
-        if let cause = error.cause, [.noSuchFileOrDirectory, .permissionDenied, .notPermitted].contains(cause) {
+        if let cause = error.cause,
+            [.noSuchFileOrDirectory, .permissionDenied, .notPermitted, .isDirectory].contains(cause)
+        {
             return openError(path, cause)
         }
-        if error.message.hasPrefix("is a directory") { return openError(path, .isDirectory) }
-        return TransportError(
-            .notFound, "\(error.path): \(error.message)",
-            hint: error.hint == nil || error.hint!.contains("profile") ? "give the path of a btsnoop file" : error.hint)
+        let hint = error.hint == "give the path of a profile file" ? "give the path of a btsnoop file" : error.hint
+        return TransportError(.notFound, "\(error.path): \(error.message)", hint: hint)
     }
 
     static func openError(_ path: String, _ error: Errno) -> TransportError {

@@ -40,10 +40,7 @@ struct LoggingOptions: ParsableArguments {
         bootstrapLogging()
         var logger = Logger(label: label)
         logger.logLevel = level
-        let environment = ProcessEnvironment.current
-        for name in ["IBEACON_DEVICE", "IBEACON_RUNTIME_DIR"] {
-            if let note = environment.ignoredNote(name) { logger.notice("\(note)") }
-        }
+        if let note = ProcessEnvironment.current.ignoredNote("IBEACON_RUNTIME_DIR") { logger.notice("\(note)") }
         return logger
     }
 }
@@ -55,6 +52,16 @@ private let loggingBootstrap: Void = {
         return handler
     }
 }()
+
+private let notesGiven = Mutex<Set<String>>([])
+
+/// Logs `note` (notice level) the first time it comes up in this process: for what is found
+/// where no logger is at hand, such as an ignored `IBEACON_DEVICE`.
+func noteOnce(_ note: String) {
+    guard notesGiven.withLock({ $0.insert(note).inserted }) else { return }
+    bootstrapLogging()
+    Logger(label: "ibeacon").notice("\(note)")
+}
 
 /// Sends swift-log to stderr, once per process; the level is each logger's (`makeLogger`).
 func bootstrapLogging() { _ = loggingBootstrap }
@@ -143,7 +150,10 @@ struct DeviceOptions: ParsableArguments {
     var index: UInt16?
 
     var deviceText: String {
-        device ?? ProcessEnvironment.current.value("IBEACON_DEVICE") ?? "hci0"
+        if let device { return device }
+        let environment = ProcessEnvironment.current
+        if let note = environment.ignoredNote("IBEACON_DEVICE") { noteOnce(note) }
+        return environment.value("IBEACON_DEVICE") ?? "hci0"
     }
 
     func validate() throws {

@@ -177,6 +177,9 @@ struct StopCommand: AsyncParsableCommand {
     /// The guardian `advertise` starts (`startGuardian`): waits for that process to end, then
     /// removes what it recorded and left behind.
     @Option(help: .hidden) var afterExitOf: Int32?
+    /// That process's start time (`/proc/PID/stat`), so that a guardian that starts after its
+    /// advertiser already died (or whose PID was reused) still knows it is gone.
+    @Option(help: .hidden) var startTime: UInt64?
 
     func run() async throws {
         let logger = logging.makeLogger()
@@ -200,9 +203,10 @@ struct StopCommand: AsyncParsableCommand {
     /// parent), then removes the instances its record still names, and says so only then.
     private func guardAdvertiser(_ pid: Int32, logger: Logger) async throws {
         let processes = ProcessTable.system
-        // Without /proc nothing tells a gone advertiser from a live one (and none writes records).
-        guard let identity = processes.identity(pid) else { return }
-        while processes.identity(pid) == identity { try await Task.sleep(for: .milliseconds(200)) }
+        guard let startTime else { return }
+        while let now = processes.identity(pid), now.startTime == startTime {
+            try await Task.sleep(for: .milliseconds(200))
+        }
         guard let kernel = try await device.kernelPath(logger: logger) else { return }
         let line = try await stopThroughKernel(kernel, logger: logger, writer: pid)
         if line.hasPrefix("removed") {

@@ -87,7 +87,12 @@ func advertiseThroughKernel(
 /// without removing its instances (SIGKILL, a crash), they are removed at once, before a power
 /// cycle could give their numbers to another program that `stop` would then take them from.
 func startGuardian(adapter: String, logger: Logger) {
-    let arguments = [ownExecutablePath(), "stop", "--device", adapter, "--after-exit-of", "\(getpid())"]
+    // Without /proc nothing tells a gone advertiser from a live one (and no record is written).
+    guard let me = ProcessTable.system.identity(getpid()) else { return }
+    let arguments = [
+        ownExecutablePath(), "stop", "--device", adapter, "--after-exit-of", "\(me.pid)", "--start-time",
+        "\(me.startTime)",
+    ]
     do {
         let pid = try startHelperProcess(arguments)
         logger.debug("started the guardian (pid \(pid)) that removes this process's instances if it dies")

@@ -1535,10 +1535,13 @@ scenario_kernel_stop_records() {
   rec=$(ls /run/ibeacon/hci0-"$adv".instances 2>/dev/null)
   check_eq "(c) its record" "/run/ibeacon/hci0-$adv.instances" "$rec"
   echo "    record: $(tr '\n' ' ' < "$rec" 2>/dev/null)"
+  local t0
+  t0=$EPOCHREALTIME
   kill -KILL "$adv"; wait "$adv" 2>/dev/null; bg_forget "$adv"
   # Its guardian removes the instance and spends the record at once (polled every 0.2 s; the
-  # debug build under TCG takes a few seconds to open the management socket).
+  # debug build under TCG takes a while to open the management socket).
   poll 10 eval '[ ! -e "$rec" ]'
+  echo "    the record was gone $("$PY" -c "print(f'{$EPOCHREALTIME - $t0:.2f}')") s after the SIGKILL"
   check_eq "(c) the guardian spent the record" "gone" "$([ -e "$rec" ] && echo present || echo gone)"
   check_contains "(c) the guardian says what it removed" "ended without cleaning up: removed ibeacon's advertising instance(s) 1 on hci0" "$WORK/stop-adv.txt"
   btmgmt_tty --index 0 power off > /dev/null

@@ -62,8 +62,9 @@ public protocol Adapter: Sendable {
         async throws
 
     /// Takes off advertising that ibeacon (or, over raw HCI, anything) left on; returns the
-    /// sentence that says what was done.
-    func stopAdvertising() async throws -> String
+    /// sentence that says what was done. With `writer`, only what that ibeacon process (now gone)
+    /// left (its guardian): nil on a path that keeps no records of who advertised.
+    func stopAdvertising(leftBy writer: Int32?) async throws -> String?
 
     /// What the adapter is and can do for beacons; changes nothing.
     func describe() async throws -> AdapterDescription
@@ -108,7 +109,8 @@ public struct ControllerAdapter: Adapter {
     }
 
     /// Turns the controller's advertising off whoever set it, legacy or extended.
-    public func stopAdvertising() async throws -> String {
+    public func stopAdvertising(leftBy writer: Int32?) async throws -> String? {
+        if writer != nil { return nil }
         let client = try await connect()
         let commandSet = try await Advertiser.stopAny(on: client, logger: logger)
         await client.close()

@@ -1,52 +1,18 @@
 import IBeaconCore
 import Logging
 
-/// Where the kernel path keeps what other ibeacon processes need to know: the advertising
-/// instances `advertise` registered (so that `stop` removes those and no other program's) and
-/// the monitor scan window a scan widened. The store itself (files under the runtime directory)
-/// is given by the caller.
-public struct RuntimeRecords: Sendable {
-    /// One process's record of its advertising instances on an adapter.
-    public typealias InstanceRecord = (pid: Int32, file: String, instances: [UInt8])
-
-    /// Where the records are, for messages.
-    public var directory: String
-    /// Records (or, with no instances, forgets) this process's instances on an adapter (`hciN`).
-    public var saveInstances: @Sendable (_ instances: [UInt8], _ adapter: String) -> Void
-    /// Every record of the adapter's instances.
-    public var loadInstances: @Sendable (_ adapter: String) -> [InstanceRecord]
-    /// Removes a record of a process that is gone.
-    public var removeRecord: @Sendable (_ file: String) -> Void
-    /// The scan window records of the adapter.
-    public var scanWindow: @Sendable (_ adapter: String) -> ScanWindowRecords
-
-    public init(
-        directory: String, saveInstances: @escaping @Sendable ([UInt8], String) -> Void,
-        loadInstances: @escaping @Sendable (String) -> [InstanceRecord],
-        removeRecord: @escaping @Sendable (String) -> Void,
-        scanWindow: @escaping @Sendable (String) -> ScanWindowRecords
-    ) {
-        self.directory = directory
-        self.saveInstances = saveInstances
-        self.loadInstances = loadInstances
-        self.removeRecord = removeRecord
-        self.scanWindow = scanWindow
-    }
-
-    /// Nothing recorded, nothing found (tests).
-    public static let none = RuntimeRecords(
-        directory: "(none)", saveInstances: { _, _ in }, loadInstances: { _ in [] }, removeRecord: { _ in },
-        scanWindow: { _ in .alone })
-}
-
 /// `hciN` managed by the kernel: advertising instances, advertisement monitors and adapter
 /// information through its management interface, next to bluetoothd.
 public struct KernelAdapter: Adapter {
     public let client: MgmtClient
     public let index: UInt16
+    /// Where `advertise` records its instances (for `stop`) and scans their widened window.
     public let records: RuntimeRecords
     /// Throws when this process may not change the adapter (CAP_NET_ADMIN); `what` names the change.
     public let requireAdministration: @Sendable (_ what: String) throws -> Void
+    /// Called once advertising starts: starts the guardian that removes the instances should
+    /// this process die without doing it (`ibeacon stop --after-exit-of PID`).
+    public let startGuardian: @Sendable (_ adapter: String) -> Void
     /// Raw HCI on the same adapter, for scanning while the kernel has it powered off.
     public let rawFallback: ControllerAdapter
     /// What the waits of the advertising session sleep on (a `ManualClock` in tests).
@@ -55,13 +21,15 @@ public struct KernelAdapter: Adapter {
 
     public init(
         client: MgmtClient, index: UInt16, records: RuntimeRecords,
-        requireAdministration: @escaping @Sendable (String) throws -> Void, rawFallback: ControllerAdapter,
+        requireAdministration: @escaping @Sendable (String) throws -> Void,
+        startGuardian: @escaping @Sendable (String) -> Void = { _ in }, rawFallback: ControllerAdapter,
         clock: any Clock<Duration> = ContinuousClock(), logger: Logger
     ) {
         self.client = client
         self.index = index
         self.records = records
         self.requireAdministration = requireAdministration
+        self.startGuardian = startGuardian
         self.rawFallback = rawFallback
         self.clock = clock
         self.logger = logger
@@ -83,47 +51,56 @@ public struct KernelAdapter: Adapter {
         let records = self.records
         let adapter = name
         let logger = self.logger
+        let address = try await client.execute(MgmtReadControllerInfo(), index: mgmtIndex).address
         let session = MgmtAdvertisingSession(
             advertiser: MgmtAdvertiser(beacons: request.beacons, index: mgmtIndex, logger: logger),
             client: client, logger: logger, clock: clock,
-            onInstancesChanged: { records.saveInstances($0, adapter) })
+            onInstancesChanged: { records.saveInstances($0, adapter: adapter, address: "\(address)", logger: logger) })
+        startGuardian(adapter)
         try await session.run(onReady: { status in
             for w in status.warnings { logger.warning("\(w)") }
             onReady(status)
         })
     }
 
-    /// Removes the instances ibeacon recorded for this adapter, never another program's.
-    public func stopAdvertising() async throws -> String {
+    /// Removes the instances that ibeacon processes now gone recorded for this adapter
+    /// (`RuntimeRecords.leftovers`; only `writer`'s when given, for its guardian), never others.
+    public func stopAdvertising(leftBy writer: Int32?) async throws -> String? {
         defer { Task { await client.close() } }
         try requireAdministration("removing advertising on \(name)")
+        let address = try await client.execute(MgmtReadControllerInfo(), index: mgmtIndex).address
         let features = try await client.execute(MgmtReadAdvertisingFeatures(), index: mgmtIndex)
-        let listed = Set(features.instances)
-        var removed: [UInt8] = []
-        var stillRunning: [Int32] = []
-        for record in records.loadInstances(name) {
-            for instance in record.instances where listed.contains(instance) {
+        var plan = records.leftovers(
+            adapter: name, address: "\(address)", listed: Set(features.instances), writer: writer)
+        for note in plan.notes { logger.notice("\(note)") }
+        for instance in plan.instances {
+            do {
                 _ = try await client.execute(MgmtRemoveAdvertising(instance: instance), index: mgmtIndex)
-                removed.append(instance)
-            }
-            if Sys.processExists(record.pid) {
-                stillRunning.append(record.pid)
-            } else {
-                records.removeRecord(record.file)
+            } catch {
+                // Gone meanwhile (a power cycle drops every instance): the record is spent anyway,
+                // so that a later stop cannot take the number from whoever gets it next.
+                logger.notice("instance \(instance) on \(name) could not be removed: \(error)")
+                plan.instances.removeAll { $0 == instance }
             }
         }
-        let others = features.instances.filter { !removed.contains($0) }
+        for record in plan.staleRecords { records.remove(record) }
+        return Self.stopSummary(plan, listed: features.instances, adapter: name, directory: records.directory)
+    }
+
+    static func stopSummary(_ plan: LeftoverInstances, listed: [UInt8], adapter: String, directory: String) -> String {
+        let removed = plan.instances
+        let others = listed.filter { !removed.contains($0) }
         var line =
             removed.isEmpty
-            ? "no advertising instance of ibeacon's on \(name) (none recorded in \(records.directory))"
-            : "removed ibeacon's advertising instance(s) \(removed.map(String.init).joined(separator: ", ")) on \(name)"
+            ? "no advertising instance of ibeacon's on \(adapter) (none recorded in \(directory) by a process now gone)"
+            : "removed ibeacon's advertising instance(s) \(removed.map(String.init).joined(separator: ", ")) on \(adapter)"
         if !others.isEmpty {
             line += "; other programs' instance(s) \(others.map(String.init).joined(separator: ", ")) left alone"
         }
-        if !stillRunning.isEmpty {
+        if !plan.running.isEmpty {
             line +=
-                "; ibeacon process(es) \(stillRunning.map(String.init).joined(separator: ", ")) still running will "
-                + "put theirs back: stop them (kill PID or systemctl stop)"
+                "; ibeacon process(es) \(plan.running.map(String.init).joined(separator: ", ")) still running: "
+                + "stop them instead (kill PID or systemctl stop), which removes their instances"
         }
         return line
     }
@@ -149,7 +126,9 @@ public struct KernelAdapter: Adapter {
             )
         }
         return MgmtSightingSource(
-            client: client, index: mgmtIndex, scanWindowRecords: records.scanWindow(name), logger: logger)
+            client: client, index: mgmtIndex,
+            scanWindowRecords: records.scanWindowRecords(adapter: name, logger: logger),
+            logger: logger)
     }
 
     /// `info` through the management interface (no capability needed).

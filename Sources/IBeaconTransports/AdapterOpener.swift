@@ -2,6 +2,10 @@ import IBeaconCore
 import IBeaconHost
 import Logging
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The one place that turns `--device` into an `Adapter`, and that holds the rule choosing the
 /// path: `hciN` goes through the kernel's management interface when the kernel serves it
 /// (`ControllerPath.forListedAdapter`), `raw:hciN`, `serial:` and `tcp:` over HCI this host
@@ -18,13 +22,11 @@ public struct AdapterOpener: Sendable {
     public var captureIndex: UInt16?
     /// A file the btsnoop recording must never be (the profile being written).
     public var protecting: String?
-    /// Where the kernel path records its instances and scan windows.
-    public var records: RuntimeRecords
     public var logger: Logger
 
     public init(
         device: String, timeout: Duration, btsnoop: String? = nil, overwriteBtsnoop: Bool = false,
-        captureIndex: UInt16? = nil, protecting: String? = nil, records: RuntimeRecords = .none, logger: Logger
+        captureIndex: UInt16? = nil, protecting: String? = nil, logger: Logger
     ) {
         self.device = device
         self.timeout = timeout
@@ -32,7 +34,6 @@ public struct AdapterOpener: Sendable {
         self.overwriteBtsnoop = overwriteBtsnoop
         self.captureIndex = captureIndex
         self.protecting = protecting
-        self.records = records
         self.logger = logger
     }
 
@@ -126,12 +127,33 @@ public struct AdapterOpener: Sendable {
                 + "or use --device raw:hci\(index)"
             logger.warning("\(note)")
         }
+        let logger = self.logger
         return KernelAdapter(
-            client: client, index: index, records: records,
+            client: client, index: index, records: RuntimeRecords.current(),
             requireAdministration: { what in
                 guard hasNetAdminCapability() else { throw missingNetAdmin(what) }
             },
+            startGuardian: { adapter in Self.startGuardian(adapter: adapter, logger: logger) },
             rawFallback: controllerAdapter(spec), logger: logger)
+    }
+
+    /// Starts `ibeacon stop --device hciN --after-exit-of PID` for this process: should it die
+    /// without removing its instances (SIGKILL, a crash), they are removed at once, before a power
+    /// cycle could give their numbers to another program that `stop` would then take them from.
+    static func startGuardian(adapter: String, logger: Logger) {
+        // Without /proc nothing tells a gone advertiser from a live one (and no record is written).
+        guard let me = ProcessTable.system.identity(getpid()) else { return }
+        let arguments = [
+            ownExecutablePath(), "stop", "--device", adapter, "--after-exit-of", "\(me.pid)", "--start-time",
+            "\(me.startTime)",
+        ]
+        do {
+            let pid = try startHelperProcess(arguments)
+            logger.debug("started the guardian (pid \(pid)) that removes this process's instances if it dies")
+        } catch {
+            logger.notice(
+                "cannot start the guardian that removes the instances if ibeacon dies (\(error)); use `ibeacon stop`")
+        }
     }
 
     /// The path `devices` shows for each adapter index: `mgmt` where the kernel's management
@@ -168,7 +190,9 @@ struct CaptureAdapter: Adapter {
         async throws
     { try await controller.advertise(request, onReady: onReady) }
 
-    func stopAdvertising() async throws -> String { try await controller.stopAdvertising() }
+    func stopAdvertising(leftBy writer: Int32?) async throws -> String? {
+        try await controller.stopAdvertising(leftBy: writer)
+    }
 
     func describe() async throws -> AdapterDescription { try await controller.describe() }
 

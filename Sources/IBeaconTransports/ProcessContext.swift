@@ -3,15 +3,9 @@ import IBeaconHost
 /// What a command may ask of the process it runs in — its environment and the wall clock —
 /// read here, so that the command-line target makes no system calls of its own.
 public enum ProcessContext {
-    /// This process's environment (`environ`), `NAME` → value.
-    public static var environment: [String: String] {
-        var out: [String: String] = [:]
-        for entry in Sys.environment() {
-            guard let eq = entry.firstIndex(of: "=") else { continue }
-            out[String(entry[..<eq])] = String(entry[entry.index(after: eq)...])
-        }
-        return out
-    }
+    /// This process's environment, `NAME` → value (as received, whatever the privileges: for
+    /// `COLUMNS` and `NOTIFY_SOCKET`; `IBEACON_*` variables go through `ProcessEnvironment.value`).
+    public static var environment: [String: String] { ProcessEnvironment.current.variables }
 
     /// The value of an environment variable, nil when unset or empty.
     public static func variable(_ name: String) -> String? {

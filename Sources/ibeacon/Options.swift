@@ -40,6 +40,7 @@ struct LoggingOptions: ParsableArguments {
         bootstrapLogging()
         var logger = Logger(label: label)
         logger.logLevel = level
+        if let note = ProcessEnvironment.current.ignoredNote("IBEACON_RUNTIME_DIR") { logger.notice("\(note)") }
         return logger
     }
 }
@@ -51,6 +52,16 @@ private let loggingBootstrap: Void = {
         return handler
     }
 }()
+
+private let notesGiven = Mutex<Set<String>>([])
+
+/// Logs `note` (notice level) the first time it comes up in this process: for what is found
+/// where no logger is at hand, such as an ignored `IBEACON_DEVICE`.
+func noteOnce(_ note: String) {
+    guard notesGiven.withLock({ $0.insert(note).inserted }) else { return }
+    bootstrapLogging()
+    Logger(label: "ibeacon").notice("\(note)")
+}
 
 /// Sends swift-log to stderr, once per process; the level is each logger's (`makeLogger`).
 func bootstrapLogging() { _ = loggingBootstrap }
@@ -139,7 +150,10 @@ struct DeviceOptions: ParsableArguments {
     var index: UInt16?
 
     var deviceText: String {
-        device ?? ProcessContext.variable("IBEACON_DEVICE") ?? "hci0"
+        if let device { return device }
+        let environment = ProcessEnvironment.current
+        if let note = environment.ignoredNote("IBEACON_DEVICE") { noteOnce(note) }
+        return environment.value("IBEACON_DEVICE") ?? "hci0"
     }
 
     func validate() throws {
@@ -153,8 +167,7 @@ struct DeviceOptions: ParsableArguments {
     func opener(logger: Logger, protecting: String? = nil) -> AdapterOpener {
         AdapterOpener(
             device: deviceText, timeout: .milliseconds(Int64(timeout * 1000)), btsnoop: btsnoop,
-            overwriteBtsnoop: overwriteBtsnoop, captureIndex: index, protecting: protecting,
-            records: InstanceRecords(logger: logger).runtimeRecords, logger: logger)
+            overwriteBtsnoop: overwriteBtsnoop, captureIndex: index, protecting: protecting, logger: logger)
     }
 }
 

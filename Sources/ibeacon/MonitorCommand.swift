@@ -9,30 +9,43 @@ import Synchronization
 struct MonitorCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "monitor",
-        abstract: "Watch beacon regions and report when each is entered and exited.",
+        abstract: "Watch beacon regions: their state (inside, outside, unknown), entries and exits.",
         discussion: """
             Region monitoring as Core Location does it. A region is every beacon with a \
-            proximity UUID, or a UUID and major, or a UUID, major and minor. It is entered when \
-            any of its beacons is first heard, and exited when none has been heard for \
-            --exit-after seconds (default 30, as on iOS); a region not heard in the first \
-            --exit-after seconds is reported outside. Regions come from --region (repeatable), \
-            from --uuid/--major/--minor, and from profiles (--profile, named by the profile's \
-            name).
+            proximity UUID, or a UUID and major, or a UUID, major and minor, optionally with its \
+            own exit delay (NAME=UUID:MAJOR:MINOR@120s). Regions come from --region \
+            (repeatable), from --uuid/--major/--minor, and from profiles (--profile, named by \
+            the profile's name).
 
-            --min-rssi ignores beacons weaker than a level, judged on each beacon's smoothed \
-            RSSI (an average over its last reports, so one lucky packet does not count). With \
-            hysteresis: entering needs the smoothed RSSI at --min-rssi or above; once inside, \
-            the region stays inside while it is at least --min-rssi minus --hysteresis (default \
-            6 dB), so a beacon at the edge does not flap. Reports without RSSI do not count then.
+            Each region is inside, outside or unknown. Its first determination (after the start, \
+            and after any unknown period) is a state: inside when one of its beacons is heard, \
+            outside when none was in --exit-after seconds of scanning. Then enter is outside to \
+            inside, and exit inside to outside, when none has been heard for --exit-after \
+            seconds (default 30, as on iOS). A region is unknown, with the reason, whenever the \
+            receiver cannot hear: the adapter powered off, removed or reset, the controller being \
+            recovered, the link lost, a capture's own scan enable off, or nothing at all heard \
+            for --watchdog seconds (default 90; the scan is restarted then; 0 turns it off). No \
+            exit timer runs while unknown. A warning says when an exit delay is shorter than \
+            three advertising intervals observed for the region's beacons.
 
-            Prints one line per event (--json: one object with event, region, uuid, major, \
-            minor, rssi, time, t; t counts seconds from the start of the scan, or of a \
-            capture, where time, the UTC wall clock, is null). --exec runs a command per \
-            event with IBEACON_EVENT, IBEACON_REGION, IBEACON_UUID, IBEACON_MAJOR, \
-            IBEACON_MINOR, IBEACON_RSSI and IBEACON_TIME in its environment; it is split into \
-            words like a shell would, but not run by one unless --exec-shell is given. Hooks run one at a time in event order and \
-            never hold up scanning: at most 64 wait, later ones are dropped and logged; one that \
-            runs longer than --exec-timeout is stopped. Its output goes to stderr.
+            --min-rssi ignores beacons weaker than a level, judged on each beacon's RSSI \
+            averaged over time (time constant --smoothing, default 5 s), so one lucky packet \
+            does not count. With hysteresis: counting needs the smoothed RSSI at --min-rssi or \
+            above; once inside, the region stays inside while it is at least --min-rssi minus \
+            --hysteresis (default 6 dB). Reports without RSSI do not count then.
+
+            Prints one line per event (--json: one object with event, state, region, uuid, \
+            major, minor, rssi, time, t, and cause and reason when unknown; t counts seconds \
+            from the start of the scan, or of a capture, where time, the UTC wall clock, is \
+            null), each region's final state when the run ends, and with --state-every a \
+            state line per region that often. --exec runs a command per event with \
+            IBEACON_EVENT (inside, outside, unknown, enter, exit), IBEACON_STATE, \
+            IBEACON_REGION, IBEACON_UUID, IBEACON_MAJOR, IBEACON_MINOR, IBEACON_RSSI, \
+            IBEACON_TIME, IBEACON_T (the source's clock), IBEACON_SILENT_S (exit) and \
+            IBEACON_REASON (unknown) in its environment; it is split into words like a shell \
+            would, but not run by one unless --exec-shell is given. Hooks run one at a time in \
+            event order and never hold up scanning: at most 64 wait, later ones are dropped and \
+            logged; one that runs longer than --exec-timeout is stopped. Its output goes to stderr.
 
             Keeps scanning through controller resets like scan; a btsnoop:FILE capture is read \
             in its own time. SIGINT or SIGTERM end it (exit 0).
@@ -40,7 +53,7 @@ struct MonitorCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("region"), parsing: .singleValue,
-        help: ArgumentHelp("A region: [NAME=]UUID[:MAJOR[:MINOR]]; repeatable.", valueName: "region"))
+        help: ArgumentHelp("A region: [NAME=]UUID[:MAJOR[:MINOR]][@SECONDS]; repeatable.", valueName: "region"))
     var regions: [String] = []
 
     @Option(help: ArgumentHelp("A region by proximity UUID (with --major, --minor).", valueName: "uuid"))

@@ -342,7 +342,9 @@ public struct RegionMonitor: Sendable {
         self.start = start
         self.now = start
         self.hearingSince = start
-        self.regionStates = regions.map { RegionState(since: start, exitAfter: $0.exitAfter ?? configuration.exitAfter) }
+        self.regionStates = regions.map {
+            RegionState(since: start, exitAfter: $0.exitAfter ?? configuration.exitAfter)
+        }
         self.nextDue = start + (regionStates.map(\.exitAfter).min() ?? configuration.exitAfter)
         self.longestExitAfter = regionStates.map(\.exitAfter).max() ?? configuration.exitAfter
     }

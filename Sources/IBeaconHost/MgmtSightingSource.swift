@@ -167,7 +167,8 @@ public struct MgmtSightingSource: SightingSource {
             logger.notice("advertisement monitor \(new) registered on \(index) (was \(handle))")
             return new
         } catch {
-            logger.warning("registering the advertisement monitor on \(index) again failed: \(error); trying again later")
+            logger.warning(
+                "registering the advertisement monitor on \(index) again failed: \(error); trying again later")
             return handle
         }
     }

@@ -107,7 +107,6 @@ public final class ReceptionTracker: Sendable {
         report(.deaf(deafness), t)
     }
 
-
     /// The receiver hears again from `t` on (when deaf for `only`, if given). The watchdog counts
     /// from here.
     public func hears(at t: Double, only cause: Deafness.Cause? = nil) {

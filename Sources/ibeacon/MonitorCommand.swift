@@ -334,11 +334,13 @@ final class MonitorSession: Sendable {
         let first = start(at: t)
         monitor.withLock { m in
             for e in m.advance(to: t) { emit(e) }
-            guard stateEvery > 0, nextStateLine.withLock({ next in
-                guard t >= next else { return false }
-                next = max(next + stateEvery, t)
-                return true
-            }) else { return }
+            guard stateEvery > 0,
+                nextStateLine.withLock({ next in
+                    guard t >= next else { return false }
+                    next = max(next + stateEvery, t)
+                    return true
+                })
+            else { return }
             for e in m.statusEvents() { printState(e, final: false) }
         }
         return first

@@ -253,6 +253,30 @@ def test_a_dropped_link_is_unknown_never_an_exit_and_a_restart_announces_no_ente
     assert [e['event'] for e in again.events] == ['inside', 'state'], again.events
 
 
+def test_the_watchdog_restarts_a_scan_that_hears_nothing(ibeacon_bin: Path, harness_factory) -> None:
+    """Nothing at all on the air for --watchdog seconds: the scan is restarted (logged, and the
+    controller sees the scan commands again), the region is unknown with the watchdog's reason
+    rather than exited, and the beacon back on the air is inside as a state."""
+    h = harness_factory('--beacon', BEACON)
+    m = Monitor(ibeacon_bin, '--device', h.device_spec, '--region', BAKERY, '--exit-after', '4',
+                '--watchdog', '2')
+    try:
+        m.wait_for('inside', 'bakery', timeout=5)
+        h.send('beacon-off 0')
+        unknown = m.wait_for('unknown', 'bakery', timeout=8)
+        assert unknown['cause'] == 'watchdog', unknown
+        assert 'no advertisement of any device for 2 s (--watchdog); scan restarted' == unknown['reason']
+        assert wait_until(lambda: 'scanning resumed' in m.stderr, 5), m.stderr
+        time.sleep(3)  # longer than the exit delay: still no exit while unknown
+        h.send('beacon-on 0')
+        m.wait_for('inside', 'bakery', timeout=5, count=2)
+    finally:
+        rc = m.stop()
+    assert rc == 0, m.stderr
+    events = [e['event'] for e in m.events if e['event'] != 'state']
+    assert events == ['inside', 'unknown', 'inside'], m.events
+
+
 @pytest.mark.parametrize('transport', [(), ('--pty',)], ids=['tcp', 'serial'])
 def test_duration_ends_the_monitor(ibeacon_bin: Path, harness_factory, tmp_path: Path,
                                    transport: tuple[str, ...]) -> None:

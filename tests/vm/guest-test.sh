@@ -920,12 +920,14 @@ scenario_ibeacon_monitor_power() {
   need_profile || return
   reset_controller hci0
   reset_controller hci1
-  btmgmt_tty --index 1 power on > /dev/null 2>&1
+  # bluetoothd sets both adapters up in the kernel (powered, LE on): hci1 is then scanned
+  # through the management interface (an advertisement monitor), where power shows as New Settings.
+  bluetoothd_start || { fail "bluetoothd powers hci0 and hci1" "powered" "$(tail -5 "$WORK/bluetoothd.log" | tr '\n' ' ')"; return; }
   local exit_after=4
   "$IBEACON_BIN" advertise --device hci0 --profile "$PROFILE" > "$WORK/power-adv.txt" 2>&1 &
   local adv=$!
   BG_PIDS+=("$adv")
-  "$IBEACON_BIN" monitor ${IBEACON_VM_VERBOSE:-} --device hci1 --profile "$PROFILE" --exit-after $exit_after --json \
+  "$IBEACON_BIN" monitor -v --device hci1 --profile "$PROFILE" --exit-after $exit_after --json \
     > "$WORK/power.jsonl" 2>"$WORK/power.err" &
   local mon=$!
   BG_PIDS+=("$mon")
@@ -933,8 +935,10 @@ scenario_ibeacon_monitor_power() {
     fail "inside while the beacon advertises" "an inside event" "$(tr '\n' ' ' < "$WORK/power.jsonl"); $(tr '\n' ' ' < "$WORK/power.err")"
     stop_pid "$mon" 10
     stop_pid "$adv" 10
+    bluetoothd_stop
     return
   fi
+  check_contains "monitor goes through the kernel (advertisement monitor)" "advertisement monitor" "$WORK/power.err"
   pass "inside while the beacon advertises (a state: the first determination)" "$(head -1 "$WORK/power.jsonl" | cut -c1-60)"
   btmgmt_tty --index 1 power off > "$WORK/power-off.txt" 2>&1
   sleep $((exit_after * 3))
@@ -944,6 +948,7 @@ scenario_ibeacon_monitor_power() {
   stop_pid "$mon" 10
   check_status "monitor ends on SIGTERM with 0" 0 "$STOPPED_STATUS" "$WORK/power.err"
   stop_pid "$adv" 10
+  bluetoothd_stop
   local verdict
   verdict=$("$PY" - "$WORK/power.jsonl" <<'PYEOF'
 import json, sys

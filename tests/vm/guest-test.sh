@@ -923,7 +923,7 @@ scenario_ibeacon_monitor_power() {
   # bluetoothd sets both adapters up in the kernel (powered, LE on): hci1 is then scanned
   # through the management interface (an advertisement monitor), where power shows as New Settings.
   bluetoothd_start || { fail "bluetoothd powers hci0 and hci1" "powered" "$(tail -5 "$WORK/bluetoothd.log" | tr '\n' ' ')"; return; }
-  local exit_after=4
+  local exit_after=8
   "$IBEACON_BIN" advertise --device hci0 --profile "$PROFILE" > "$WORK/power-adv.txt" 2>&1 &
   local adv=$!
   BG_PIDS+=("$adv")
@@ -940,6 +940,8 @@ scenario_ibeacon_monitor_power() {
   fi
   check_contains "monitor goes through the kernel (advertisement monitor)" "advertisement monitor" "$WORK/power.err"
   pass "inside while the beacon advertises (a state: the first determination)" "$(head -1 "$WORK/power.jsonl" | cut -c1-60)"
+  local off_at
+  off_at=$(date +%s.%N)
   btmgmt_tty --index 1 power off > "$WORK/power-off.txt" 2>&1
   sleep $((exit_after * 3))
   btmgmt_tty --index 1 power on > "$WORK/power-on.txt" 2>&1
@@ -950,13 +952,16 @@ scenario_ibeacon_monitor_power() {
   stop_pid "$adv" 10
   bluetoothd_stop
   local verdict
-  verdict=$("$PY" - "$WORK/power.jsonl" <<'PYEOF'
-import json, sys
+  verdict=$("$PY" - "$WORK/power.jsonl" "$off_at" <<'PYEOF'
+import datetime, json, sys
 events = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 kinds = [e["event"] for e in events if e["event"] != "state"]
+def when(e):
+    return datetime.datetime.fromisoformat(e["time"].replace("Z", "+00:00")).timestamp() - float(sys.argv[2])
 problems = []
 if kinds != ["inside", "unknown", "inside"]:
-    problems.append("events %s, expected inside, unknown, inside" % kinds)
+    problems.append("events %s, expected inside, unknown, inside (seconds from power off: %s)"
+                    % (kinds, ["%s %.1f" % (e["event"], when(e)) for e in events]))
 unknown = [e for e in events if e["event"] == "unknown"]
 if unknown and (unknown[0].get("cause") != "powered-off" or "hci1 was powered off" not in unknown[0].get("reason", "")):
     problems.append("unknown %s" % unknown[0])

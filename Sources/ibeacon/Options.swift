@@ -306,6 +306,9 @@ func signalName(_ signo: Int32) -> String {
 private final class SignalState: Sendable {
     let received = Atomic<Int32>(0)
     let finished = Atomic<Bool>(false)
+    /// A handler is ending the process (`onForcedExit`, then `_exit`): the body must not win
+    /// the race and exit normally meanwhile.
+    let forcing = Atomic<Bool>(false)
 }
 
 /// Runs `body` until it returns or a terminating signal arrives. On a signal the body's task is
@@ -336,12 +339,14 @@ func runUntilSignalled(
         source.setEventHandler {
             let first = state.received.compareExchange(expected: 0, desired: sig, ordering: .sequentiallyConsistent)
             if !first.exchanged {
+                state.forcing.store(true, ordering: .sequentiallyConsistent)
                 onForcedExit()
                 exitNow(sig, "\(signalName(sig)) again: exiting without finishing the cleanup")
             }
             task.cancel()
             DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(grace * 1000))) {
                 if !state.finished.load(ordering: .sequentiallyConsistent) {
+                    state.forcing.store(true, ordering: .sequentiallyConsistent)
                     onForcedExit()
                     exitNow(
                         sig,
@@ -363,6 +368,9 @@ func runUntilSignalled(
         failure = error
     }
     state.finished.store(true, ordering: .sequentiallyConsistent)
+    while state.forcing.load(ordering: .sequentiallyConsistent) {
+        Glibc.sleep(1)  // the handler exits the process in a moment
+    }
     let sig = state.received.load(ordering: .sequentiallyConsistent)
     if sig == 0 {
         if let failure { throw failure }

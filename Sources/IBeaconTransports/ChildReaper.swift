@@ -1,7 +1,7 @@
 import Glibc
 import IBeaconHost
-import SystemPackage
 import Synchronization
+import SystemPackage
 
 /// The one place that waits for this process's children, for a process that owns every child
 /// it has (the CLI: only hooks are spawned). It makes the process a child subreaper

@@ -153,7 +153,8 @@ public final class HookRunner: Sendable {
                 return $0.dropped
             }
             let verdict = tally.dropWarnings.withLock { $0.record(at: elapsed()) }
-            let message = "hook queue full (\(queueLimit) waiting behind `\(hook.text.escapedForTerminal)`): the hook for \(label.escapedForTerminal) is dropped (\(n) dropped so far)"
+            let message =
+                "hook queue full (\(queueLimit) waiting behind `\(hook.text.escapedForTerminal)`): the hook for \(label.escapedForTerminal) is dropped (\(n) dropped so far)"
             switch verdict {
             case .suppress: break
             case .log: logger.warning("\(message)")
@@ -196,7 +197,8 @@ public final class HookRunner: Sendable {
             reaping.withLock { $0 }?.cancel()
             let ended = reaper.endDescendants()
             if ended > 0 {
-                logger.notice("stopped \(ended) process(es) that hooks of `\(hook.text.escapedForTerminal)` left running")
+                logger.notice(
+                    "stopped \(ended) process(es) that hooks of `\(hook.text.escapedForTerminal)` left running")
             }
         }
     }

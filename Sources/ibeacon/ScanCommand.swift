@@ -234,7 +234,8 @@ struct ScanCommand: AsyncParsableCommand {
         if live {
             // Redraw in place: home the cursor, clear the screen.
             printTerminalControl(
-                "\u{1B}[H\u{1B}[2J", lines.joined(separator: "\n") + "\n\(rows.count) transmitter(s), \(now.fixed(0)) s")
+                "\u{1B}[H\u{1B}[2J", lines.joined(separator: "\n") + "\n\(rows.count) transmitter(s), \(now.fixed(0)) s"
+            )
         } else {
             for l in lines { printOut("\(now.fixed(1)) " + l) }
         }

@@ -155,7 +155,8 @@ private func gmtime(_ seconds: Int64) -> String {
         let hostile = "bakery\u{1B}[31mRED\u{07}\nt+1.000 s enter   fake\u{9B}2J\u{7F}\u{202E}gnp.exe\u{2066}x\u{2028}"
         #expect(
             hostile.escapedForTerminal
-                == "bakery\\u{1B}[31mRED\\u{7}\\u{A}t+1.000 s enter   fake\\u{9B}2J\\u{7F}\\u{202E}gnp.exe\\u{2066}x\\u{2028}")
+                == "bakery\\u{1B}[31mRED\\u{7}\\u{A}t+1.000 s enter   fake\\u{9B}2J\\u{7F}\\u{202E}gnp.exe\\u{2066}x\\u{2028}"
+        )
         #expect(!hostile.escapedForTerminal.unicodeScalars.contains { $0.isTerminalUnsafe })
     }
 

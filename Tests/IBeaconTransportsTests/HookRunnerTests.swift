@@ -1,7 +1,7 @@
 import Glibc
+import IBeaconTestSupport
 import Logging
 import Synchronization
-import IBeaconTestSupport
 import Testing
 
 @testable import IBeaconTransports
@@ -172,7 +172,8 @@ final class RecordingLog: Sendable {
         try await waitUntil { runner.summary.run == 1 }
         #expect(runner.summary == .init(run: 1, failed: 1, dropped: 0))
         #expect(log.contains(.warning, "was stopped (was killed by signal 15)"), "\(log.all)")
-        let member = try #require(pid_t(String(decoding: try readWholeFile("\(dir)/member"), as: UTF8.self).filter(\.isNumber)))
+        let member = try #require(
+            pid_t(String(decoding: try readWholeFile("\(dir)/member"), as: UTF8.self).filter(\.isNumber)))
         // Gone (or a zombie waiting for init to reap it): not sleeping on.
         try await waitUntil { !isRunning(member) }
         #expect(!isRunning(member))
@@ -226,7 +227,11 @@ final class RecordingLog: Sendable {
         clock.advance(by: .seconds(11))
         runner.submit(label: "event late", variables: variables)
         #expect(dropLines() == 6)
-        #expect(log.contains(.warning, "the hook for event late is dropped (19999 dropped so far); 19993 more dropped since the last such warning"), "\(log.all)")
+        #expect(
+            log.contains(
+                .warning,
+                "the hook for event late is dropped (19999 dropped so far); 19993 more dropped since the last such warning"
+            ), "\(log.all)")
         await runner.finish(grace: .milliseconds(100), startQueued: false)
         // The two queued were dropped, not started and killed: one run in all.
         #expect(String(decoding: try readWholeFile("\(dir)/runs"), as: UTF8.self) == "run\n")

@@ -123,13 +123,17 @@ extension String {
         return out
     }
 
-    /// `escapedForTerminal` for each line of a text whose line breaks are its own (a table, a
-    /// message with an indented list): the breaks are kept, anything else unsafe is escaped.
+    /// `escapedForTerminal` for each line of a text whose line breaks and tabs are its own (a
+    /// table, tab-separated columns, a message with an indented list): those are kept, anything
+    /// else unsafe is escaped. A value that must not add a line or a column is escaped with
+    /// `escapedForTerminal` where it is put in.
     public var linesEscapedForTerminal: String {
         guard utf8.contains(where: { $0 < 0x20 || $0 == 0x7F || $0 == 0xC2 || $0 == 0xD8 || $0 == 0xE2 }) else {
             return self
         }
-        return split(separator: "\n", omittingEmptySubsequences: false).map { String($0).escapedForTerminal }
-            .joined(separator: "\n")
+        return split(separator: "\n", omittingEmptySubsequences: false).map { line in
+            line.split(separator: "\t", omittingEmptySubsequences: false).map { String($0).escapedForTerminal }
+                .joined(separator: "\t")
+        }.joined(separator: "\n")
     }
 }

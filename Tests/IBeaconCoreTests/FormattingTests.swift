@@ -167,7 +167,8 @@ private func gmtime(_ seconds: Int64) -> String {
     }
 
     @Test func linesKeepTheirOwnBreaks() {
-        #expect("a\u{1B}\nb\r".linesEscapedForTerminal == "a\\u{1B}\nb\\u{D}")
+        #expect("a\u{1B}\nb\r\tc".linesEscapedForTerminal == "a\\u{1B}\nb\\u{D}\tc")
+        #expect("a\tb".escapedForTerminal == "a\\u{9}b")
     }
 
     /// JSON output escapes the same characters as \uXXXX: the same value for a parser, and a

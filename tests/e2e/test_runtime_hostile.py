@@ -102,7 +102,7 @@ def test_a_hostile_profile_name_is_escaped_on_stdout_and_in_the_log(ibeacon_bin:
 def test_a_capture_whose_time_jumps_by_9e12_s_finishes(ibeacon_bin: Path, tmp_path: Path, command: str) -> None:
     cap = capture(tmp_path / 'gap.btsnoop', [0, 9_000_000_000_000_000_000])
     assert cap.stat().st_size == 16 + 2 * (24 + len(report_event()))
-    args = ['--region', f'{BEACON_UUID}', '--exit-after', '30'] if command == 'monitor' else ['--json']
+    args = ['--region', f'{BEACON_UUID}', '--exit-after', '30'] if command == 'monitor' else ['--json', '--reports']
     # Before the fix this ticked through every second of the gap at 100 % CPU (days).
     proc = subprocess.run([str(ibeacon_bin), command, '--device', f'btsnoop:{cap}', *args],
                           capture_output=True, text=True, timeout=60)

@@ -86,7 +86,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
             try await advertiseThroughKernel(kernel, specs: specs, json: json, logger: logger) { line in
                 printOut(line)
                 SystemdNotifier.notify(
-                    "READY=1\nSTATUS=advertising \(specs.count) beacon(s) on \(kernel.name) through the kernel",
+                    "READY=1\nSTATUS=advertising \(specs.count) beacon(s) on \(kernel.name.escapedForTerminal) through the kernel",
                     environment: ProcessInfo.processInfo.environment)
             }
         }
@@ -110,7 +110,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
                 let line = statusLine(status, device: deviceName, json: json)
                 printOut(line)
                 SystemdNotifier.notify(
-                    "READY=1\nSTATUS=advertising \(status.beacons.count) beacon(s) on \(deviceName)",
+                    "READY=1\nSTATUS=advertising \(status.beacons.count) beacon(s) on \(deviceName.escapedForTerminal)",
                     environment: ProcessInfo.processInfo.environment)
             })
         }

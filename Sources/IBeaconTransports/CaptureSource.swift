@@ -42,10 +42,10 @@ struct CaptureFileReader: ~Copyable {
 
     init(path: String, chunkSize: Int = 65536) throws(TransportError) {
         self.path = path
-        do throws(Errno) {
-            fd = try Sys.typed {
-                try FileDescriptor.open(FilePath(path), .readOnly, options: [.closeOnExec], retryOnInterrupt: true)
-            }
+        // The same rules as a profile read (ProfileStore): no link another user made is
+        // followed, and a FIFO, device or socket is refused before it is opened.
+        do throws(FileError) {
+            fd = try ProfileStore.openForReading(path)
         } catch {
             throw Self.openError(path, error)
         }
@@ -53,6 +53,19 @@ struct CaptureFileReader: ~Copyable {
     }
 
     deinit { try? fd.close() }
+
+    /// A refusal of the profile rules keeps its message (a FIFO, device or socket, another
+    /// user's link: 66); a missing file, a directory or permission denied get the capture's
+    /// own wording (66, 66, 77).
+    static func openError(_ path: String, _ error: FileError) -> TransportError {
+        if let cause = error.cause,
+            [.noSuchFileOrDirectory, .permissionDenied, .notPermitted, .isDirectory].contains(cause)
+        {
+            return openError(path, cause)
+        }
+        let hint = error.hint == "give the path of a profile file" ? "give the path of a btsnoop file" : error.hint
+        return TransportError(.notFound, "\(error.path): \(error.message)", hint: hint)
+    }
 
     static func openError(_ path: String, _ error: Errno) -> TransportError {
         guard error != .isDirectory else {
@@ -122,7 +135,12 @@ struct CaptureFileReader: ~Copyable {
 /// Time is the capture's: seconds since the first advertising report read (when the recorded
 /// scan was running; a phone log may start minutes earlier), from the record timestamps (a
 /// timestamp earlier than the one before it counts as the one before). Ticks fall every
-/// `tickInterval` of that time, and once more at the end of the file.
+/// `tickInterval` of that time, and once more at the end of the file. Time in a capture jumps
+/// (a phone log paused for a night, a timestamp from another clock, a file made to hurt): over
+/// a silence, ticks come for `tickedSilence` of capture time after the last record (long enough
+/// for the table of `scan` to empty and for calibration's stopping rules to run their course),
+/// then once more at the last tick due before the next record. No gap costs more than that:
+/// two records 9.2e12 s apart cost a few hundred ticks, not 3.7e13.
 ///
 /// In a Linux monitor (2001) file, the reports come from one controller: `controllerIndex`,
 /// or by default the controller of the first advertising report in the file; reports of other
@@ -150,6 +168,9 @@ public struct CaptureSightingSource: SightingSource {
     }
 
     public var name: String { "btsnoop:\(path)" }
+
+    /// Seconds of capture time after a record that are ticked through in full; see the type.
+    public static let tickedSilence = 60.0
 
     public func close() async {}
 
@@ -228,9 +249,14 @@ public struct CaptureSightingSource: SightingSource {
             }
             let micros = record.timestampMicros
             if let start {
+                let before = time
                 time = max(time, Double(micros &- start) / 1e6)
                 while time >= nextTick {
                     if Task.isCancelled { throw CancellationError() }
+                    if nextTick > before + Self.tickedSilence {
+                        // Deep into a silence: on to the last tick due before this record.
+                        nextTick = min(time, nextTick + ((time - nextTick) / interval).rounded(.down) * interval)
+                    }
                     if let due = tracker.watchdogDue(at: nextTick) {
                         tracker.deaf(tracker.watchdogDeafness(restart: " in the capture"), at: due)
                     }

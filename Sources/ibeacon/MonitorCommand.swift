@@ -198,7 +198,9 @@ struct MonitorCommand: AsyncParsableCommand {
                         throw CLIError("\(error)", code: Exit.noInput)
                     }
                 }
-                hooks = HookRunner(hook: hook, logger: logger)
+                // ibeacon spawns no other child: it can reap them all (and, as a subreaper,
+                // what hooks leave running; also as PID 1, where every orphan comes to it).
+                hooks = HookRunner(hook: hook, reaper: ChildReaper(), logger: logger)
             }
             let session = MonitorSession(
                 regions: regions,
@@ -209,15 +211,23 @@ struct MonitorCommand: AsyncParsableCommand {
             logger.notice(
                 "monitoring \(regions.count) region(s) on \(command.device.deviceText): \(regions.map(\.description).joined(separator: ", ")); exit after \(command.exitAfter.clean) s of silence"
             )
-            do {
-                try await runUntilSignalled {
+            let grace = min(command.execTimeout, 5)
+            // Hooks are stopped inside the signal handling, so that a second signal still ends
+            // the monitor at once (killing what hooks run) instead of waiting for their grace.
+            try await runUntilSignalled(
+                cleanupSeconds: hooks == nil ? nil : grace + 2 + 4 + 1, reapsChildren: hooks != nil,
+                onForcedExit: { [hooks] in hooks?.killNow() }
+            ) {
+                var failure: (any Error)?
+                do {
                     try await command.monitor(session, logger: logger)
+                } catch {
+                    failure = error
                 }
-            } catch {
-                await session.finish(grace: .seconds(min(command.execTimeout, 5)), logger: logger)
-                throw error
+                // Stopped by a signal: what is queued is dropped, not started.
+                await session.finish(grace: .seconds(grace), startQueued: !Task.isCancelled, logger: logger)
+                if let failure { throw failure }
             }
-            await session.finish(grace: .seconds(min(command.execTimeout, 5)), logger: logger)
         }
     }
 
@@ -242,7 +252,7 @@ struct MonitorCommand: AsyncParsableCommand {
                 tick: { t in
                     if session.advance(to: t) {
                         SystemdNotifier.notify(
-                            "READY=1\nSTATUS=monitoring \(session.regionCount) region(s) on \(deviceText)",
+                            "READY=1\nSTATUS=monitoring \(session.regionCount) region(s) on \(deviceText.escapedForTerminal)",
                             environment: processEnvironment())
                     }
                     if let deadline, t >= deadline { return .stop }
@@ -365,14 +375,14 @@ final class MonitorSession: Sendable {
     var wallOrigin: Double? { live.load(ordering: .relaxed) ? origin.withLock { $0.wallClock } : nil }
     func wallClock(at t: Double) -> Double? { wallOrigin.map { $0 + t } }
 
-    func finish(grace: Duration, logger: Logger) async {
+    func finish(grace: Duration, startQueued: Bool, logger: Logger) async {
         guard origin.withLock({ $0.started }) else {  // never got as far as scanning
-            await hooks?.finish(grace: grace)
+            await hooks?.finish(grace: grace, startQueued: startQueued)
             return
         }
         // The last word: each region's state as the run ends.
         for e in monitor.withLock({ $0.statusEvents() }) { printState(e, final: true) }
-        await hooks?.finish(grace: grace)
+        await hooks?.finish(grace: grace, startQueued: startQueued)
         let c = counts.withLock { $0 }
         let kinds: [RegionMonitor.Event.Kind] = [.inside, .outside, .enter, .exit, .unknown]
         var summary = kinds.map { "\(c[$0, default: 0]) \($0.rawValue)" }.joined(separator: ", ")
@@ -428,7 +438,9 @@ extension RegionMonitor.Event {
 
     func text(wallClock: Double?, origin: Double?, final: Bool = false) -> String {
         let label = kind == .state && final ? "final" : kind.rawValue
-        let head = (wallClock.map(Self.stamp) ?? "t+\(time.fixed(3)) s") + " " + label.padded(7) + " " + region.name
+        let head =
+            (wallClock.map(Self.stamp) ?? "t+\(time.fixed(3)) s") + " " + label.padded(7) + " "
+            + region.name.escapedForTerminal
         let id = identity
         let who = "\(id.uuid) \(id.major.map(String.init) ?? "*") \(id.minor.map(String.init) ?? "*")"
         let level = rssi.map { "\($0) dBm" } ?? "RSSI n/a"
@@ -443,10 +455,10 @@ extension RegionMonitor.Event {
         case .outside:
             return "\(head): \(gate ?? "not heard") in \(exitAfter.fixed(1)) s of scanning"
         case .unknown:
-            return "\(head): \(deafness?.reason ?? "the receiver cannot hear")"
+            return "\(head): \((deafness?.reason ?? "the receiver cannot hear").escapedForTerminal)"
         case .state:
             var line = "\(head): \(state.rawValue) since \(Self.when(since, origin: origin))"
-            if let deafness { line += " (\(deafness.reason))" }
+            if let deafness { line += " (\(deafness.reason.escapedForTerminal))" }
             if state == .unknown && deafness == nil { line += " (not determined yet)" }
             if let lastHeard { line += "; last heard at \(Self.when(lastHeard, origin: origin))" }
             return line

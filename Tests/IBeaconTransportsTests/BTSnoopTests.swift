@@ -151,6 +151,26 @@ final class Delivered: Sendable {
         #expect(delivered.ticks.withLock { $0 } == [1, 2, 2.5])
     }
 
+    /// Issue 23: two reports 9.2e12 s apart (a 154-byte file) used to tick through every second
+    /// of the gap. Ticks run for `tickedSilence` (60 s) after the first report, then once at
+    /// the last tick due before the second, then at the end.
+    @Test func aJumpInTimeCostsAMinuteOfTicksNotTheGap() async throws {
+        let dir = try makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        let path = dir + "/gap.btsnoop"
+        let gap: UInt64 = 9_000_000_000_000_000_000  // 9e12 s in microseconds
+        try writeWholeFile(
+            path,
+            HandmadeBTSnoop.header() + HandmadeBTSnoop.record(Vectors.report1.bytes, flags: 3, timestamp: Self.t0)
+                + HandmadeBTSnoop.record(Vectors.report2.bytes, flags: 3, timestamp: Self.t0 + gap))
+        let delivered = try await Self.run(CaptureSightingSource(path: path, logger: testLogger))
+        let seconds = Double(gap) / 1e6
+        #expect(delivered.batches.withLock { $0 }.map(\.time) == [0, seconds])
+        let ticks = delivered.ticks.withLock { $0 }
+        #expect(Array(ticks.prefix(60)) == (1...60).map(Double.init))
+        #expect(Array(ticks.dropFirst(60)) == [seconds, seconds], "\(ticks.count) ticks")
+    }
+
     @Test func stopsWhenTheConsumerSays() async throws {
         let dir = try makeTemporaryDirectory()
         defer { removeTree(dir) }
@@ -360,6 +380,60 @@ final class Delivered: Sendable {
                 #expect(error.message == message)
             }
         }
+    }
+
+    /// Issue 23 item 8: a capture is read by the rules of a profile read. A FIFO is refused
+    /// before it is opened (it blocked forever, and --duration never started); a device too.
+    @Test func aFIFOOrDeviceIsRefusedWithoutBlocking() throws {
+        let dir = try makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        let fifo = dir + "/pipe.btsnoop"
+        #expect(mkfifo(fifo, 0o644) == 0)
+        let outcome = Mutex<String?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            do {
+                _ = try CaptureSightingSource(path: fifo, logger: testLogger)
+                outcome.withLock { $0 = "opened" }
+            } catch {
+                outcome.withLock { $0 = "\(error)" }
+            }
+            done.signal()
+        }
+        #expect(done.wait(timeout: .now() + 5) == .success, "opening a FIFO as a capture blocked")
+        #expect(outcome.withLock { $0 }?.contains("is a FIFO (named pipe), not a regular file") == true)
+        do {
+            _ = try CaptureSightingSource(path: "/dev/null", logger: testLogger)
+            Issue.record("read /dev/null as a capture")
+        } catch let error as TransportError {
+            #expect(error.kind == .notFound)
+            #expect(error.message.contains("is a character device"), "\(error)")
+        }
+    }
+
+    /// Another user's link is not followed as root (it was, and a root-only file was read).
+    @Test func aLinkOfAnotherUserIsNotFollowed() throws {
+        try #require(geteuid() == 0, "planting another user's link needs root (CI runs as root)")
+        let dir = try makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        #expect(chmod(dir, 0o1777) == 0)
+        let secret = dir + "/root-only.btsnoop"
+        try writeWholeFile(secret, HandmadeBTSnoop.header())
+        #expect(chmod(secret, 0o600) == 0)
+        let link = dir + "/capture.btsnoop"
+        #expect(symlink(secret, link) == 0)
+        #expect(lchown(link, 65534, 65534) == 0)
+        do {
+            _ = try CaptureSightingSource(path: link, logger: testLogger)
+            Issue.record("followed nobody's link")
+        } catch let error as TransportError {
+            #expect(error.kind == .notFound)
+            #expect(error.message.contains("symbolic link owned by uid 65534"), "\(error)")
+        }
+        // The user's own link (root's, here) is followed.
+        let own = dir + "/mine.btsnoop"
+        #expect(symlink(secret, own) == 0)
+        _ = try CaptureSightingSource(path: own, logger: testLogger)
     }
 
     @Test func readsWhatTheRecorderWrote() async throws {

@@ -50,6 +50,9 @@ Options
                                list:FILE (one "TIME RSSI" or "RSSI" line per
                                received PDU, replayed in order: ibeacon-calsim --dump).
                              Default constant:-59.
+    --rssi-for ADDRESS=MODEL RSSI reported by the DUT receiver for the PDUs of the
+                             advertiser ADDRESS (repeatable; --rssi for the others),
+                             e.g. --rssi-for D0:00:00:00:00:02=constant:-75.
     --rssi-peer MODEL        RSSI reported by the peer scanner (default constant:-50).
     --seed N                 seed for RSSI and advDelay randomness (default 0).
     --no-adv-delay           disable the random 0-10 ms advDelay (Vol 6 Part B 4.4.2.2.1).
@@ -110,6 +113,7 @@ Control over stdin, one command per line, each acknowledged with an "ack" event:
                   report    LE Advertising Reports (a non-iBeacon ADV_NONCONN_IND)
                   malformed LE Meta events whose report count exceeds their length
                   hwerror   Hardware Error events (code 0x01), state lost once
+                  ibeacon   LE Advertising Reports of the test iBeacon, RSSI -50…-70
     quit        exit.
 
 Patches to the stock bumble 0.0.236 emulator (all by subclassing in this file;
@@ -315,6 +319,25 @@ class RssiModel:
         return max(-127, min(20, int(round(value))))
 
 
+class PerAdvertiserRssi:
+    """--rssi-for ADDRESS=MODEL: the model of the advertiser's address, else the default one."""
+
+    def __init__(self, default: RssiModel, overrides: dict[str, RssiModel]) -> None:
+        self.default = default
+        self.overrides = overrides
+
+    @staticmethod
+    def parse(spec: str, rng: random.Random) -> tuple[str, RssiModel]:
+        address, sep, model = spec.partition('=')
+        if not sep or len(address.split(':')) != 6:
+            raise ValueError(f'bad --rssi-for {spec!r}: expected ADDRESS=MODEL')
+        return address.upper(), RssiModel(model, rng)
+
+    def sample(self, advertiser: str) -> int:
+        model = self.overrides.get(advertiser.split('/')[0].upper(), self.default)
+        return model.sample(advertiser)
+
+
 # -----------------------------------------------------------------------------
 # Advertisers
 # -----------------------------------------------------------------------------
@@ -428,7 +451,7 @@ class HarnessController(bumble_controller.Controller):
         name: str,
         link: LocalLink,
         public_address: str,
-        rssi_model: RssiModel,
+        rssi_model: RssiModel | PerAdvertiserRssi,
         rng: random.Random,
         legacy_only: bool = False,
         use_adv_delay: bool = True,
@@ -987,11 +1010,19 @@ class DutController(HarnessController):
         # LE Meta, LE Advertising Report claiming 9 reports in 2 bytes.
         'malformed': bytes([0x04, 0x3E, 0x02, 0x02, 0x09]),
         'hwerror': bytes([0x04, 0x10, 0x01, 0x01]),
+        # LE Meta, LE Advertising Report: 1 report, ADV_NONCONN_IND, random address, the test
+        # iBeacon (E2C56DB5-DFFB-48D2-B060-D0F5A71096E0, major 258, minor 772, power -59), RSSI
+        # -60 here; `flood` varies it -50…-70 over each batch (what calibrate keeps, issue 23).
+        'ibeacon': bytes([0x04, 0x3E, 0x2A, 0x02, 0x01, 0x03, 0x01, 0x11, 0x22, 0x33, 0x44, 0x55, 0xC6, 0x1E,
+                          0x02, 0x01, 0x06, 0x1A, 0xFF, 0x4C, 0x00, 0x02, 0x15])
+        + bytes.fromhex('E2C56DB5DFFB48D2B060D0F5A71096E0') + bytes([0x01, 0x02, 0x03, 0x04, 0xC5, 0xC4]),
     }
 
     async def flood(self, kind: str, seconds: float, limit: int | None = None) -> dict[str, Any]:
         raw = self.FLOOD_EVENTS[kind]
         batch = raw * 512
+        if kind == 'ibeacon':
+            batch = b''.join(raw[:-1] + bytes([(-50 - k % 21) & 0xFF]) for k in range(512))
         if kind == 'hwerror':
             self.reset_state()
         sent = 0
@@ -1373,6 +1404,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument('--scanner', action='store_true')
     parser.add_argument('--beacon', action='append', default=[])
     parser.add_argument('--rssi', default='constant:-59')
+    parser.add_argument('--rssi-for', action='append', default=[])
     parser.add_argument('--rssi-peer', default='constant:-50')
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--no-adv-delay', action='store_true')
@@ -1427,7 +1459,10 @@ async def run(args: argparse.Namespace) -> int:
         'dut',
         link,
         args.address,
-        RssiModel(args.rssi, random.Random(args.seed)),
+        PerAdvertiserRssi(
+            RssiModel(args.rssi, random.Random(args.seed)),
+            dict(PerAdvertiserRssi.parse(spec, random.Random(args.seed + 3000 + i))
+                 for i, spec in enumerate(args.rssi_for))),
         random.Random(args.seed + 1000),
         legacy_only=args.features == 'legacy',
         use_adv_delay=use_adv_delay,
@@ -1560,6 +1595,8 @@ def main() -> int:
     try:
         for spec in [args.rssi, args.rssi_peer]:
             RssiModel(spec, random.Random(0))
+        for spec in args.rssi_for:
+            PerAdvertiserRssi.parse(spec, random.Random(0))
         for spec in args.fail:
             parse_fault(spec)
         for index, spec in enumerate(args.beacon):

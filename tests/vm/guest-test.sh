@@ -114,6 +114,16 @@ stop_pid() {  # stop_pid PID [SECS] → sets STOPPED_STATUS (exit status; 124 if
   bg_forget "$pid"
 }
 
+# SIGKILL to an advertiser through the kernel and to the guardian it started (`ibeacon stop
+# --after-exit-of PID`, which would otherwise remove its instances at once), as `kill -9` of
+# everything would: what is left for `ibeacon stop` to clean up.
+kill_with_guardian() {
+  local g
+  g=$(pgrep -f -- "--after-exit-of $1 ")
+  [ -n "$g" ] && kill -KILL $g
+  kill -KILL "$1"; wait "$1" 2>/dev/null; bg_forget "$1"
+}
+
 # stop_advertiser PID LOG: the advertiser must still be running, and exit 0 on SIGTERM.
 stop_advertiser() {
   if dead "$1"; then
@@ -715,7 +725,7 @@ scenario_ibeacon_scan_adapter_reset() {
   local adv=$!
   BG_PIDS+=("$adv")
   poll 30 grep -q "advertising" "$WORK/scanreset-adv.txt" || true
-  "$IBEACON_BIN" scan ${IBEACON_VM_VERBOSE:-} --device hci1 --json --duration 16 > "$WORK/scanreset.jsonl" 2>"$WORK/scanreset.err" &
+  "$IBEACON_BIN" scan ${IBEACON_VM_VERBOSE:-} --device hci1 --json --reports --duration 16 > "$WORK/scanreset.jsonl" 2>"$WORK/scanreset.err" &
   local scan=$!
   BG_PIDS+=("$scan")
   # btvirt reports an advertiser once per scan enable, so a report after 5 s can only come
@@ -1120,7 +1130,7 @@ scenario_kernel_scan_discovery() {
   pass "Bumble controller on /dev/vhci, powered by bluetoothd" "$hci"
   local window_before
   window_before=$(monitor_window "$idx")
-  ib scan -v --device "$hci" --json --duration 10 > "$WORK/kscan-alone.jsonl" 2> "$WORK/kscan-alone.err"
+  ib scan -v --device "$hci" --json --reports --duration 10 > "$WORK/kscan-alone.jsonl" 2> "$WORK/kscan-alone.err"
   check_status "scan on $hci alone" 0 $? "$WORK/kscan-alone.err"
   check_contains "scan goes through the kernel (advertisement monitor)" "advertisement monitor" "$WORK/kscan-alone.err"
   check_contains "scan says it widened the kernel's monitor scan window" "set the kernel's advertisement-monitor scan window on $hci from 30 ms to 60 ms" "$WORK/kscan-alone.err"
@@ -1133,7 +1143,7 @@ scenario_kernel_scan_discovery() {
     fail "the kernel's monitor scan window is the default before and after the scan (btmgmt read-sysconfig 0x0014)" "3000 → 3000" "$window_before → $window_after"
   fi
   # Baseline: the same controller and beacon through raw HCI.
-  ib scan --device "raw:$hci" --json --duration 10 > "$WORK/kscan-raw.jsonl" 2> "$WORK/kscan-raw.err"
+  ib scan --device "raw:$hci" --json --reports --duration 10 > "$WORK/kscan-raw.jsonl" 2> "$WORK/kscan-raw.err"
   check_status "scan on raw:$hci (baseline)" 0 $? "$WORK/kscan-raw.err"
   local rate raw
   rate=$(kernel_scan_rate "$WORK/kscan-alone.jsonl" 10)
@@ -1147,7 +1157,7 @@ scenario_kernel_scan_discovery() {
   # An administrator's continuous window (as bluetoothd applies main.conf [LE]
   # ScanIntervalAdvMonitor=96 / ScanWindowAdvMonitor=96) is used and left alone.
   btmgmt_tty --index "$idx" set-sysconfig -v 0014:2:6000 > "$WORK/kscan-setcfg.txt" 2>&1
-  ib scan -v --device "$hci" --json --duration 5 > "$WORK/kscan-full.jsonl" 2> "$WORK/kscan-full.err"
+  ib scan -v --device "$hci" --json --reports --duration 5 > "$WORK/kscan-full.jsonl" 2> "$WORK/kscan-full.err"
   check_status "scan on $hci with an administrator's continuous window (btmgmt set-sysconfig)" 0 $? "$WORK/kscan-full.err"
   check_contains "a window already continuous is left as it is" "already continuous (interval 60 ms, window 60 ms): left as it is" "$WORK/kscan-full.err"
   window_after=$(monitor_window "$idx")
@@ -1172,7 +1182,7 @@ scenario_kernel_scan_discovery() {
   sleep 2
   local before
   before=$(grep -c 'dev_found' "$WORK/kscan-find.txt")
-  ib scan -v --device "$hci" --json --duration 10 > "$WORK/kscan-disc.jsonl" 2> "$WORK/kscan-disc.err"
+  ib scan -v --device "$hci" --json --reports --duration 10 > "$WORK/kscan-disc.jsonl" 2> "$WORK/kscan-disc.err"
   check_status "scan on $hci while btmgmt find -l runs" 0 $? "$WORK/kscan-disc.err"
   rate=$(kernel_scan_rate "$WORK/kscan-disc.jsonl" 10)
   if awk -v r="$rate" 'BEGIN { exit !(r > 0) }'; then
@@ -1396,7 +1406,11 @@ scenario_kernel_capabilities() {
   check_eq "make install grants cap_net_admin only by default (Makefile CAPS)" "cap_net_admin" "$caps"
   setcap "$caps+ep" "$capdir/ibeacon-admin" 2>"$WORK/setcap.err"
   check_status "setcap $caps+ep on a copy" 0 $? "$WORK/setcap.err"
-  setpriv --reuid="$uid" --regid="$gid" --clear-groups env IBEACON_RUNTIME_DIR="$WORK/run-$TEST_USER" \
+  # As systemd's RuntimeDirectory=ibeacon/NAME does for the unit's user: a directory of the
+  # user's below root's /run/ibeacon, where the records go (IBEACON_RUNTIME_DIR is ignored by
+  # the setcap'd binary: AT_SECURE).
+  mkdir -p /run/ibeacon && install -d -o "$uid" -g "$gid" -m 0755 "/run/ibeacon/$TEST_USER"
+  setpriv --reuid="$uid" --regid="$gid" --clear-groups \
     "$capdir/ibeacon-admin" advertise --device hci0 --profile "$WORK/profile.json" > "$WORK/admin.txt" 2>&1 &
   adv=$!
   BG_PIDS+=("$adv")
@@ -1405,6 +1419,8 @@ scenario_kernel_capabilities() {
   else
     fail "unprivileged user with cap_net_admin only advertises" "a status line" "$(tr '\n' ' ' < "$WORK/admin.txt")"
   fi
+  check_eq "its record is in the user's directory below /run/ibeacon" "/run/ibeacon/$TEST_USER/hci0-$adv.instances" \
+    "$(ls /run/ibeacon/"$TEST_USER"/hci0-"$adv".instances 2>/dev/null)"
   kernel_observe 4
   n=$(count_reports_with "$P_ADV")
   if [ "$n" -gt 0 ]; then pass "heard on hci1 (cap_net_admin only)" "$n reports"; else fail "heard on hci1 (cap_net_admin only)" "reports" "$(observer_seen)"; fi
@@ -1512,7 +1528,7 @@ PYEOF
   if [ "$na" -gt 0 ] && [ "$nb" -eq 0 ]; then pass "first still heard, second gone" "first $na reports"; else fail "first still heard, second gone" "first > 0, second 0" "first $na, second $nb"; fi
   # A leftover (advertiser killed with SIGKILL) and another program's instance: stop removes
   # only the leftover.
-  kill -KILL "$a"; wait "$a" 2>/dev/null; bg_forget "$a"
+  kill_with_guardian "$a"
   btmgmt_tty --index 0 add-adv -d 07ffffffcafe0102 2 > /dev/null 2>&1
   check_eq "leftover (1) and another program's (2)" "2" "$(mgmt_instances 0)"
   ib stop --device hci0 > "$WORK/two-stop.txt" 2>&1
@@ -1528,6 +1544,95 @@ PYEOF
   na=$(count_reports_with "$P_ADV"); nb=$(count_reports_with "$OTHER_ADV")
   if [ "$na" -eq 0 ] && [ "$nb" -gt 0 ]; then pass "after stop: the other program's still heard, ibeacon's not" "other $nb reports"; else fail "after stop: the other program's still heard, ibeacon's not" "iBeacon 0, other > 0" "iBeacon $na, other $nb"; fi
   btmgmt_tty --index 0 rm-adv 2 > /dev/null 2>&1
+  bluetoothd_stop
+}
+
+# Issue 23, item 1: `ibeacon stop` next to bluetoothd removes only what a gone ibeacon process
+# recorded. Another program's instance (btmgmt add-adv) must survive (a) a record forged by
+# another user in a directory of their own, run through the installed binary (setcap: AT_SECURE,
+# so IBEACON_RUNTIME_DIR is ignored), (b) the same forgery pointed at by root's
+# IBEACON_RUNTIME_DIR, and (c) a killed advertiser's record after a power cycle, when the other
+# program holds the number again: the advertiser's guardian removed its instance as it died.
+# (d) With the guardian killed too, `stop` removes the killed advertiser's instance.
+stop_heard() {  # stop_heard WHAT: the other program's advertisement is on the air, the iBeacon not
+  kernel_observe 4
+  local other ours
+  other=$(count_reports_with "$OTHER_ADV"); ours=$(count_reports_with "$P_ADV")
+  if [ "$other" -gt 0 ] && [ "$ours" -eq 0 ]; then pass "$1" "other $other reports"; else fail "$1" "other > 0, iBeacon 0" "other $other, iBeacon $ours"; fi
+}
+scenario_kernel_stop_records() {
+  need_bin || return
+  need_profile || return
+  bluetoothd_start || { fail "bluetoothd powers hci0 and hci1" "powered" "$(tail -5 "$WORK/bluetoothd.log" | tr '\n' ' ')"; return; }
+  if ! id "$TEST_USER" >/dev/null 2>&1; then
+    useradd --no-create-home --shell /bin/sh "$TEST_USER" || { fail "useradd" "user $TEST_USER" "useradd failed"; return; }
+  fi
+  local uid gid capdir=/usr/local/lib/ibeacon-test evil boot out=$WORK/stop-records.txt adv rec
+  uid=$(id -u "$TEST_USER"); gid=$(id -g "$TEST_USER")
+  mkdir -p "$capdir"
+  install -m 0755 "$IBEACON_BIN" "$capdir/ibeacon-admin"
+  setcap cap_net_admin+ep "$capdir/ibeacon-admin" 2>"$WORK/setcap.err"
+  check_status "setcap cap_net_admin+ep on a copy (as make install)" 0 $? "$WORK/setcap.err"
+  btmgmt_tty --index 0 add-adv -d 07ffffffcafe0102 1 > /dev/null 2>&1
+  boot=$(cat /proc/sys/kernel/random/boot_id)
+  evil=$(mktemp -d /tmp/evil.XXXXXX)
+  chown "$uid:$gid" "$evil"
+  # As ibeacon would write them, for a process that is gone, and in the older format.
+  runuser -u "$TEST_USER" -- sh -c "printf 'pid 3999999\nstart 1\nboot $boot\naddress 00:AA:01:00:00:00\ninstance 1\ninstance 2\n' > $evil/hci0-3999999.instances; printf 'instance 1\ninstance 2\ninstance 3\n' > $evil/hci0-3999998.instances"
+  # (a) the other user runs the installed stop with their directory
+  setpriv --reuid="$uid" --regid="$gid" --clear-groups env IBEACON_RUNTIME_DIR="$evil" \
+    "$capdir/ibeacon-admin" stop --device hci0 > "$out" 2>&1
+  check_status "(a) $TEST_USER's stop through the installed binary" 0 $? "$out"
+  check_contains "(a) IBEACON_RUNTIME_DIR is ignored (AT_SECURE)" "IBEACON_RUNTIME_DIR is ignored" "$out"
+  check_contains "(a) nothing removed" "no advertising instance of ibeacon's" "$out"
+  stop_heard "(a) the other program's instance survives a forged record"
+  # (b) root pointed at the forged records
+  IBEACON_RUNTIME_DIR="$evil" ib stop --device hci0 > "$out" 2>&1
+  check_status "(b) root's stop with IBEACON_RUNTIME_DIR=$TEST_USER's directory" 0 $? "$out"
+  check_contains "(b) the directory is not believed" "belongs to uid $uid, neither root nor uid 0" "$out"
+  stop_heard "(b) the other program's instance survives root's stop"
+  # (c) a killed advertiser's record after a power cycle gave its number to the other program
+  btmgmt_tty --index 0 rm-adv 1 > /dev/null 2>&1
+  "$IBEACON_BIN" advertise --device hci0 --profile "$PROFILE" > "$WORK/stop-adv.txt" 2>&1 &
+  adv=$!
+  BG_PIDS+=("$adv")
+  poll 30 grep -q "through the kernel" "$WORK/stop-adv.txt"
+  check_contains "(c) the advertiser holds instance 1" "(instance 1)" "$WORK/stop-adv.txt"
+  rec=$(ls /run/ibeacon/hci0-"$adv".instances 2>/dev/null)
+  check_eq "(c) its record" "/run/ibeacon/hci0-$adv.instances" "$rec"
+  echo "    record: $(tr '\n' ' ' < "$rec" 2>/dev/null)"
+  local t0
+  t0=$EPOCHREALTIME
+  kill -KILL "$adv"; wait "$adv" 2>/dev/null; bg_forget "$adv"
+  # Its guardian removes the instance and spends the record at once (polled every 0.2 s; the
+  # debug build under TCG takes a while to open the management socket).
+  poll 10 eval '[ ! -e "$rec" ]'
+  echo "    the record was gone $("$PY" -c "print(f'{$EPOCHREALTIME - $t0:.2f}')") s after the SIGKILL"
+  check_eq "(c) the guardian spent the record" "gone" "$([ -e "$rec" ] && echo present || echo gone)"
+  check_contains "(c) the guardian says what it removed" "ended without cleaning up: removed ibeacon's advertising instance(s) 1 on hci0" "$WORK/stop-adv.txt"
+  btmgmt_tty --index 0 power off > /dev/null
+  btmgmt_tty --index 0 power on > /dev/null
+  echo "    after the power cycle: $(mgmt_instances 0) instance(s) listed"
+  btmgmt_tty --index 0 add-adv -d 07ffffffcafe0102 1 > /dev/null 2>&1
+  ib stop --device hci0 > "$out" 2>&1
+  check_status "(c) stop after the power cycle" 0 $? "$out"
+  sed 's/^/        stop: /' "$out"
+  stop_heard "(c) the other program's instance 1 survives the stale record"
+  # (d) without a power cycle, a killed advertiser's instance is removed, the other's kept
+  btmgmt_tty --index 0 rm-adv 1 > /dev/null 2>&1
+  "$IBEACON_BIN" advertise --device hci0 --profile "$PROFILE" > "$WORK/stop-adv2.txt" 2>&1 &
+  adv=$!
+  BG_PIDS+=("$adv")
+  poll 30 grep -q "through the kernel" "$WORK/stop-adv2.txt"
+  btmgmt_tty --index 0 add-adv -d 07ffffffcafe0102 2 > /dev/null 2>&1
+  kill_with_guardian "$adv"
+  ib stop --device hci0 > "$out" 2>&1
+  check_status "(d) stop after SIGKILL (advertiser and guardian)" 0 $? "$out"
+  check_contains "(d) the killed advertiser's instance removed" "removed ibeacon's advertising instance(s) 1 on hci0" "$out"
+  check_contains "(d) the other program's left alone" "instance(s) 2 left alone" "$out"
+  stop_heard "(d) after stop: the other program's heard, ibeacon's not"
+  btmgmt_tty --index 0 rm-adv 2 > /dev/null 2>&1
+  rm -rf "$evil"
   bluetoothd_stop
 }
 
@@ -1596,14 +1701,14 @@ scenario_ibeacon_btmon_capture() {
   else
     fail "the capture holds both controllers" "records of hci0 and hci1" "hci0 $on0, hci1 $on1"
   fi
-  ib scan --device "btsnoop:$cap" --json --all > "$WORK/cap-default.jsonl" 2>"$WORK/cap-default.err"
+  ib scan --device "btsnoop:$cap" --json --reports --all > "$WORK/cap-default.jsonl" 2>"$WORK/cap-default.err"
   check_status "scan --device btsnoop:FILE of the btmon file" 0 $? "$WORK/cap-default.err"
   check_eq "the recorded reports hold the beacon" match "$(scan_saw_profile "$WORK/cap-default.jsonl")"
-  ib scan --device "btsnoop:$cap" --json --all --index 1 > "$WORK/cap-1.jsonl" 2>"$WORK/cap-1.err"
+  ib scan --device "btsnoop:$cap" --json --reports --all --index 1 > "$WORK/cap-1.jsonl" 2>"$WORK/cap-1.err"
   check_status "--index 1" 0 $? "$WORK/cap-1.err"
   check_eq "default = --index 1 (the controller with reports)" "$(md5sum < "$WORK/cap-default.jsonl")" \
     "$(md5sum < "$WORK/cap-1.jsonl")"
-  ib scan --device "btsnoop:$cap" --json --all --index 0 > "$WORK/cap-0.jsonl" 2>"$WORK/cap-0.err"
+  ib scan --device "btsnoop:$cap" --json --reports --all --index 0 > "$WORK/cap-0.jsonl" 2>"$WORK/cap-0.err"
   check_status "--index 0" 0 $? "$WORK/cap-0.err"
   check_eq "--index 0: the advertiser received no reports" 0 "$(wc -l < "$WORK/cap-0.jsonl")"
   local theirs
@@ -1736,6 +1841,7 @@ SCENARIOS=(
   kernel_capabilities
   kernel_recovery
   kernel_two_advertisers
+  kernel_stop_records
   kernel_stable_address
   kernel_scan_discovery
   kernel_legacy_rotation

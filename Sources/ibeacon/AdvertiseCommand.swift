@@ -77,7 +77,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
                 try await adapter.advertise(request) { status in
                     printOut(statusLine(status, device: adapter.name, json: json))
                     SystemdNotifier.notify(
-                        "READY=1\nSTATUS=advertising \(specs.count) beacon(s) on \(adapter.name)"
+                        "READY=1\nSTATUS=advertising \(specs.count) beacon(s) on \(adapter.name.escapedForTerminal)"
                             + (status.commandSet == nil ? " through the kernel" : ""))
                 }
             }

@@ -41,7 +41,7 @@ struct DevicesCommand: AsyncParsableCommand {
             }
             for a in adapters {
                 printOut(
-                    "\(a.name)\t\(a.address)\t\(a.isUp ? "up" : "down")\t\(a.bus)\t\((paths[a.index] ?? .raw).rawValue)"
+                    "\(a.name.escapedForTerminal)\t\(a.address)\t\(a.isUp ? "up" : "down")\t\(a.bus)\t\((paths[a.index] ?? .raw).rawValue)"
                 )
             }
         }

@@ -16,7 +16,7 @@ import Testing
             slowVariation: slow, transientOngoing: false)
         return CalibrationResult(
             estimate: -59.2, halfWidth95: halfWidth, spread: 3.2, method: PhoneCalibrationEstimator.methodName,
-            samples: Array(repeating: -59, count: 1800), precisionReached: reached,
+            histogram: Histogram(Array(repeating: -59, count: 1800)), precisionReached: reached,
             address: BDAddress("D0:00:00:00:00:01")!, seconds: seconds, offset: 0, apple: apple, robust: nil,
             stoppingMargin: margin)
     }

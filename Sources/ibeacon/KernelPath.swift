@@ -196,7 +196,8 @@ extension InstanceRecords {
 /// `advertise` through the kernel: registers the beacons as advertising instances and keeps
 /// them there until SIGINT/SIGTERM or the duration ends, then removes them.
 func advertiseThroughKernel(
-    _ path: KernelPath, specs: [BeaconSpec], json: Bool, logger: Logger, onReady: @escaping @Sendable (String) -> Void
+    _ path: KernelPath, specs: [BeaconSpec], json: Bool, logger: Logger, mqtt: AdvertiseMQTT? = nil,
+    onReady: @escaping @Sendable (String) -> Void
 ) async throws {
     guard hasNetAdminCapability() else { throw missingNetAdmin("advertising on \(path.name)") }
     let records = InstanceRecords(logger: logger)
@@ -206,10 +207,13 @@ func advertiseThroughKernel(
         client: path.client, logger: logger,
         onInstancesChanged: { records.save($0, adapter: adapter) })
     defer { Task { await path.client.close() } }
-    try await session.run(onReady: { status in
-        for w in status.warnings { logger.warning("\(w)") }
-        onReady(kernelStatusLine(status, device: adapter, json: json))
-    })
+    try await session.run(
+        onReady: { status in
+            for w in status.warnings { logger.warning("\(w)") }
+            onReady(kernelStatusLine(status, device: adapter, json: json))
+            mqtt?.update(.advertising, txPower: status.instances.map { $0.txPower.map { Int($0) } })
+        }, onLost: { cause in mqtt?.update(.recovering, cause: cause) },
+        onRestored: { mqtt?.update(.advertising) })
 }
 
 func kernelStatusLine(_ status: MgmtAdvertisingStatus, device: String, json: Bool) -> String {

@@ -84,6 +84,7 @@ struct MonitorCommand: AsyncParsableCommand {
     var execTimeout: Double = 30
 
     @OptionGroup var device: DeviceOptions
+    @OptionGroup var mqtt: MQTTOptions
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
@@ -108,7 +109,8 @@ struct MonitorCommand: AsyncParsableCommand {
                 "give at least one region: --region UUID[:MAJOR[:MINOR]], --uuid UUID or --profile FILE")
         }
         do {
-            _ = try commandLineRegions()
+            let names = try commandLineRegions().map(\.name)
+            if mqtt.url != nil { try MQTTTopic.checkDistinct(names, kind: "region") }
         } catch {
             throw ValidationError("\(error)")
         }
@@ -170,12 +172,13 @@ struct MonitorCommand: AsyncParsableCommand {
                 }
                 hooks = HookRunner(hook: hook, logger: logger)
             }
+            let publisher = try command.mqttPublisher(regions: regions, logger: logger)
             let session = MonitorSession(
                 regions: regions,
                 configuration: .init(
                     exitAfter: command.exitAfter, minRSSI: command.minRSSI.map(Double.init),
                     hysteresis: command.hysteresis),
-                json: command.json, hooks: hooks)
+                json: command.json, hooks: hooks, mqtt: publisher)
             logger.notice(
                 "monitoring \(regions.count) region(s) on \(command.device.deviceText): \(regions.map(\.description).joined(separator: ", ")); exit after \(command.exitAfter.clean) s of silence"
             )
@@ -189,6 +192,19 @@ struct MonitorCommand: AsyncParsableCommand {
             }
             await session.finish(grace: .seconds(min(command.execTimeout, 5)), logger: logger)
         }
+    }
+
+    /// The publisher with the regions announced and connecting; nil without --mqtt.
+    func mqttPublisher(regions: [BeaconRegion], logger: Logger) throws -> MQTTPublisher? {
+        guard let publisher = try mqtt.makePublisher(command: "monitor", logger: logger) else { return nil }
+        do {
+            try MQTTTopic.checkDistinct(regions.map(\.name), kind: "region")
+        } catch {
+            throw CLIError("\(error)", code: Exit.usage)
+        }
+        publisher.addRegions(regions)
+        publisher.start()
+        return publisher
     }
 
     /// Scans and feeds the session until the duration, a signal or the end of the source.
@@ -238,12 +254,17 @@ final class MonitorSession: Sendable {
     let live = Atomic<Bool>(true)
     let counts = Mutex<[RegionMonitor.Event.Kind: Int]>([:])
     let regionCount: Int
+    let mqtt: MQTTPublisher?
 
-    init(regions: [BeaconRegion], configuration: RegionMonitor.Configuration, json: Bool, hooks: HookRunner?) {
+    init(
+        regions: [BeaconRegion], configuration: RegionMonitor.Configuration, json: Bool, hooks: HookRunner?,
+        mqtt: MQTTPublisher? = nil
+    ) {
         monitor = Mutex(RegionMonitor(regions: regions, configuration: configuration))
         regionCount = regions.count
         self.json = json
         self.hooks = hooks
+        self.mqtt = mqtt
     }
 
     /// The first time the source gives fixes the wall clock of its time 0 (event times are
@@ -280,12 +301,20 @@ final class MonitorSession: Sendable {
         counts.withLock { $0[e.kind, default: 0] += 1 }
         // A capture's time is not today's: no wall-clock time for its events.
         let wall = live.load(ordering: .relaxed) ? origin.withLock { $0.wallClock } + e.time : nil
-        printOut(json ? e.json(wallClock: wall) : e.text(wallClock: wall))
+        let jsonLine = json || mqtt != nil ? e.json(wallClock: wall) : ""
+        printOut(json ? jsonLine : e.text(wallClock: wall))
         hooks?.submit(label: "\(e.kind.rawValue) of \(e.region.name)", variables: e.hookVariables(wallClock: wall))
+        if let mqtt {
+            mqtt.publishRegionState(
+                e.region.name, e.presence, reason: e.reason, time: wall.map { iso8601(unixSeconds: $0, milliseconds: true) },
+                identity: e.region.identity)
+            mqtt.publishEvent(json: jsonLine)
+        }
     }
 
     func finish(grace: Duration, logger: Logger) async {
         await hooks?.finish(grace: grace)
+        await mqtt?.close()
         guard origin.withLock({ $0.started }) else { return }  // never got as far as scanning
         let c = counts.withLock { $0 }
         var summary = "\(c[.enter, default: 0]) enter, \(c[.exit, default: 0]) exit, \(c[.outside, default: 0]) outside"
@@ -302,6 +331,25 @@ extension RegionMonitor.Event {
     var identity: (uuid: String, major: UInt16?, minor: UInt16?) {
         if let beacon { return (beacon.uuidString, beacon.major, beacon.minor) }
         return (region.proximityUUID.uuidString, region.major, region.minor)
+    }
+
+    /// The region's state after this event, as MQTT publishes it.
+    var presence: RegionPresence {
+        switch kind {
+        case .enter: .inside
+        case .exit, .outside: .outside
+        }
+    }
+
+    /// Why the region is in that state, in words (the MQTT attributes' `reason`).
+    var reason: String {
+        let id = identity
+        let who = "\(id.uuid) \(id.major.map(String.init) ?? "*") \(id.minor.map(String.init) ?? "*")"
+        switch kind {
+        case .enter: return "heard \(who)" + (rssi.map { " at \($0) dBm" } ?? "")
+        case .exit: return "no beacon heard for \(lastHeard.map { (time - $0).fixed(1) } ?? "?") s"
+        case .outside: return "not heard in the first \(time.fixed(1)) s"
+        }
     }
 
     /// A wall-clock time to the millisecond, `2026-11-24T07:12:03.123Z`.

@@ -40,6 +40,7 @@ struct ScanCommand: AsyncParsableCommand {
     var mode: AdvertisingMode = .auto
     @Flag(help: "One JSON object per report, one per line.")
     var json = false
+    @OptionGroup var mqtt: MQTTOptions
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
@@ -75,9 +76,28 @@ struct ScanCommand: AsyncParsableCommand {
         let logger = logging.makeLogger()
         let command = self
         try await reporting {
-            try await runUntilSignalled {
-                try await command.scan(logger: logger)
+            let publisher = try mqtt.makePublisher(command: "scan", logger: logger)
+            publisher?.start()
+            do {
+                try await runUntilSignalled {
+                    try await command.scan(logger: logger, mqtt: publisher)
+                }
+            } catch {
+                await publisher?.close()
+                throw error
             }
+            await publisher?.close()
+        }
+    }
+
+    /// Each beacon heard, with its distance, to `mqtt_room` (at most once a second each).
+    static func publishRanging(_ table: SightingTable, now: Double, to mqtt: MQTTPublisher) {
+        for e in table.entries.values {
+            guard let b = e.beacon, let rssi = e.smoothedRSSI,
+                let distance = estimatedDistance(rssi: rssi, measuredPower: Double(b.measuredPower))
+            else { continue }
+            let id = MQTTPayload.rangingID(b)
+            mqtt.publishRanging(id: id, name: id, distance: distance, at: now)
         }
     }
 
@@ -92,7 +112,7 @@ struct ScanCommand: AsyncParsableCommand {
         var pending = PendingOutput()
     }
 
-    func scan(logger: Logger) async throws {
+    func scan(logger: Logger, mqtt: MQTTPublisher? = nil) async throws {
         let source = try await device.openSightingSource(mode: mode, logger: logger)
         let live = stdoutIsTerminal && !json
         let deadline = stopAfter.seconds
@@ -115,7 +135,8 @@ struct ScanCommand: AsyncParsableCommand {
                             state.reports += 1
                             if json {
                                 reportJSON.append(s, t: t, to: &state.pending)
-                            } else {
+                            }
+                            if !json || mqtt != nil {
                                 state.table.record(s, now: t)
                             }
                         }
@@ -135,6 +156,7 @@ struct ScanCommand: AsyncParsableCommand {
                         return state.table
                     }
                     if !json { command.render(table, now: t, live: live) }
+                    if let mqtt { Self.publishRanging(table, now: t, to: mqtt) }
                     if let deadline, t >= deadline { return .stop }
                     return .proceed
                 })

@@ -334,7 +334,7 @@ public final class MQTTPublisher: MQTTConnectionHandler {
 
     public func received(topic: String, payload: String) {
         guard topic == layout.homeAssistantStatusTopic, payload == "online" else { return }
-        logger.info("MQTT: Home Assistant restarted (online on \(topic)); publishing discovery and states again")
+        logger.notice("MQTT: Home Assistant restarted (online on \(topic)); publishing discovery and states again")
         outbox.withLock { $0.resendAll() }
         pump()
     }

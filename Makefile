@@ -103,6 +103,10 @@ install: build ## install to $(PREFIX)/bin, grant capabilities ($(CAPS)), instal
 	  rm -f ibeacon-monitor@.service.tmp && \
 	  echo "installed /etc/systemd/system/ibeacon-monitor@.service (regions and hook go in /etc/ibeacon/NAME.monitor)"; \
 	fi
+	@if [ ! -e $(DESTDIR)/etc/default/ibeacon ]; then \
+	  install -D -m 0600 contrib/ibeacon.default $(DESTDIR)/etc/default/ibeacon && \
+	  echo "installed /etc/default/ibeacon (device and MQTT settings, all commented out)"; \
+	fi
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/ibeacon $(DESTDIR)/etc/systemd/system/ibeacon@.service \

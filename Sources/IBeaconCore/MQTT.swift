@@ -159,7 +159,8 @@ public enum MQTTTopic {
         let out = String(
             String.UnicodeScalarView(
                 name.unicodeScalars.map { s in
-                    ("a"..."z").contains(s) || ("A"..."Z").contains(s) || ("0"..."9").contains(s) || s == "-" || s == "_"
+                    ("a"..."z").contains(s) || ("A"..."Z").contains(s) || ("0"..."9").contains(s) || s == "-"
+                        || s == "_"
                         ? s : "_"
                 }))
         return out.isEmpty ? "_" : out

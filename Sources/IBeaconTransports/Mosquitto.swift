@@ -119,7 +119,8 @@ public final class MosquittoConnection: MQTTConnection, @unchecked Sendable {
                 cb.connected.store(true, ordering: .sequentiallyConsistent)
                 cb.handler?.connectionUp()
             } else {
-                cb.handler?.connectionDown("the broker refused the connection: \(String(cString: mosquitto_connack_string(rc)))")
+                cb.handler?.connectionDown(
+                    "the broker refused the connection: \(String(cString: mosquitto_connack_string(rc)))")
             }
         }
         mosquitto_disconnect_callback_set(m) { _, obj, rc in
@@ -138,9 +139,10 @@ public final class MosquittoConnection: MQTTConnection, @unchecked Sendable {
             guard let obj, let message, let topic = message.pointee.topic else { return }
             let cb = Unmanaged<MosquittoCallbacks>.fromOpaque(obj).takeUnretainedValue()
             let count = Int(max(0, message.pointee.payloadlen))
-            let bytes = message.pointee.payload.map {
-                Array(UnsafeRawBufferPointer(start: $0, count: count))
-            } ?? []
+            let bytes =
+                message.pointee.payload.map {
+                    Array(UnsafeRawBufferPointer(start: $0, count: count))
+                } ?? []
             cb.handler?.received(topic: String(cString: topic), payload: String(decoding: bytes, as: UTF8.self))
         }
     }

@@ -23,7 +23,8 @@ struct MQTTOptions: ParsableArguments {
             "Publish to this MQTT broker: mqtt://[USER@]HOST[:PORT] or mqtts:// (TLS).", valueName: "url"))
     var url: String?
 
-    @Option(name: .customLong("mqtt-user"), help: ArgumentHelp("MQTT user name (or USER@ in the URL).", valueName: "name"))
+    @Option(
+        name: .customLong("mqtt-user"), help: ArgumentHelp("MQTT user name (or USER@ in the URL).", valueName: "name"))
     var user: String?
 
     @Option(
@@ -39,7 +40,9 @@ struct MQTTOptions: ParsableArguments {
     @Option(name: .customLong("mqtt-cert"), help: ArgumentHelp("mqtts: client certificate (PEM).", valueName: "file"))
     var certFile: String?
 
-    @Option(name: .customLong("mqtt-key"), help: ArgumentHelp("mqtts: the client certificate's key (PEM).", valueName: "file"))
+    @Option(
+        name: .customLong("mqtt-key"),
+        help: ArgumentHelp("mqtts: the client certificate's key (PEM).", valueName: "file"))
     var keyFile: String?
 
     @Option(
@@ -56,6 +59,13 @@ struct MQTTOptions: ParsableArguments {
     var noDiscovery = false
 
     @Option(
+        name: .customLong("mqtt-name"),
+        help: ArgumentHelp(
+            "This process in topics: BASE/NAME/availability (default: $IBEACON_MQTT_NAME, else the command).",
+            valueName: "name"))
+    var processName: String?
+
+    @Option(
         name: .customLong("mqtt-room"),
         help: ArgumentHelp("scan: the room of room_presence/ROOM (mqtt_room; default: HOSTNAME).", valueName: "name"))
     var room: String?
@@ -65,7 +75,7 @@ struct MQTTOptions: ParsableArguments {
         [
             ("--mqtt-user", user != nil), ("--mqtt-password-file", passwordFile != nil), ("--mqtt-ca", caFile != nil),
             ("--mqtt-cert", certFile != nil), ("--mqtt-key", keyFile != nil), ("--mqtt-base", base != nil),
-            ("--mqtt-room", room != nil), ("--no-mqtt-discovery", noDiscovery),
+            ("--mqtt-room", room != nil), ("--mqtt-name", processName != nil), ("--no-mqtt-discovery", noDiscovery),
         ]
     }
 
@@ -87,8 +97,9 @@ struct MQTTOptions: ParsableArguments {
         if broker.user != nil && user != nil {
             throw ValidationError("the MQTT user is given twice (in --mqtt and --mqtt-user): keep one")
         }
-        if !broker.tls, let tlsOption = [("--mqtt-ca", caFile), ("--mqtt-cert", certFile), ("--mqtt-key", keyFile)]
-            .first(where: { $0.1 != nil })
+        if !broker.tls,
+            let tlsOption = [("--mqtt-ca", caFile), ("--mqtt-cert", certFile), ("--mqtt-key", keyFile)]
+                .first(where: { $0.1 != nil })
         {
             throw ValidationError("\(tlsOption.0) is for TLS: use an mqtts:// URL")
         }
@@ -96,6 +107,11 @@ struct MQTTOptions: ParsableArguments {
             throw ValidationError("--mqtt-cert and --mqtt-key go together (the client certificate and its key)")
         }
         if let room, room.isEmpty { throw ValidationError("--mqtt-room is empty") }
+        if let name, name.isEmpty || MQTTTopic.level(name) != name {
+            throw ValidationError(
+                "--mqtt-name (or IBEACON_MQTT_NAME) \(name) must be one topic level: not empty, without / + # or control characters"
+            )
+        }
     }
 
     /// This box's name: the host name, as `gethostname(2)` gives it.
@@ -104,6 +120,11 @@ struct MQTTOptions: ParsableArguments {
         guard gethostname(&buffer, buffer.count - 1) == 0 else { return "localhost" }
         let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         return name.isEmpty ? "localhost" : name
+    }
+
+    /// `--mqtt-name`, else $IBEACON_MQTT_NAME (the systemd units set it per instance).
+    var name: String? {
+        processName ?? ProcessInfo.processInfo.environment["IBEACON_MQTT_NAME"].flatMap { $0.isEmpty ? nil : $0 }
     }
 
     var baseTopic: String { base ?? "ibeacon/\(MQTTTopic.level(Self.hostName))" }
@@ -121,7 +142,7 @@ struct MQTTOptions: ParsableArguments {
     /// The layout of `command`'s topics.
     func layout(command: String) -> MQTTLayout {
         MQTTLayout(
-            base: baseTopic, command: command, discoveryPrefix: noDiscovery ? nil : discoveryPrefix,
+            base: baseTopic, command: name ?? command, discoveryPrefix: noDiscovery ? nil : discoveryPrefix,
             node: Self.hostName, room: room ?? Self.hostName)
     }
 
@@ -184,7 +205,8 @@ final class AdvertiseMQTT: Sendable {
         for (i, b) in beacons.enumerated() {
             publisher.publishBeaconStatus(
                 AdvertisedBeaconStatus(
-                    name: b.name, state: s.state, beacon: b.spec.beacon, intervalMilliseconds: b.spec.intervalMilliseconds,
+                    name: b.name, state: s.state, beacon: b.spec.beacon,
+                    intervalMilliseconds: b.spec.intervalMilliseconds,
                     txPower: i < s.txPower.count ? s.txPower[i] : nil, device: device, since: now,
                     lastRecovery: s.lastRecovery, lastRecoveryCause: s.cause))
         }

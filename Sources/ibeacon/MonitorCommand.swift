@@ -306,7 +306,8 @@ final class MonitorSession: Sendable {
         hooks?.submit(label: "\(e.kind.rawValue) of \(e.region.name)", variables: e.hookVariables(wallClock: wall))
         if let mqtt {
             mqtt.publishRegionState(
-                e.region.name, e.presence, reason: e.reason, time: wall.map { iso8601(unixSeconds: $0, milliseconds: true) },
+                e.region.name, e.presence, reason: e.reason,
+                time: wall.map { iso8601(unixSeconds: $0, milliseconds: true) },
                 identity: e.region.identity)
             mqtt.publishEvent(json: jsonLine)
         }

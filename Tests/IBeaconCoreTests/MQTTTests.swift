@@ -132,7 +132,8 @@ import Testing
     }
 
     @Test func rangingIsTheMqttRoomObject() {
-        #expect(MQTTPayload.ranging(id: "x-1-2", name: "x", distance: 2.0) == #"{"id":"x-1-2","name":"x","distance":2.00}"#)
+        #expect(
+            MQTTPayload.ranging(id: "x-1-2", name: "x", distance: 2.0) == #"{"id":"x-1-2","name":"x","distance":2.00}"#)
         let b = IBeacon(
             proximityUUID: UUID(uuidString: "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0")!, major: 0x0102, minor: 0x0304,
             measuredPower: -59)
@@ -143,7 +144,9 @@ import Testing
         let text = MQTTPayload.regionAttributes(
             name: "deli", state: .unknown, reason: "monitoring started", time: nil, identity: "E2C5:1")
         #expect(
-            text == #"{"region":"deli","state":"unknown","reason":"monitoring started","time":null,"identity":"E2C5:1"}"#)
+            text
+                == #"{"region":"deli","state":"unknown","reason":"monitoring started","time":null,"identity":"E2C5:1"}"#
+        )
         let b = IBeacon(
             proximityUUID: UUID(uuidString: "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0")!, major: 0x0102, minor: 0x0304,
             measuredPower: -59)

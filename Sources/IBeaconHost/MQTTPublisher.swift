@@ -201,8 +201,7 @@ public final class MQTTPublisher: MQTTConnectionHandler {
     /// When each ranged beacon was last published (source seconds), for the once-a-second limit.
     private let lastRanging = Mutex<[String: Double]>([:])
 
-    public init(layout: MQTTLayout, connection: any MQTTConnection, logger: Logger, outbox: MQTTOutbox = MQTTOutbox())
-    {
+    public init(layout: MQTTLayout, connection: any MQTTConnection, logger: Logger, outbox: MQTTOutbox = MQTTOutbox()) {
         self.layout = layout
         self.connection = connection
         self.logger = logger
@@ -307,7 +306,8 @@ public final class MQTTPublisher: MQTTConnectionHandler {
             let away = since.map { " after \($0.duration(to: .now).formattedSeconds)" } ?? ""
             let lost = dropped > 0 ? "; \(dropped) event(s) dropped so far (queue full)" : ""
             logger.notice(
-                "MQTT: \(connection.brokerDescription) is back\(away); publishing the \(count) retained topics again\(lost)")
+                "MQTT: \(connection.brokerDescription) is back\(away); publishing the \(count) retained topics again\(lost)"
+            )
         }
         pump()
     }

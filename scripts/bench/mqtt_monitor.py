@@ -151,7 +151,8 @@ def main():
         'rssUpKB': [min(rss_up), max(rss_up)],
         'downSeconds': round(t3 - t2), 'eventsWhileDown': events_down,
         'coreShareDown': f'{100 * (c3 - c2) / 1e9 / (t3 - t2):.2f} %',
-        'rssDownKB': {'first': rss_down[0], 'max': max(rss_down), 'last': rss_down[-1], 'samples': len(rss_down)},
+        'rssDownKB': {'first': rss_down[0], 'atQuarters': [rss_down[len(rss_down) * k // 4] for k in (1, 2, 3)],
+                      'max': max(rss_down), 'last': rss_down[-1], 'samples': len(rss_down)},
         'secondsToRestoreRetained': None if restored is None else round(restored, 1),
         'outageLogLines': lost_lines, 'droppedLog': dropped[-1][-120:] if dropped else None,
     }))

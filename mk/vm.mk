@@ -18,8 +18,10 @@ VM_TEST_PREREQS ?=
 VM_CMD ?= uname -a
 IBEACON_BIN ?= .build/release/ibeacon
 IBEACON_REQUIRE_BIN ?= 0
+# Theengs Gateway (PyPI) for kernel_stable_address, in a virtualenv of its own.
+THEENGS_VENV ?= $(VM_ROOT)/.venv-theengs
 
-.PHONY: test-kernel vm-deps vm-prepare vm-run vm-clean
+.PHONY: test-kernel vm-deps vm-prepare vm-run vm-clean venv-theengs
 
 vm-deps:
 	@$(VM_ROOT)/scripts/vm/deps.sh
@@ -27,7 +29,14 @@ vm-deps:
 vm-prepare: vm-deps
 	@$(VM_ROOT)/scripts/vm/prepare.sh
 
-test-kernel: vm-prepare $(VM_TEST_PREREQS)
+$(THEENGS_VENV)/.ok: $(VM_ROOT)/tests/vm/requirements-theengs.txt
+	python3 -m venv $(THEENGS_VENV)
+	$(THEENGS_VENV)/bin/pip install -q --disable-pip-version-check -r $<
+	touch $@
+
+venv-theengs: $(THEENGS_VENV)/.ok ## Theengs Gateway for the kernel VM scenario kernel_stable_address
+
+test-kernel: vm-prepare $(THEENGS_VENV)/.ok $(VM_TEST_PREREQS)
 	@VM_SKIP_PREPARE=1 IBEACON_BIN='$(IBEACON_BIN)' IBEACON_REQUIRE_BIN='$(IBEACON_REQUIRE_BIN)' \
 	  $(VM_ROOT)/scripts/vm/run.sh --timeout $(VM_TIMEOUT) -C $(VM_ROOT) -- tests/vm/guest-test.sh $(VM_SCENARIOS)
 

@@ -290,3 +290,46 @@ extension BDAddress {
         return (try? BDAddress(littleEndian: bytes)) ?? .zero
     }
 }
+
+extension BDAddress {
+    /// The top two bits (Core 5.4 Vol 6 Part B §1.3.2): 0b11 static, 0b00 non-resolvable private.
+    var subType: UInt64 { uint48 >> 46 }
+    /// The 46 random bits below them.
+    var randomPart: UInt64 { uint48 & 0x3FFF_FFFF_FFFF }
+
+    /// Whether this can be a static random device address: "The two most significant bits of
+    /// the address shall be equal to 1. At least one bit of the random part of the address
+    /// shall be 0. At least one bit of the random part of the address shall be 1."
+    /// (Core 5.4 Vol 6 Part B §1.3.2.1).
+    public var isStaticRandom: Bool {
+        subType == 0b11 && randomPart != 0 && randomPart != 0x3FFF_FFFF_FFFF
+    }
+
+    /// Whether this can be a non-resolvable private address: the two most significant bits 0,
+    /// the random part neither all 0 nor all 1 (§1.3.2.2).
+    public var isNonResolvablePrivate: Bool {
+        subType == 0b00 && randomPart != 0 && randomPart != 0x3FFF_FFFF_FFFF
+    }
+
+    /// The static random address of a beacon: derived from its proximity UUID, major and minor
+    /// only, so recalibrating (a new measured power) or another interval keeps the address, and
+    /// two beacons that differ in their identity get different ones.
+    public static func staticRandom(for beacon: IBeacon) -> BDAddress {
+        var w = ByteWriter()
+        w.append(beacon.proximityUUID.bytes)
+        w.uint16BE(beacon.major)
+        w.uint16BE(beacon.minor)
+        return staticRandom(derivedFrom: w.bytes)
+    }
+
+    /// A fresh non-resolvable private address from `generator`, never `avoiding` (the public
+    /// address: "shall not be equal to the public address", §1.3.2.2).
+    public static func nonResolvable(using generator: inout some RandomNumberGenerator, avoiding: BDAddress? = nil)
+        -> BDAddress
+    {
+        while true {
+            let candidate = BDAddress(truncating: generator.next() & 0x3FFF_FFFF_FFFF)
+            if candidate.isNonResolvablePrivate && candidate != avoiding { return candidate }
+        }
+    }
+}

@@ -30,10 +30,61 @@ public struct Profile: Sendable, Equatable {
     /// The `calibration` object as written (validated to be an object).
     public private(set) var calibration: JSONValue?
 
-    /// Which own address the advertiser uses.
-    public enum AddressKind: String, Sendable, CaseIterable {
-        case `public` = "public"
-        case randomStatic = "random-static"
+    /// Which address the beacon advertises from (key `address`). Address-keyed receivers (Home
+    /// Assistant's iBeacon tracker, Theengs Gateway, MAC allow-lists) see a new device whenever it
+    /// changes, so every choice but `nonResolvable` keeps one address across restarts.
+    public enum AddressKind: Sendable, Equatable, CustomStringConvertible {
+        /// `"public"` (the default): the adapter's identity address.
+        case `public`
+        /// `"random-static"`: a static random address derived from the UUID, major and minor
+        /// (`BDAddress.staticRandom(for:)`), so recalibrating does not change it.
+        case randomStatic
+        /// `"C3:12:34:56:78:9A"`: this static random address.
+        case fixed(BDAddress)
+        /// `"non-resolvable"`: a new non-resolvable private address at every start (the kernel's
+        /// choice for non-connectable advertising).
+        case nonResolvable
+
+        /// The profile's spelling.
+        public var description: String {
+            switch self {
+            case .public: "public"
+            case .randomStatic: "random-static"
+            case .fixed(let address): address.description
+            case .nonResolvable: "non-resolvable"
+            }
+        }
+
+        static let allowed =
+            "\"public\", \"random-static\", \"non-resolvable\" or a static random address such as \"C3:12:34:56:78:9A\""
+
+        /// Parses the profile's spelling; nil, with the problem added to `issues`, when it is not one.
+        static func parse(_ text: String, found: String, _ issues: inout [ProfileIssue]) -> AddressKind? {
+            switch text {
+            case "public": return .public
+            case "random-static": return .randomStatic
+            case "non-resolvable": return .nonResolvable
+            default: break
+            }
+            guard let address = BDAddress(text) else {
+                issues.append(
+                    ProfileIssue(key: "address", found: found, problem: .invalidFormat, allowed: allowed, note: nil))
+                return nil
+            }
+            guard address.isStaticRandom else {
+                // Core 5.4 Vol 6 Part B §1.3.2.1: the two most significant bits of a static
+                // address are 1, and its random part is neither all 0 nor all 1.
+                issues.append(
+                    ProfileIssue(
+                        key: "address", found: found, problem: .invalidFormat, allowed: allowed,
+                        note:
+                            "not a static random address: its first octet must be C0…FF and the rest not all 00 "
+                            + "or all FF (Core Vol 6 Part B §1.3.2.1); for the adapter's own address write \"public\""
+                    ))
+                return nil
+            }
+            return .fixed(address)
+        }
     }
 
     /// The typed view of `calibration`, or nil when absent or not in the shape
@@ -106,19 +157,13 @@ public struct Profile: Sendable, Equatable {
         }
         var address = AddressKind.public
         if let v = doc["address"] {
-            let allowed = "\"public\" or \"random-static\""
             if case .string(let s) = v {
-                if let a = AddressKind(rawValue: s) {
-                    address = a
-                } else {
-                    issues.append(
-                        ProfileIssue(
-                            key: "address", found: v.description, problem: .invalidFormat, allowed: allowed, note: nil))
-                }
+                address = AddressKind.parse(s, found: v.description, &issues) ?? .public
             } else {
                 issues.append(
-                    ProfileIssue(key: "address", found: v.description, problem: .wrongType, allowed: allowed, note: nil)
-                )
+                    ProfileIssue(
+                        key: "address", found: v.description, problem: .wrongType, allowed: AddressKind.allowed,
+                        note: nil))
             }
         }
         let calibration = doc["calibration"]

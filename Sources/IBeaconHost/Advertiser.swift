@@ -11,27 +11,58 @@ public enum AdvertisingMode: String, Sendable, CaseIterable {
     case extended
 }
 
+/// The address a beacon advertises from, and what each path makes of it.
+///
+/// Raw HCI sets any own address (LE Set Random Address / LE Set Advertising Set Random Address)
+/// and always advertises non-connectable. The kernel's management interface has no address
+/// parameter: it advertises a non-connectable instance from a non-resolvable private address it
+/// makes anew each time it programs the instance, and a connectable one from the adapter's
+/// identity address (`hci_get_random_address` with `require_privacy = !connectable`,
+/// net/bluetooth/hci_sync.c).
+public enum BeaconAddress: Sendable, Equatable {
+    /// The adapter's identity address, the same at every start. Raw HCI: non-connectable
+    /// (ADV_NONCONN_IND) from the public address. Kernel: a connectable instance (ADV_IND).
+    case identity
+    /// A static random address. Raw HCI only: through the kernel the beacon is non-connectable
+    /// from an address the kernel chooses (and says so).
+    case staticRandom(BDAddress)
+    /// A non-resolvable private address, new for this run: raw HCI uses this one; through the
+    /// kernel a non-connectable instance, for which the kernel makes its own.
+    case nonResolvable(BDAddress)
+
+    /// The own address raw HCI programs; nil for the public address.
+    public var randomAddress: BDAddress? {
+        switch self {
+        case .identity: nil
+        case .staticRandom(let a), .nonResolvable(let a): a
+        }
+    }
+}
+
 /// One beacon to advertise.
 public struct BeaconSpec: Sendable, Equatable {
     public var beacon: IBeacon
     public var intervalMilliseconds: Int
     /// Requested TX power in dBm (extended advertising only).
     public var txPower: Int8?
-    /// A static random address to advertise from; nil for the controller's public address.
-    public var randomAddress: BDAddress?
+    /// Which address to advertise from.
+    public var address: BeaconAddress
     /// The TX power the profile's measured power was calibrated at, if recorded.
     public var calibratedTxPower: Int8?
     /// Where the beacon came from, for messages (the profile path).
     public var label: String
 
+    /// The random own address raw HCI programs; nil for the controller's public address.
+    public var randomAddress: BDAddress? { address.randomAddress }
+
     public init(
-        beacon: IBeacon, intervalMilliseconds: Int = 100, txPower: Int8? = nil, randomAddress: BDAddress? = nil,
+        beacon: IBeacon, intervalMilliseconds: Int = 100, txPower: Int8? = nil, address: BeaconAddress = .identity,
         calibratedTxPower: Int8? = nil, label: String
     ) {
         self.beacon = beacon
         self.intervalMilliseconds = intervalMilliseconds
         self.txPower = txPower
-        self.randomAddress = randomAddress
+        self.address = address
         self.calibratedTxPower = calibratedTxPower
         self.label = label
     }

@@ -17,6 +17,31 @@ public struct MgmtInstance: Sendable, Equatable {
     public var method: MgmtAdvertisingMethod
     /// The power the controller selected, when the kernel says (extended parameters only).
     public var txPower: Int8?
+    /// Registered with the Connectable flag (for `BeaconAddress.identity`).
+    public var connectable = false
+    /// The address on the air when the kernel's rule fixes it: the adapter's identity address for
+    /// connectable advertising (by the flag, or by the adapter's Connectable setting); nil when
+    /// the kernel makes a new non-resolvable private address.
+    public var address: BDAddress?
+}
+
+/// What the kernel's address rule needs to know about the adapter (Read Controller Info).
+public struct MgmtAdapterAddressing: Sendable, Equatable {
+    /// The identity (public) address.
+    public var identity: BDAddress
+    /// The adapter's own Connectable setting: while on, the kernel advertises every instance
+    /// connectable from the identity address ("the controller will use advertising based on
+    /// the connectable setting", mgmt-api.txt; `mgmt_get_connectable` in hci_sync.c).
+    public var connectable: Bool
+
+    public init(identity: BDAddress, connectable: Bool) {
+        self.identity = identity
+        self.connectable = connectable
+    }
+
+    init(_ info: MgmtReadControllerInfo.ReturnParameters) {
+        self.init(identity: info.address, connectable: info.currentSettings.contains(.connectable))
+    }
 }
 
 /// What is on the air after a successful start, for the status line.
@@ -62,18 +87,30 @@ public struct MgmtAdvertiser: Sendable {
         return Array(free.prefix(count))
     }
 
+    /// Whether `spec` is registered connectable: the kernel advertises from the adapter's identity
+    /// address only then (`BeaconAddress`), so that is how a beacon keeps one address.
+    public static func connectable(_ spec: BeaconSpec) -> Bool { spec.address == .identity }
+
     /// Registers `spec` as `instance`: extended parameters first, Add Advertising if the kernel
-    /// does not know that command (Unknown Command / Not Supported).
-    public func add(_ spec: BeaconSpec, instance: UInt8, on client: MgmtClient) async throws -> MgmtInstance {
+    /// does not know that command (Unknown Command / Not Supported). `adapter` (when known) says
+    /// which address the result goes out from.
+    public func add(
+        _ spec: BeaconSpec, instance: UInt8, on client: MgmtClient, adapter: MgmtAdapterAddressing? = nil
+    ) async throws -> MgmtInstance {
         let data = spec.beacon.advertisingData
         let interval = try AdvertisingInterval(milliseconds: spec.intervalMilliseconds, for: .extended)
+        let connectable = Self.connectable(spec)
+        let onAir = adapter.flatMap { connectable || $0.connectable ? $0.identity : nil }
         do {
             let rp = try await client.execute(
-                MgmtAddExtendedAdvertisingParameters(instance: instance, interval: interval, txPower: spec.txPower),
+                MgmtAddExtendedAdvertisingParameters(
+                    instance: instance, interval: interval, txPower: spec.txPower, connectable: connectable),
                 index: index)
             _ = try await client.execute(
                 MgmtAddExtendedAdvertisingData(instance: instance, advertisingData: data), index: index)
-            return MgmtInstance(spec: spec, instance: instance, method: .extendedParameters, txPower: rp.txPower)
+            return MgmtInstance(
+                spec: spec, instance: instance, method: .extendedParameters, txPower: rp.txPower,
+                connectable: connectable, address: onAir)
         } catch MgmtError.commandFailed(_, _, let status) where status == .unknownCommand || status == .notSupported {
             let why =
                 "this kernel has no Add Extended Advertising Parameters (before 5.12): using Add Advertising; "
@@ -81,8 +118,11 @@ public struct MgmtAdvertiser: Sendable {
                 + "not the profile's \(spec.intervalMilliseconds) ms"
             logger.notice("\(why)")
             _ = try await client.execute(
-                MgmtAddAdvertising(instance: instance, advertisingData: data), index: index)
-            return MgmtInstance(spec: spec, instance: instance, method: .addAdvertising, txPower: nil)
+                MgmtAddAdvertising(instance: instance, flags: connectable ? [.connectable] : [], advertisingData: data),
+                index: index)
+            return MgmtInstance(
+                spec: spec, instance: instance, method: .addAdvertising, txPower: nil, connectable: connectable,
+                address: onAir)
         }
     }
 
@@ -101,12 +141,23 @@ public struct MgmtAdvertiser: Sendable {
     }
 
     /// Warnings for what the management path cannot honour.
-    func warnings(features: MgmtReadAdvertisingFeatures.ReturnParameters) -> [String] {
+    func warnings(features: MgmtReadAdvertisingFeatures.ReturnParameters, adapter: MgmtAdapterAddressing? = nil)
+        -> [String]
+    {
         var out: [String] = []
-        if beacons.contains(where: { $0.randomAddress != nil }) {
+        for spec in beacons {
+            guard case .staticRandom(let address) = spec.address else { continue }
             out.append(
-                "through the kernel the advertising address is chosen by the kernel (a non-resolvable random "
-                    + "address when the adapter is not connectable); the profile's static random address is not used")
+                "\(spec.label): through the kernel a beacon cannot have its own address (the kernel advertises "
+                    + "connectable from the adapter's identity address, or non-connectable from a non-resolvable "
+                    + "address it makes anew at every start); not \(address) but a new address at every start. "
+                    + "Use --device raw:\(index) to advertise from \(address), or \"address\": \"public\" for the "
+                    + "adapter's own address")
+        }
+        if let adapter, adapter.connectable, beacons.contains(where: { !Self.connectable($0) }) {
+            out.append(
+                "\(index) is connectable (its Connectable setting is on, e.g. set by bluetoothd), so the kernel "
+                    + "advertises every instance connectable from \(adapter.identity), whatever the profile's address")
         }
         if beacons.contains(where: { $0.txPower != nil }), !features.supportedFlags.contains(.canSetTxPower) {
             out.append(
@@ -146,6 +197,8 @@ public struct MgmtAdvertisingSession: Sendable {
         var registered: [MgmtInstance?]
         var powered: Bool
         var present = true
+        /// The adapter's identity address and Connectable setting, for which address is on the air.
+        var adapter: MgmtAdapterAddressing?
         var instances: [UInt8] { registered.compactMap { $0?.instance } }
     }
 
@@ -165,7 +218,7 @@ public struct MgmtAdvertisingSession: Sendable {
         }
         var state = State(
             registered: Array(repeating: nil, count: advertiser.beacons.count),
-            powered: info.currentSettings.contains(.powered))
+            powered: info.currentSettings.contains(.powered), adapter: MgmtAdapterAddressing(info))
         var readyReported = false
         func reportReadyIfDone(_ warnings: [String]) {
             guard !readyReported, state.registered.allSatisfy({ $0 != nil }) else { return }
@@ -197,6 +250,7 @@ public struct MgmtAdvertisingSession: Sendable {
                 forget(&state, instance: instance)
                 why = "another program registered instance \(instance), which was ours (Advertising Added)"
             case .newSettings(index, let settings):
+                state.adapter?.connectable = settings.contains(.connectable)
                 let powered = settings.contains(.powered)
                 if powered == state.powered { continue }
                 state.powered = powered
@@ -218,6 +272,7 @@ public struct MgmtAdvertisingSession: Sendable {
                 state.present = true
                 let info = try? await client.execute(MgmtReadControllerInfo(), index: index)
                 state.powered = info?.currentSettings.contains(.powered) ?? false
+                state.adapter = info.map(MgmtAdapterAddressing.init)
                 if !state.powered {
                     logger.warning("\(name) is back (Index Added) but powered off; waiting for it to be powered on")
                     continue
@@ -309,14 +364,14 @@ public struct MgmtAdvertisingSession: Sendable {
         }
         let missing = state.registered.indices.filter { state.registered[$0] == nil }
         let kept = refresh ? state.registered.indices.filter { state.registered[$0] != nil } : []
-        if missing.isEmpty && kept.isEmpty { return advertiser.warnings(features: features) }
+        if missing.isEmpty && kept.isEmpty { return advertiser.warnings(features: features, adapter: state.adapter) }
         let fresh = try MgmtAdvertiser.freeInstances(
             missing.count, features: features, reserved: Set(state.instances))
         let plan = zip(missing, fresh).map { ($0, $1, false) } + kept.map { ($0, state.registered[$0]!.instance, true) }
         for (slot, number, again) in plan {
             let spec = advertiser.beacons[slot]
             do {
-                let added = try await advertiser.add(spec, instance: number, on: client)
+                let added = try await advertiser.add(spec, instance: number, on: client, adapter: state.adapter)
                 state.registered[slot] = added
                 if let why {
                     logger.warning(
@@ -333,6 +388,6 @@ public struct MgmtAdvertisingSession: Sendable {
             }
         }
         onInstancesChanged(state.instances)
-        return advertiser.warnings(features: features)
+        return advertiser.warnings(features: features, adapter: state.adapter)
     }
 }

@@ -8,8 +8,13 @@ import IBeaconHost
 /// test act as another program or power-cycle the adapter.
 public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
     public let name = "fake-mgmt"
-    public let incoming: AsyncThrowingStream<[UInt8], any Error>
-    private let sink: AsyncThrowingStream<[UInt8], any Error>.Continuation
+    public var incoming: AsyncThrowingStream<[UInt8], any Error> { lock.withLock { _socket.stream } }
+    private var sink: AsyncThrowingStream<[UInt8], any Error>.Continuation { lock.withLock { _socket.continuation } }
+    private var _socket:
+        (
+            stream: AsyncThrowingStream<[UInt8], any Error>,
+            continuation: AsyncThrowingStream<[UInt8], any Error>.Continuation
+        )
     private let lock = Lock()
 
     public struct Instance: Sendable, Equatable {
@@ -19,7 +24,15 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
         public var data: [UInt8]
         /// Who registered it: "test" for the client under test, else the other program's name.
         public var owner: String
+        /// The address it goes out from, by the kernel's rule (`hci_get_random_address` called
+        /// with `require_privacy = !connectable`, net/bluetooth/hci_sync.c): the identity address
+        /// when connectable (the flag, or the adapter's Connectable setting), else a
+        /// non-resolvable private address made anew each time the instance is programmed.
+        public var address = BDAddress.zero
     }
+
+    /// The adapter's identity (public) address, as Read Controller Info reports it.
+    public static let identityAddress = BDAddress("00:AA:01:00:00:00")!
 
     public var maxInstances: UInt8 = 5
     /// False: Add Extended Advertising Parameters answers Unknown Command (kernel < 5.12).
@@ -39,13 +52,34 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
     ]
     private var _monitorScan: MonitorScanParameters?
     private var _refusals: [MgmtStatus] = []
+    private var _connectable = false
+    /// Where the kernel's non-resolvable addresses come from (its get_random_bytes).
+    private var _random = SplitMix64(seed: 0x1B)
 
     public init(powered: Bool = true) {
         _powered = powered
-        (incoming, sink) = AsyncThrowingStream.makeStream(of: [UInt8].self, throwing: (any Error).self)
+        _socket = AsyncThrowingStream.makeStream(of: [UInt8].self, throwing: (any Error).self)
     }
 
     public var instances: [UInt8: Instance] { lock.withLock { _instances } }
+    /// The adapter's own Connectable setting (bluetoothd turns it on for BR/EDR page scan).
+    public var connectable: Bool { lock.withLock { _connectable } }
+
+    /// Another program (bluetoothd, `btmgmt connectable on`) changes the adapter's Connectable
+    /// setting; the client sees New Settings.
+    public func setConnectable(_ on: Bool) {
+        let powered = lock.withLock {
+            _connectable = on
+            return _powered
+        }
+        emit(.newSettings, settingsBytes(powered: powered))
+    }
+
+    /// The address the kernel would advertise an instance with `flags` from (lock held).
+    private func onAirAddress(_ flags: MgmtAdvertisingFlags) -> BDAddress {
+        if flags.contains(.connectable) || _connectable { return Self.identityAddress }
+        return BDAddress.nonResolvable(using: &_random, avoiding: Self.identityAddress)
+    }
     public var powered: Bool { lock.withLock { _powered } }
     /// The advertisement monitors registered, by handle.
     public var monitors: [UInt16: [MgmtAdvPattern]] { lock.withLock { _monitors } }
@@ -142,15 +176,27 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
         lock.withLock { _refusals += Array(repeating: status, count: times) }
     }
 
+    /// Powers the adapter on; like the kernel, programs the instances again (a non-connectable
+    /// one gets a new non-resolvable address).
     public func powerOn() {
-        lock.withLock { _powered = true }
+        lock.withLock {
+            _powered = true
+            for (number, instance) in _instances { _instances[number]?.address = onAirAddress(instance.flags) }
+        }
         emit(.newSettings, settingsBytes(powered: true))
     }
 
     private func settingsBytes(powered: Bool) -> [UInt8] {
         var w = ByteWriter()
-        w.uint32LE((powered ? MgmtSettings.powered.rawValue : 0) | MgmtSettings.lowEnergy.rawValue)
+        w.uint32LE(currentSettings(powered: powered).rawValue)
         return w.bytes
+    }
+
+    private func currentSettings(powered: Bool) -> MgmtSettings {
+        var settings: MgmtSettings = [.lowEnergy]
+        if powered { settings.insert(.powered) }
+        if lock.withLock({ _connectable }) { settings.insert(.connectable) }
+        return settings
     }
 
     private func emit(_ code: MgmtEventCode, _ parameters: [UInt8], index: MgmtIndex = MgmtIndex(0)) {
@@ -181,6 +227,12 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
 
     public func close() { sink.finish() }
 
+    /// A new management socket on the same kernel, after `close`: the program was restarted, and
+    /// the kernel kept its state (instances, settings, its random number generator).
+    public func reopen() {
+        lock.withLock { _socket = AsyncThrowingStream.makeStream(of: [UInt8].self, throwing: (any Error).self) }
+    }
+
     private func answer(_ opcode: MgmtOpcode, _ packet: MgmtPacket) -> (MgmtStatus, [UInt8]) {
         lock.withLock {
             var r = ByteReader(packet.parameters)
@@ -189,11 +241,14 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
                 return (.success, [1, 0, 0, 0])
             case .readControllerInfo:
                 var w = ByteWriter()
-                w.append([0x00, 0x00, 0x00, 0x01, 0xAA, 0x00])  // 00:AA:01:00:00:00
+                w.append(Self.identityAddress.bytes)
                 w.uint8(9)
                 w.uint16LE(1521)
                 w.uint32LE(0x0001_FFFF)
-                w.uint32LE((_powered ? MgmtSettings.powered.rawValue : 0) | MgmtSettings.lowEnergy.rawValue)
+                var settings: MgmtSettings = [.lowEnergy]
+                if _powered { settings.insert(.powered) }
+                if _connectable { settings.insert(.connectable) }
+                w.uint32LE(settings.rawValue)
                 w.uint24LE(0)
                 w.append([UInt8](repeating: 0, count: 249 + 11))
                 return (.success, w.bytes)
@@ -219,7 +274,7 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
                 let f = MgmtAdvertisingFlags(rawValue: flags)
                 _instances[instance] = Instance(
                     flags: f, minInterval: f.contains(.useIntervals) ? minInterval : nil,
-                    txPower: f.contains(.useTxPower) ? tx : nil, data: [], owner: "test")
+                    txPower: f.contains(.useTxPower) ? tx : nil, data: [], owner: "test", address: onAirAddress(f))
                 return (.success, [instance, UInt8(bitPattern: f.contains(.useTxPower) ? tx : 0), 31, 31])
             case .addExtendedAdvertisingData:
                 guard let instance = try? r.readUInt8(), _instances[instance] != nil,
@@ -235,8 +290,8 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
                     let length = try? r.readUInt8(), (try? r.readUInt8()) != nil,
                     let data = try? r.readBytes(Int(length))
                 else { return (.invalidParameters, []) }
-                _instances[instance] = Instance(
-                    flags: MgmtAdvertisingFlags(rawValue: flags), data: data, owner: "test")
+                let f = MgmtAdvertisingFlags(rawValue: flags)
+                _instances[instance] = Instance(flags: f, data: data, owner: "test", address: onAirAddress(f))
                 return (.success, [instance])
             case .removeAdvertising:
                 guard let instance = try? r.readUInt8() else { return (.invalidParameters, []) }

@@ -18,7 +18,10 @@ struct AdvertiseCommand: AsyncParsableCommand {
         abstract: "Advertise the iBeacon of one or more profiles until stopped.",
         discussion: """
             Non-connectable (ADV_NONCONN_IND) on all three channels at the profile's interval \
-            (default 100 ms), data set before enabling. Prints one status line, then stays quiet. \
+            (default 100 ms), data set before enabling. Through the kernel (hciN) a beacon with the \
+            profile's default "address": "public" is connectable (ADV_IND), because only then \
+            does the kernel keep the adapter's address; "non-resolvable" stays non-connectable \
+            from a new address at every start. Prints one status line, then stays quiet. \
             SIGINT/SIGTERM (exit 0) and the other terminating signals, such as SIGHUP (exit 128 + \
             the signal number), turn advertising off before exiting; SIGPIPE is ignored. If the \
             controller is reset, \
@@ -38,7 +41,10 @@ struct AdvertiseCommand: AsyncParsableCommand {
     @Option(help: "Advertising commands: auto (extended when supported), legacy or extended.")
     var mode: AdvertisingMode = .auto
 
-    @Flag(help: "Advertise from a static random address derived from the profile (stable across restarts).")
+    @Flag(
+        help:
+            "Advertise from a static random address derived from the profile's UUID, major and minor (raw HCI; as \"address\": \"random-static\")."
+    )
     var randomAddress = false
 
     @OptionGroup var stopAfter: DurationOption<UntilStopped>
@@ -161,12 +167,23 @@ struct AdvertiseCommand: AsyncParsableCommand {
 func beaconSpec(path: String, forceRandomAddress: Bool) throws -> BeaconSpec {
     let profile = try Profile.load(bytes: ProfileStore.read(path), file: path)
     let beacon = profile.iBeacon
-    let random = forceRandomAddress || profile.address == .randomStatic
     return BeaconSpec(
         beacon: beacon, intervalMilliseconds: profile.intervalMs, txPower: profile.txPower,
-        randomAddress: random ? BDAddress.staticRandom(derivedFrom: beacon.advertisingData) : nil,
+        address: beaconAddress(forceRandomAddress ? .randomStatic : profile.address, beacon: beacon),
         calibratedTxPower: profile.calibrationRecord?.txPower.map { Int8($0) },
         label: path.split(separator: "/").last.map(String.init) ?? path)
+}
+
+/// The profile's `address` as an address to advertise from; a non-resolvable one is new for each run.
+func beaconAddress(_ kind: Profile.AddressKind, beacon: IBeacon) -> BeaconAddress {
+    switch kind {
+    case .public: return .identity
+    case .randomStatic: return .staticRandom(.staticRandom(for: beacon))
+    case .fixed(let address): return .staticRandom(address)
+    case .nonResolvable:
+        var generator = SystemRandomNumberGenerator()
+        return .nonResolvable(.nonResolvable(using: &generator))
+    }
 }
 
 func statusLine(_ status: AdvertisingStatus, device: String, json: Bool) -> String {

@@ -223,16 +223,20 @@ func kernelStatusLine(_ status: MgmtAdvertisingStatus, device: String, json: Boo
         let interval =
             i.method == .extendedParameters
             ? "every \(i.spec.intervalMilliseconds) ms" : "at the kernel's default interval"
+        let address = i.address?.description
         if json {
             return jsonLine([
                 "event": "advertising", "device": device, "path": "mgmt", "instance": Int(i.instance),
+                "address": address, "connectable": i.connectable,
                 "method": i.method.rawValue, "uuid": beacon.uuidString, "major": Int(beacon.major),
                 "minor": Int(beacon.minor), "measuredPower": Int(beacon.measuredPower),
                 "intervalMs": i.method == .extendedParameters ? i.spec.intervalMilliseconds : nil,
                 "txPower": i.txPower.map { Int($0) }, "profile": i.spec.label,
             ])
         }
-        return "advertising \(i.spec.label) on \(device) through the kernel (instance \(i.instance)): "
+        let from = address.map { "from \($0)" } ?? "from a new non-resolvable address"
+        return "advertising \(i.spec.label) on \(device) through the kernel (instance \(i.instance)) \(from)"
+            + "\(i.connectable ? ", connectable" : ""): "
             + "\(beacon.uuidString) major \(beacon.major) minor \(beacon.minor), measured power "
             + "\(beacon.measuredPower) dBm, \(interval), TX power \(tx)"
     }.joined(separator: "\n")

@@ -1,3 +1,4 @@
+import Foundation
 import IBeaconTestSupport
 import Testing
 
@@ -176,6 +177,50 @@ import Testing
             }
             previous = a
         }
+    }
+
+    @Test func staticAndNonResolvableKinds() throws {
+        // Core 5.4 Vol 6 Part B §1.3.2: top two bits 11 static, 00 non-resolvable; the random
+        // part neither all 0 nor all 1.
+        #expect(BDAddress("C3:12:34:56:78:9A")!.isStaticRandom)
+        #expect(BDAddress("FF:FF:FF:FF:FF:FE")!.isStaticRandom)
+        #expect(!BDAddress("C0:00:00:00:00:00")!.isStaticRandom)
+        #expect(!BDAddress("FF:FF:FF:FF:FF:FF")!.isStaticRandom)
+        #expect(!BDAddress("83:12:34:56:78:9A")!.isStaticRandom)  // 10: resolvable private
+        #expect(!BDAddress("00:1A:7D:DA:71:13")!.isStaticRandom)
+        #expect(BDAddress("00:1A:7D:DA:71:13")!.isNonResolvablePrivate)
+        #expect(!BDAddress("3F:FF:FF:FF:FF:FF")!.isNonResolvablePrivate)
+        #expect(!BDAddress.zero.isNonResolvablePrivate)
+
+        var rng = SplitMix64(seed: 7)
+        let public_ = BDAddress("00:AA:01:00:00:00")!
+        var seen = Set<BDAddress>()
+        for _ in 0..<500 {
+            let a = BDAddress.nonResolvable(using: &rng, avoiding: public_)
+            #expect(a.isNonResolvablePrivate && a != public_)
+            seen.insert(a)
+        }
+        #expect(seen.count == 500)
+    }
+
+    @Test func aBeaconsStaticAddressDependsOnItsIdentityOnly() throws {
+        let uuid = UUID(uuidString: "F7826DA6-4FA2-4E98-8024-BC5B71E0893E")!
+        let beacon = IBeacon(proximityUUID: uuid, major: 0x0102, minor: 0x0304, measuredPower: -59)
+        let a = BDAddress.staticRandom(for: beacon)
+        #expect(a.isStaticRandom)
+        // Recalibrating (another measured power) keeps the address: one device to receivers.
+        var recalibrated = beacon
+        recalibrated.measuredPower = -63
+        #expect(BDAddress.staticRandom(for: recalibrated) == a)
+        // Another beacon of the same deployment gets another address.
+        var neighbour = beacon
+        neighbour.minor = 0x0305
+        #expect(BDAddress.staticRandom(for: neighbour) != a)
+        var swapped = beacon
+        (swapped.major, swapped.minor) = (0x0304, 0x0102)
+        #expect(BDAddress.staticRandom(for: swapped) != a)
+        // Pinned: the same on every machine and every release (FNV-1a 64 of UUID ‖ major ‖ minor).
+        #expect(a.description == "F8:02:54:19:DE:2F")
     }
 
     @Test func readsSixBytesAtTheEndOfABuffer() throws {

@@ -29,6 +29,27 @@ import Testing
             ])
     }
 
+    @Test func addExtendedAdvertisingParametersConnectable() throws {
+        // The kernel advertises from the adapter's identity address only for a connectable
+        // instance (hci_get_random_address, require_privacy = !connectable).
+        let command = try MgmtAddExtendedAdvertisingParameters(
+            instance: 1, interval: AdvertisingInterval(milliseconds: 250, for: .extended), txPower: nil,
+            connectable: true)
+        #expect(
+            command.packet(index: MgmtIndex(0)).bytes == [
+                0x54, 0x00,  // Command Code 0x0054
+                0x00, 0x00,  // Controller Index: hci0
+                0x12, 0x00,  // Parameter Length: 18
+                0x01,  // Instance
+                0x01, 0x40, 0x00, 0x00,  // Flags: bit 0 (connectable) | bit 14 (intervals)
+                0x00, 0x00,  // Duration
+                0x00, 0x00,  // Timeout
+                0x90, 0x01, 0x00, 0x00,  // MinInterval 400 × 0.625 ms = 250 ms
+                0x90, 0x01, 0x00, 0x00,  // MaxInterval
+                0x7F,  // TxPower: no preference (not flagged)
+            ])
+    }
+
     @Test func setDefaultSystemConfiguration() throws {
         let command = try MgmtSetDefaultSystemConfiguration([
             MgmtSystemParameter(type: MgmtSystemParameter.leScanWindowAdvMonitor, uint16: 0x0060)

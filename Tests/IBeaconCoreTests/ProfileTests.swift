@@ -54,6 +54,20 @@ import Testing
         #expect(p.iBeacon.advertisingData.count == 30)
     }
 
+    @Test(arguments: [
+        ("\"public\"", Profile.AddressKind.public),
+        ("\"random-static\"", .randomStatic),
+        ("\"non-resolvable\"", .nonResolvable),
+        ("\"c3:12:34:56:78:9a\"", .fixed(BDAddress("C3:12:34:56:78:9A")!)),
+    ])
+    func addressChoices(_ c: (String, Profile.AddressKind)) throws {
+        let p = try load(Self.with("address", c.0))
+        #expect(p.address == c.1)
+        // The profile's spelling comes back (an address in upper case).
+        let spelled = String(c.0.dropFirst().dropLast())
+        #expect(p.address.description == (spelled.contains(":") ? spelled.uppercased() : spelled))
+    }
+
     @Test func shippedProfilesLoad() throws {
         let dir = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("profiles")
@@ -112,7 +126,16 @@ import Testing
         (with("intervalMs", "100.0"), "intervalMs", .notAnInteger, "write 100"),
         (with("txPower", "21"), "txPower", .outOfRange, "-127…20 dBm"),
         (with("txPower", "\"high\""), "txPower", .wrongType, "\"high\""),
-        (with("address", "\"random\""), "address", .invalidFormat, "\"public\" or \"random-static\""),
+        (
+            with("address", "\"random\""), "address", .invalidFormat,
+            "\"public\", \"random-static\", \"non-resolvable\" or a static random address"
+        ),
+        // A public-looking address (top bits 00) is not a static random one.
+        (with("address", "\"00:1A:7D:DA:71:13\""), "address", .invalidFormat, "first octet must be C0…FF"),
+        // Static, but the random part all 0 / all 1 (Core Vol 6 Part B §1.3.2.1).
+        (with("address", "\"C0:00:00:00:00:00\""), "address", .invalidFormat, "not a static random address"),
+        (with("address", "\"FF:FF:FF:FF:FF:FF\""), "address", .invalidFormat, "not a static random address"),
+        (with("address", "\"C3:12:34:56:78\""), "address", .invalidFormat, "\"C3:12:34:56:78\""),
         (with("address", "1"), "address", .wrongType, "\"address\" is 1"),
         (with("name", "42"), "name", .wrongType, "\"name\" is 42, must be a string"),
         (with("calibration", "[1, 2]"), "calibration", .wrongType, "must be an object"),

@@ -74,6 +74,38 @@ func startedClient(
         await client.close()
     }
 
+    /// The address a controller put on the air: its public one, or the random one programmed.
+    static func onAir(_ fake: FakeController, extended: Bool) -> BDAddress? {
+        if extended {
+            guard let set = fake.advertisingSets[0] else { return nil }
+            return set.ownAddressType == 0 ? fake.address : set.randomAddress
+        }
+        return fake.legacy.ownAddressType == 0 ? fake.address : fake.legacyRandomAddress
+    }
+
+    @Test(
+        arguments: [false, true],
+        [
+            BeaconAddress.identity, .staticRandom(BDAddress("C3:12:34:56:78:9A")!),
+            .nonResolvable(BDAddress("12:34:56:78:9A:BC")!),
+        ])
+    func rawHCIAdvertisesFromTheChosenAddressAtEveryStart(extended: Bool, address: BeaconAddress) async throws {
+        let fake = FakeController(supportsExtended: extended)
+        let spec = BeaconSpec(beacon: testBeacon, address: address, label: "t.json")
+        let expected = address.randomAddress ?? fake.address
+        let client = await startedClient(fake)
+        let advertiser = Advertiser(beacons: [spec], mode: .auto, ownsController: true, logger: quietLogger)
+        for _ in 0..<2 {  // started, stopped and started again (each start Resets the controller it owns)
+            let status = try await advertiser.start(on: client)
+            #expect(Self.onAir(fake, extended: extended) == expected)
+            #expect(status.beacons.first?.address == expected)
+            // Non-connectable either way: ADV_NONCONN_IND (legacy type 3, extended properties 0x0010).
+            #expect(extended ? fake.advertisingSets[0]?.properties == 0x0010 : fake.legacy.properties == 3)
+            await advertiser.stop(on: client, commandSet: status.commandSet)
+        }
+        await client.close()
+    }
+
     @Test func twoProfilesBecomeTwoAdvertisingSets() async throws {
         let fake = FakeController(supportsExtended: true)
         let client = await startedClient(fake)

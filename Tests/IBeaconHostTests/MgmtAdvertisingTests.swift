@@ -49,7 +49,9 @@ import Testing
             #expect(instances[1]?.owner == "btmgmt")
             #expect(instances[2]?.minInterval == 160)
             #expect(instances[2]?.txPower == -4)
-            #expect(instances[2]?.flags.contains(.connectable) == false)
+            // The default address is the adapter's identity address: the kernel uses it only for
+            // a connectable instance.
+            #expect(instances[2]?.flags.contains(.connectable) == true)
             #expect(instances[2]?.data == Self.spec(minor: 3).beacon.advertisingData)
             #expect(instances[3]?.minInterval == 400)
             #expect(instances[3]?.txPower == nil)
@@ -226,6 +228,90 @@ import Testing
             #expect(ready()?.instances.first?.method == .addAdvertising)
             #expect(kernel.opcodes.contains(.addAdvertising))
             #expect(kernel.instances[1]?.minInterval == nil)
+            #expect(kernel.instances[1]?.flags == [.connectable])
+            #expect(ready()?.instances.first?.address == FakeMgmtKernel.identityAddress)
+        }
+    }
+
+    // MARK: - the address on the air across restarts
+
+    static func spec(minor: UInt16, address: BeaconAddress) -> BeaconSpec {
+        var s = spec(minor: minor)
+        s.address = address
+        return s
+    }
+
+    /// Two runs of `advertise` with `spec` on one kernel (a restart in between, as systemd does):
+    /// what the kernel put on the air, and what each run's status said.
+    static func twoRuns(_ kernel: FakeMgmtKernel, _ spec: BeaconSpec) async throws -> [(
+        onAir: BDAddress?, status: MgmtInstance?, warnings: [String]
+    )] {
+        let runs = Mutex<[(BDAddress?, MgmtInstance?, [String])]>([])
+        for run in 0..<2 {
+            if run > 0 { kernel.reopen() }
+            try await withSession(kernel, beacons: [spec]) { ready in
+                #expect(await eventually { ready() != nil })
+                let run = (kernel.instances[1]?.address, ready()?.instances.first, ready()?.warnings ?? [])
+                runs.withLock { $0.append(run) }
+            }
+            #expect(kernel.instances.isEmpty)
+        }
+        return runs.withLock { $0 }
+    }
+
+    @Test func theDefaultKeepsTheAdaptersIdentityAddressAcrossRestarts() async throws {
+        let kernel = FakeMgmtKernel()
+        let runs = try await Self.twoRuns(kernel, Self.spec(minor: 3))
+        for run in runs {
+            #expect(run.onAir == FakeMgmtKernel.identityAddress)
+            #expect(run.status?.address == FakeMgmtKernel.identityAddress)
+            #expect(run.status?.connectable == true)
+            #expect(run.warnings.isEmpty)
+        }
+    }
+
+    @Test func theIdentityAddressSurvivesAPowerCycle() async throws {
+        let kernel = FakeMgmtKernel()
+        try await Self.withSession(kernel, beacons: [Self.spec(minor: 3)]) { ready in
+            #expect(await eventually { ready() != nil })
+            kernel.powerOff()
+            kernel.powerOn()
+            #expect(await eventually { kernel.opcodes.filter { $0 == .addExtendedAdvertisingParameters }.count == 2 })
+            #expect(kernel.instances[1]?.address == FakeMgmtKernel.identityAddress)
+        }
+    }
+
+    @Test func aNonResolvableBeaconIsNonConnectableWithANewAddressAtEveryStart() async throws {
+        let kernel = FakeMgmtKernel()
+        let runs = try await Self.twoRuns(
+            kernel, Self.spec(minor: 3, address: .nonResolvable(BDAddress("12:34:56:78:9A:BC")!)))
+        #expect(runs.allSatisfy { $0.status?.connectable == false && $0.status?.address == nil })
+        #expect(runs.allSatisfy { $0.onAir?.isNonResolvablePrivate == true && $0.warnings.isEmpty })
+        #expect(runs[0].onAir != runs[1].onAir)
+    }
+
+    @Test func aStaticRandomAddressCannotBeHonouredThroughTheKernelAndSaysHowToGetIt() async throws {
+        let kernel = FakeMgmtKernel()
+        let runs = try await Self.twoRuns(
+            kernel, Self.spec(minor: 3, address: .staticRandom(BDAddress("C3:12:34:56:78:9A")!)))
+        for run in runs {
+            #expect(run.status?.connectable == false)
+            let warning = try #require(run.warnings.first)
+            #expect(warning.contains("not C3:12:34:56:78:9A but a new address at every start"))
+            #expect(warning.contains("--device raw:hci0"))
+            #expect(warning.contains("\"address\": \"public\""))
+        }
+    }
+
+    @Test func anAdapterMadeConnectableAdvertisesEveryInstanceFromItsIdentityAndSaysSo() async throws {
+        let kernel = FakeMgmtKernel()
+        kernel.setConnectable(true)
+        let runs = try await Self.twoRuns(
+            kernel, Self.spec(minor: 3, address: .nonResolvable(BDAddress("12:34:56:78:9A:BC")!)))
+        for run in runs {
+            #expect(run.onAir == FakeMgmtKernel.identityAddress)
+            #expect(run.status?.address == FakeMgmtKernel.identityAddress)
+            #expect(run.warnings.contains { $0.contains("hci0 is connectable") })
         }
     }
 

@@ -335,3 +335,42 @@ def test_random_address_is_static_random_and_stable(harness_factory, cli, tmp_pa
         seen.append(address)
         assert adv.wait(timeout=10) == 0, adv.describe()
     assert seen[0] == seen[1], seen
+
+
+@pytest.mark.parametrize('choice, expected', [
+    (None, 'public'),                      # no "address" key: the controller's public address
+    ('random-static', 'static'),
+    ('C3:12:34:56:78:9A', 'C3:12:34:56:78:9A'),
+    ('non-resolvable', 'non-resolvable'),
+])
+def test_profile_address_across_restarts(harness_factory, cli, tmp_path, choice, expected):
+    """Issue 25: a beacon keeps one address across restarts (address-keyed receivers see one
+    device), except when its profile asks for a new non-resolvable one. The second run has been
+    recalibrated (another measured power): the derived static address must not move with it."""
+    h = harness_factory('--scanner')
+    seen: list[tuple[str, str]] = []
+    for run_index, power in enumerate([POWER, POWER - 4]):
+        extra = {} if choice is None else {'address': choice}
+        profile = write_profile(tmp_path / f'p{run_index}.json', measuredPower=power, **extra)
+        adv = cli('advertise', '--device', h.device_spec, '--profile', str(profile), '--json',
+                  '--duration', '1.5', name=f'address{run_index}')
+        status = json.loads(adv.wait_status())
+        event = h.wait_for(
+            lambda e: e['event'] == 'adv' and e['ibeacon'] == identity(power=power) and e['t'] > adv.started,
+            timeout=5)
+        address = event['address'].upper()
+        # The status line names the address the scanner hears.
+        assert status['address'] == address, (status, event)
+        seen.append((address, event['address_type']))
+        assert adv.wait(timeout=10) == 0, adv.describe()
+    top_bits = [int(a[:2], 16) >> 6 for a, _ in seen]
+    if expected == 'public':
+        assert seen == [(h.address.upper(), 'public')] * 2, seen
+    elif expected == 'non-resolvable':
+        # Core Vol 6 Part B 1.3.2.2: top bits 00; new for each run.
+        assert [t for _, t in seen] == ['random'] * 2 and top_bits == [0, 0], seen
+        assert seen[0][0] != seen[1][0], seen
+    else:
+        assert seen[0] == seen[1] and seen[0][1] == 'random' and top_bits == [0b11, 0b11], seen
+        if expected != 'static':
+            assert seen[0][0] == expected, seen

@@ -355,15 +355,21 @@ public struct MgmtAddExtendedAdvertisingParameters: MgmtCommand {
     /// TxPower when the host has no preference (not flagged, so the kernel ignores it).
     public static let noTxPowerPreference: Int8 = 127
 
-    /// Non-connectable (no Connectable flag), legacy PDUs (no secondary PHY flag), with the
-    /// interval and, when given, the TX power flagged as set by the caller.
-    public init(instance: UInt8, interval: AdvertisingInterval, txPower: Int8?) throws(MgmtParameterError) {
+    /// Legacy PDUs (no secondary PHY flag), with the interval and, when given, the TX power
+    /// flagged as set by the caller. `connectable` sets the Connectable flag: the kernel then
+    /// advertises ADV_IND from the adapter's identity address; without it ADV_NONCONN_IND from
+    /// a non-resolvable private address it makes anew each time it programs the instance
+    /// (unless the adapter's own Connectable setting is on, which makes every instance connectable).
+    public init(instance: UInt8, interval: AdvertisingInterval, txPower: Int8?, connectable: Bool = false)
+        throws(MgmtParameterError)
+    {
         try MgmtAdvertisingFields.check(instance: instance)
         let slots = interval.slots
         guard Self.intervalRange.contains(slots) else {
             throw MgmtParameterError(message: "advertising interval \(interval) is outside 0x20…0xFFFFFF slots")
         }
         var flags: MgmtAdvertisingFlags = [.useIntervals]
+        if connectable { flags.insert(.connectable) }
         if let txPower {
             guard Self.txPowerRange.contains(txPower) else {
                 throw MgmtParameterError(message: "TX power \(txPower) dBm is outside -127…20 dBm")

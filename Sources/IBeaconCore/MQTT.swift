@@ -364,6 +364,8 @@ public struct AdvertisedBeaconStatus: Sendable, Equatable {
     public var intervalMilliseconds: Int?
     public var txPower: Int?
     public var device: String
+    /// The address it advertises from (nil: a new non-resolvable one, or not known).
+    public var address: String?
     /// When the state last changed (UTC, ISO 8601).
     public var since: String
     /// The latest loss of the advertising: when (UTC) and why.
@@ -372,7 +374,8 @@ public struct AdvertisedBeaconStatus: Sendable, Equatable {
 
     public init(
         name: String, state: BeaconRunState, beacon: IBeacon, intervalMilliseconds: Int?, txPower: Int?,
-        device: String, since: String, lastRecovery: String? = nil, lastRecoveryCause: String? = nil
+        device: String, address: String? = nil, since: String, lastRecovery: String? = nil,
+        lastRecoveryCause: String? = nil
     ) {
         self.name = name
         self.state = state
@@ -380,6 +383,7 @@ public struct AdvertisedBeaconStatus: Sendable, Equatable {
         self.intervalMilliseconds = intervalMilliseconds
         self.txPower = txPower
         self.device = device
+        self.address = address
         self.since = since
         self.lastRecovery = lastRecovery
         self.lastRecoveryCause = lastRecoveryCause
@@ -392,6 +396,7 @@ public struct AdvertisedBeaconStatus: Sendable, Equatable {
         return JSONValue.object(
             JSONObject([
                 ("status", .string(state.rawValue)), ("profile", .string(name)), ("device", .string(device)),
+                ("address", opt(address)),
                 ("uuid", .string(beacon.uuidString)), ("major", .integer(Int64(beacon.major))),
                 ("minor", .integer(Int64(beacon.minor))), ("measuredPower", .integer(Int64(beacon.measuredPower))),
                 ("intervalMs", opt(intervalMilliseconds)), ("txPower", opt(txPower)), ("since", .string(since)),

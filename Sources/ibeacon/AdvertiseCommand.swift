@@ -134,13 +134,17 @@ struct AdvertiseCommand: AsyncParsableCommand {
                     for w in status.warnings { logger.warning("\(w)") }
                     let line = statusLine(status, device: deviceName, json: json)
                     printOut(line)
-                    mqtt?.update(.advertising, txPower: status.beacons.map { $0.txPower.map { Int($0) } })
+                    mqtt?.update(
+                        .advertising, txPower: status.beacons.map { $0.txPower.map { Int($0) } },
+                        addresses: status.beacons.map { $0.address.description })
                     SystemdNotifier.notify(
                         "READY=1\nSTATUS=advertising \(status.beacons.count) beacon(s) on \(deviceName)",
                         environment: ProcessInfo.processInfo.environment)
                 }, onLost: { cause in mqtt?.update(.recovering, cause: cause) },
                 onRecovered: { status in
-                    mqtt?.update(.advertising, txPower: status.beacons.map { $0.txPower.map { Int($0) } })
+                    mqtt?.update(
+                        .advertising, txPower: status.beacons.map { $0.txPower.map { Int($0) } },
+                        addresses: status.beacons.map { $0.address.description })
                 })
         }
     }

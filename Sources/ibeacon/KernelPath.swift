@@ -211,7 +211,9 @@ func advertiseThroughKernel(
         onReady: { status in
             for w in status.warnings { logger.warning("\(w)") }
             onReady(kernelStatusLine(status, device: adapter, json: json))
-            mqtt?.update(.advertising, txPower: status.instances.map { $0.txPower.map { Int($0) } })
+            mqtt?.update(
+                .advertising, txPower: status.instances.map { $0.txPower.map { Int($0) } },
+                addresses: status.instances.map { $0.address?.description })
         }, onLost: { cause in mqtt?.update(.recovering, cause: cause) },
         onRestored: { mqtt?.update(.advertising) })
 }

@@ -177,8 +177,9 @@ final class AdvertiseMQTT: Sendable {
     let beacons: [(name: String, spec: BeaconSpec)]
     let device: String
     /// The latest loss: when (UTC) and why; the state of all beacons.
-    let state = Mutex<(state: BeaconRunState, txPower: [Int?], lastRecovery: String?, cause: String?)>(
-        (.stopped, [], nil, nil))
+    let state = Mutex<
+        (state: BeaconRunState, txPower: [Int?], addresses: [String?], lastRecovery: String?, cause: String?)
+    >((.stopped, [], [], nil, nil))
 
     init(publisher: MQTTPublisher, specs: [BeaconSpec], device: String) {
         self.publisher = publisher
@@ -191,11 +192,14 @@ final class AdvertiseMQTT: Sendable {
         spec.label.hasSuffix(".json") ? String(spec.label.dropLast(5)) : spec.label
     }
 
-    func update(_ newState: BeaconRunState, txPower: [Int?]? = nil, cause: String? = nil) {
+    func update(
+        _ newState: BeaconRunState, txPower: [Int?]? = nil, addresses: [String?]? = nil, cause: String? = nil
+    ) {
         let now = iso8601(unixSeconds: wallClockNow(), milliseconds: true)
         let s = state.withLock { s in
             s.state = newState
             if let txPower { s.txPower = txPower }
+            if let addresses { s.addresses = addresses }
             if let cause {
                 s.lastRecovery = now
                 s.cause = cause
@@ -207,7 +211,8 @@ final class AdvertiseMQTT: Sendable {
                 AdvertisedBeaconStatus(
                     name: b.name, state: s.state, beacon: b.spec.beacon,
                     intervalMilliseconds: b.spec.intervalMilliseconds,
-                    txPower: i < s.txPower.count ? s.txPower[i] : nil, device: device, since: now,
+                    txPower: i < s.txPower.count ? s.txPower[i] : nil, device: device,
+                    address: i < s.addresses.count ? s.addresses[i] : nil, since: now,
                     lastRecovery: s.lastRecovery, lastRecoveryCause: s.cause))
         }
     }

@@ -249,6 +249,8 @@ def test_sigkill_leaves_the_last_will_offline(ibeacon_bin: Path, harness_factory
             assert (status['status'], status['uuid'], status['major'], status['minor'], status['measuredPower']) == \
                 ('advertising', BEACON_UUID, MAJOR, MINOR, -59)
             assert status['intervalMs'] == 100 and status['lastRecovery'] is None
+            # The address a consumer keys on: the one the peer scanner hears.
+            assert status['address'].upper() == adv_harness.adv_events()[-1]['address'].upper(), status
             beacon_config = check_discovery(
                 next(t for t in store if t.startswith('homeassistant/') and 'beacon_front-door' in t),
                 next(p for t, p in store.items() if t.startswith('homeassistant/') and 'beacon_front-door' in t))

@@ -246,7 +246,9 @@ public final class MosquittoConnection: MQTTConnection, @unchecked Sendable {
                 }
                 continue
             }
-            if callbacks.connected.load(ordering: .sequentiallyConsistent) {
+            if callbacks.closing.load(ordering: .sequentiallyConsistent) {
+                continue  // handing over the last messages and the DISCONNECT: no timeout to judge
+            } else if callbacks.connected.load(ordering: .sequentiallyConsistent) {
                 delay = backoff.first
             } else if Self.monotonic() - attemptStarted > settings.connectTimeout {
                 // A listener that never answers the CONNECT: try again (reconnecting closes the socket).

@@ -95,6 +95,8 @@ def test_monitor_publishes_region_states_events_and_discovery(ibeacon_bin: Path,
             finally:
                 rc = m.stop(signal.SIGTERM)
         assert rc == 0, m.stderr
+        # A broker that never went away: no warning at all, also not on the way out.
+        assert 'warning' not in m.stderr and 'retrying' not in m.stderr, m.stderr
         assert store[f'{BASE}/monitor/availability'] == 'online'
         assert store[state] == 'ON'
         attributes = json.loads(store[f'{BASE}/region/bakery/attributes'])

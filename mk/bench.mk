@@ -15,7 +15,7 @@ bench-decode: deps venv
 	@echo "Bumble (Python):"; $(PYTHON) scripts/bench/bumble_decode.py out/bench-scan.btsnoop 1 | tee out/bench-decode-bumble.json
 	$(PYTHON) scripts/bench/make_capture.py --reports-only out/bench-reports.btsnoop 200000
 	$(PYTHON) scripts/bench/make_capture.py --reports-only --size-mb 250 out/bench-250mb.btsnoop
-	@echo "ibeacon scan --json of a reports-only capture against Bumble, peak RSS on 250 MB:"; $(PYTHON) scripts/bench/scan_json.py .build/release/ibeacon out/bench-reports.btsnoop 5 --rss out/bench-250mb.btsnoop | tee out/bench-scan-json.json
+	@echo "ibeacon scan --json --reports of a reports-only capture against Bumble, peak RSS on 250 MB:"; $(PYTHON) scripts/bench/scan_json.py .build/release/ibeacon out/bench-reports.btsnoop 5 --rss out/bench-250mb.btsnoop | tee out/bench-scan-json.json
 	@echo "ibeacon scan, replayed capture:"; $(PYTHON) scripts/bench/scan_cpu.py .build/release/ibeacon out/bench-scan.btsnoop | tee out/bench-scan-cpu.json
 	@echo "ibeacon scan, live at 3,000 reports/s:"; $(PYTHON) scripts/bench/scan_live.py .build/release/ibeacon 3000 20 | tee out/bench-scan-live.json
 	@echo "ibeacon monitor, 200 beacons live at 3,000 reports/s:"; $(PYTHON) scripts/bench/monitor_live.py .build/release/ibeacon 3000 20 200 52 | tee out/bench-monitor-live.json

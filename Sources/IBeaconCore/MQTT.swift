@@ -352,6 +352,11 @@ public enum MQTTPayload {
     public static func rangingID(_ beacon: IBeacon) -> String {
         "\(beacon.uuidString.lowercased())-\(beacon.major)-\(beacon.minor)"
     }
+
+    /// The same id from a ranged identity.
+    public static func rangingID(_ identity: BeaconIdentity) -> String {
+        "\(identity.proximityUUID.uuidString.lowercased())-\(identity.major)-\(identity.minor)"
+    }
 }
 
 /// What `advertise` says about one beacon: its state, its profile's fields, and its last

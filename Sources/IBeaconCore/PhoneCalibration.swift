@@ -8,15 +8,44 @@
 /// un-faded distribution (`MeasuredPowerEstimator`, kept as `--method robust`). docs/CALIBRATION.md
 /// has the sources and the simulation that checks this estimator.
 
+/// The reports of one beacon in one second: what Core Location averages into `CLBeacon.rssi`.
+/// Shared by calibration (`SecondMeans`, a second per index) and ranging (`BeaconRanger`, the
+/// second in progress), so the value `ibeacon scan` shows each second is exactly the one
+/// `calibrate` averages into measured power.
+public struct SecondSum: Sendable, Equatable {
+    public private(set) var sum = 0.0
+    public private(set) var count = 0
+    /// Sum of squared deviations from the first sample (numerically safe).
+    private var squares = 0.0
+    private var first = 0.0
+
+    public init() {}
+
+    public mutating func add(_ rssi: Int) {
+        if count == 0 { first = Double(rssi) }
+        let d = Double(rssi) - first
+        sum += Double(rssi)
+        squares += d * d
+        count += 1
+    }
+
+    /// The mean of the second's samples; nil when it had none.
+    public var mean: Double? { count > 0 ? sum / Double(count) : nil }
+
+    /// Σ (x − mean)² over the second's samples.
+    public var sumOfSquares: Double {
+        guard count > 0 else { return 0 }
+        let n = Double(count)
+        let shifted = sum - n * first
+        return max(0, squares - shifted * shifted / n)
+    }
+}
+
 /// The RSSI of one beacon, summed per whole second of the source's time (seconds since the scan
 /// started; a replayed capture uses its own time, never the wall clock).
 public struct SecondMeans: Sendable, Equatable {
-    /// Sum and count of the samples in second `k` at index `k`.
-    public private(set) var sums: [Double] = []
-    public private(set) var counts: [Int] = []
-    /// Sum of squared deviations from the first sample of each second (numerically safe).
-    private var squares: [Double] = []
-    private var firsts: [Double] = []
+    /// Second `k` at index `k`.
+    public private(set) var seconds: [SecondSum] = []
 
     public init() {}
 
@@ -26,17 +55,8 @@ public struct SecondMeans: Sendable, Equatable {
     public mutating func add(_ rssi: Int, at time: Double) {
         guard time.isFinite, time < 86_400 else { return }
         let k = max(0, Int(time.rounded(.down)))
-        if k >= sums.count {
-            sums += [Double](repeating: 0, count: k + 1 - sums.count)
-            counts += [Int](repeating: 0, count: k + 1 - counts.count)
-            squares += [Double](repeating: 0, count: k + 1 - squares.count)
-            firsts += [Double](repeating: 0, count: k + 1 - firsts.count)
-        }
-        if counts[k] == 0 { firsts[k] = Double(rssi) }
-        let d = Double(rssi) - firsts[k]
-        sums[k] += Double(rssi)
-        squares[k] += d * d
-        counts[k] += 1
+        if k >= seconds.count { seconds += [SecondSum](repeating: SecondSum(), count: k + 1 - seconds.count) }
+        seconds[k].add(rssi)
     }
 
     /// The 1 Hz means (`CLBeacon.rssi`) of the seconds that ended by `time` and heard the beacon,
@@ -44,14 +64,13 @@ public struct SecondMeans: Sendable, Equatable {
     /// Location reports no RSSI (0) for them and the calibration ignores those callbacks.
     public func means(completedBy time: Double) -> [SecondMean] {
         guard time >= 0 else { return [] }  // also NaN
-        let complete = time >= Double(sums.count) ? sums.count : Int(time.rounded(.down))
+        let complete = time >= Double(seconds.count) ? seconds.count : Int(time.rounded(.down))
         var out: [SecondMean] = []
         out.reserveCapacity(complete)
-        for k in 0..<complete where counts[k] > 0 {
-            let n = Double(counts[k])
-            let shifted = sums[k] - n * firsts[k]
-            let within = max(0, squares[k] - shifted * shifted / n)
-            out.append(SecondMean(second: k, mean: sums[k] / n, count: counts[k], sumOfSquares: within))
+        for k in 0..<complete {
+            guard let mean = seconds[k].mean else { continue }
+            out.append(
+                SecondMean(second: k, mean: mean, count: seconds[k].count, sumOfSquares: seconds[k].sumOfSquares))
         }
         return out
     }

@@ -208,6 +208,15 @@ package enum Sys {
         return kill(pid, 0) == 0 || errno == EPERM
     }
 
+    /// The width in columns of the terminal `fd` is (`ioctl(fd, TIOCGWINSZ)`); nil when `fd` is
+    /// not a terminal or the terminal does not know its size (0 columns).
+    package static func terminalColumns(_ fd: Int32) -> Int? {
+        var size = winsize()
+        let result = try? retryingOnInterrupt { ioctl(fd, UInt(TIOCGWINSZ), &size) }
+        guard result != nil, size.ws_col > 0 else { return nil }
+        return Int(size.ws_col)
+    }
+
     // MARK: - Sockets
 
     /// `socket(2)`; `type` is combined with `SOCK_CLOEXEC` (and `SOCK_NONBLOCK` if asked).

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import IBeaconCore
+import IBeaconHost
 
 #if canImport(Glibc)
     import Glibc
@@ -56,6 +57,16 @@ func terminalSafe(_ text: String) -> String {
 
 /// True when stdout is a terminal (live tables, progress) rather than a pipe or file.
 var stdoutIsTerminal: Bool { isatty(STDOUT_FILENO) != 0 }
+
+/// Columns of the terminal stdout is drawn in: its size now (`TIOCGWINSZ`, so a resized window
+/// is followed), else `$COLUMNS`, else 80.
+func terminalWidth() -> Int {
+    if let columns = Sys.terminalColumns(STDOUT_FILENO) { return columns }
+    if let text = ProcessInfo.processInfo.environment["COLUMNS"], let columns = Int(text), columns > 0 {
+        return columns
+    }
+    return 80
+}
 
 /// A value a command's `--json` output can hold; converted to Core's `JSONValue`, so what is
 /// printed is what the profile writer would write (an empty list is `[]`, never `{}`).
@@ -473,6 +484,16 @@ struct PendingOutput: Sendable {
     /// Appends the JSON object `body` writes, as one line.
     mutating func appendLine(maximumLength: Int, _ body: (inout JSONLineBuilder) -> Void) {
         count += JSONLineBuilder.write(into: &storage, at: count, maximumLength: maximumLength, body)
+    }
+
+    /// Appends `text` as it is (a line built as a `JSONValue`, newline included).
+    mutating func append(_ text: String) {
+        let bytes = Array(text.utf8)
+        if storage.count < count + bytes.count {
+            storage += [UInt8](repeating: 0, count: count + bytes.count - storage.count)
+        }
+        storage.replaceSubrange(count..<(count + bytes.count), with: bytes)
+        count += bytes.count
     }
 
     /// Writes what is waiting to standard output.

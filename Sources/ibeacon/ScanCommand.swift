@@ -14,15 +14,23 @@ import Synchronization
 struct ScanCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "scan",
-        abstract: "Show the iBeacons nearby: identity, rate, RSSI, estimated distance and proximity.",
+        abstract: "Range the iBeacons nearby: identity, RSSI, estimated distance and proximity, once a second.",
         discussion: """
-            Scans passively with duplicate filtering off, so every advertisement counts. On a \
-            terminal it shows a live table; otherwise it prints one line per beacon per second. \
-            --json prints one JSON object per report heard, for scripts.
+            Scans passively with duplicate filtering off, so every advertisement counts, and \
+            ranges as Core Location does: once a second, one row per beacon (UUID, major, \
+            minor; the addresses it was heard from are an attribute), nearest first. RSSI is \
+            the mean of the reports of the last second (the quantity calibrate averages into \
+            measured power); a beacon not heard in the last second has no RSSI and proximity \
+            unknown, and leaves the list after --forget-after seconds of silence.
 
-            Distance uses the log-distance model d = 10^((measured power - RSSI) / 20) on the \
-            smoothed RSSI; proximity is immediate below 0.5 m, near up to 3 m, far beyond, \
-            unknown when the receiver reports no RSSI.
+            On a terminal it shows a live table that fits the terminal's width; otherwise it \
+            prints one line per beacon per second. --json prints each of those updates as a \
+            JSON object, one per line; --json --reports prints one per advertisement heard \
+            instead (the raw reports).
+
+            Distance uses the log-distance model d = 10^((measured power - RSSI) / 20); \
+            proximity is immediate below 0.5 m, near up to 3 m, far beyond, unknown without \
+            RSSI.
             """)
 
     @OptionGroup var device: DeviceOptions
@@ -33,19 +41,29 @@ struct ScanCommand: AsyncParsableCommand {
     var major: Int?
     @Option(help: ArgumentHelp("Only beacons with this minor.", valueName: "n"))
     var minor: Int?
-    @Flag(help: "Also show advertisements that are not iBeacons.")
+    @Flag(help: "Also show advertisements that are not iBeacons (one row per address).")
     var all = false
     @OptionGroup var stopAfter: DurationOption<UntilInterrupted>
     @Option(help: "Scanning commands: auto, legacy or extended.")
     var mode: AdvertisingMode = .auto
-    @Flag(help: "One JSON object per report, one per line.")
+    @Option(
+        help: ArgumentHelp(
+            "Drop a beacon from the list after this many seconds without hearing it.", valueName: "seconds"))
+    var forgetAfter: Double = 5
+    @Flag(help: "One JSON object per beacon per second, one per line.")
     var json = false
+    @Flag(help: "With --json: one JSON object per advertisement report instead (raw reports).")
+    var reports = false
     @OptionGroup var mqtt: MQTTOptions
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
         if let uuid, UUID(uuidString: uuid) == nil { throw ValidationError("--uuid \(uuid) is not a UUID") }
         try validateMajorMinor(major, minor)
+        try validateSeconds("--forget-after", forgetAfter, 1...3600)
+        if reports && !json {
+            throw ValidationError("--reports changes what --json prints: use --json --reports")
+        }
     }
 
     /// Which reports to show, read once from the options (an option's value is slow to read
@@ -90,89 +108,141 @@ struct ScanCommand: AsyncParsableCommand {
         }
     }
 
-    /// Each beacon heard, with its distance, to `mqtt_room` (at most once a second each).
-    static func publishRanging(_ table: SightingTable, now: Double, to mqtt: MQTTPublisher) {
-        for e in table.entries.values {
-            guard let b = e.beacon, let rssi = e.smoothedRSSI,
-                let distance = estimatedDistance(rssi: rssi, measuredPower: Double(b.measuredPower))
-            else { continue }
-            let id = MQTTPayload.rangingID(b)
-            mqtt.publishRanging(id: id, name: id, distance: distance, at: now)
+    /// Each ranged beacon's distance to `mqtt_room`: one update a second (beacons not heard in
+    /// the second have no distance and are left out).
+    static func publishRanging(_ update: RangingUpdate, to mqtt: MQTTPublisher) {
+        for b in update.beacons {
+            guard let identity = b.identity, let distance = b.distance else { continue }
+            let id = MQTTPayload.rangingID(identity)
+            mqtt.publishRanging(id: id, name: id, distance: distance, at: update.time)
         }
     }
 
-    /// What the scan has heard; updated on the controller client's executor as reports are
-    /// decoded, read by the display once a second.
-    struct State: Sendable {
-        var table = SightingTable()
-        var reports = 0
-        /// The source's time of the latest report or tick.
-        var time: Double = 0
-        /// --json lines not yet written (a capture is read faster than line-by-line writes).
-        var pending = PendingOutput()
+    /// How the scan shows what it ranges.
+    enum Output: Sendable {
+        /// A table redrawn in place each second (stdout is a terminal).
+        case live
+        /// One line per beacon per second (a pipe or a file).
+        case lines
+        /// One JSON object per beacon per second.
+        case json
+        /// One JSON object per report heard (`--json --reports`).
+        case reports
+    }
+
+    var output: Output {
+        if json { return reports ? .reports : .json }
+        return stdoutIsTerminal ? .live : .lines
     }
 
     func scan(logger: Logger, mqtt: MQTTPublisher? = nil) async throws {
         let source = try await device.openSightingSource(mode: mode, logger: logger)
-        let live = stdoutIsTerminal && !json
-        let deadline = stopAfter.seconds
-        let state = Mutex(State())
-        let command = self
-        let filter = self.filter
-        let json = self.json
-        let reportJSON = ReportJSON.shared
         // A capture's lines go out in blocks of 64 KiB; a receiver's as each event is heard.
         var buffered = false
         if case .btsnoop = try device.spec() { buffered = true }
         let flushSize = buffered ? 65536 : 0
+        let failure: (any Error)?
+        if output == .reports {
+            failure = await printReports(source, flushSize: flushSize)
+        } else {
+            failure = await range(source, flushSize: flushSize, mqtt: mqtt)
+        }
+        await source.close()
+        if let failure { throw failure }
+    }
+
+    /// Ranges on `source`: the live table, a line per beacon per second, or `--json` updates.
+    /// Returns the error that ended the scan, after the summary.
+    func range(_ source: any SightingSource, flushSize: Int, mqtt: MQTTPublisher? = nil) async -> (any Error)? {
+        let output = self.output
+        let pending = Mutex(PendingOutput())
+        let filter = self.filter
+        let command = self
+        let run = RangingRun(
+            configuration: .init(forgetAfter: forgetAfter), deadline: stopAfter.seconds,
+            includes: { filter.matches($0) },
+            updates: { updates in
+                pending.withLock { pending in
+                    for update in updates { Self.write(update, output, to: &pending) }
+                    if pending.count >= flushSize { pending.flush() }
+                }
+                if let mqtt { for update in updates { Self.publishRanging(update, to: mqtt) } }
+            },
+            tick: { t, latest in
+                pending.withLock { $0.flush() }
+                if output == .live { command.draw(latest, now: t) }
+                return .proceed
+            })
+        let outcome = await run.run(on: source)
+        pending.withLock { $0.flush() }
+        if output == .lines { printOut(summary(outcome)) }
+        return outcome.failure
+    }
+
+    /// An update as lines: JSON objects, or table rows after the time (pipes and files).
+    static func write(_ update: RangingUpdate, _ output: Output, to pending: inout PendingOutput) {
+        for b in update.beacons {
+            switch output {
+            case .json: pending.append(rangingJSON(b, t: update.time) + "\n")
+            case .lines: pending.append(update.time.fixed(1) + " " + RangingTableLayout.full.row(b) + "\n")
+            case .live, .reports: break
+            }
+        }
+    }
+
+    /// `--json --reports`: one JSON line per report heard. Returns the error that ended the scan.
+    func printReports(_ source: any SightingSource, flushSize: Int) async -> (any Error)? {
+        let pending = Mutex(PendingOutput())
+        let filter = self.filter
+        let deadline = stopAfter.seconds
+        let reportJSON = ReportJSON.shared
         var failure: (any Error)?
         do {
             try await source.scan(
                 tickInterval: .seconds(1),
                 receive: { sightings, t in
-                    state.withLock { state in
-                        for s in sightings where filter.matches(s) {
-                            state.reports += 1
-                            if json {
-                                reportJSON.append(s, t: t, to: &state.pending)
-                            }
-                            if !json || mqtt != nil {
-                                state.table.record(s, now: t)
-                            }
-                        }
-                        state.time = max(state.time, t)
-                        if state.pending.count >= flushSize { state.pending.flush() }
+                    pending.withLock { pending in
+                        for s in sightings where filter.matches(s) { reportJSON.append(s, t: t, to: &pending) }
+                        if pending.count >= flushSize { pending.flush() }
                     }
-                    // The batch that reaches --duration is shown, then the scan stops (a live
-                    // scan's clock includes setting the controller up).
                     if let deadline, t >= deadline { return .stop }
                     return .proceed
                 },
                 tick: { t in
-                    let table = state.withLock { state in
-                        state.pending.flush()
-                        state.time = max(state.time, t)
-                        state.table.prune(now: t)
-                        return state.table
-                    }
-                    if !json { command.render(table, now: t, live: live) }
-                    if let mqtt { Self.publishRanging(table, now: t, to: mqtt) }
+                    pending.withLock { $0.flush() }
                     if let deadline, t >= deadline { return .stop }
                     return .proceed
                 })
         } catch {
             failure = error
         }
-        state.withLock { state in
-            state.pending.flush()
+        pending.withLock { $0.flush() }
+        return failure
+    }
+
+    /// `N reports from B beacon(s)[ and O other transmitter(s)] in T s`.
+    func summary(_ outcome: RangingRun.Outcome) -> String {
+        let r = outcome.ranger
+        var text = "\(r.reports) reports from \(r.beaconsHeard.count) beacon(s)"
+        if all {
+            text += " and \(r.othersOverflowed ? "over " : "")\(r.othersHeard.count) other transmitter(s)"
         }
-        if !json && !live {
-            let (table, reports, t) = state.withLock { ($0.table, $0.reports, $0.time) }
-            render(table, now: t, live: false)
-            printOut("\(reports) reports from \(table.entries.count) transmitter(s) in \(t.fixed(1)) s")
-        }
-        await source.close()
-        if let failure { throw failure }
+        return text + " in \(outcome.time.fixed(1)) s"
+    }
+
+    /// One ranging update of one beacon as a JSON line: t (the end of the second), uuid, major,
+    /// minor, measuredPower, rssi (the mean of the second, null when not heard), distance,
+    /// proximity, count (reports in the second), addresses (most recent first), lastHeard.
+    static func rangingJSON(_ b: RangedBeacon, t: Double) -> String {
+        let id = b.identity
+        return jsonLine([
+            ("t", (t * 1000).rounded() / 1000),
+            ("uuid", id?.proximityUUID.uuidString), ("major", id.map { Int($0.major) }),
+            ("minor", id.map { Int($0.minor) }), ("measuredPower", b.measuredPower.map { Int($0) }),
+            ("rssi", b.rssi), ("distance", b.distance),
+            ("proximity", id == nil ? nil : b.proximity.rawValue), ("count", b.count),
+            ("addresses", b.addresses.map(\.description)), ("lastHeard", (b.lastHeard * 1000).rounded() / 1000),
+        ])
     }
 
     /// Writes `--json` report lines, one per report: t, address, addressType, rssi, uuid, major,
@@ -223,44 +293,16 @@ struct ScanCommand: AsyncParsableCommand {
         }
     }
 
-    func render(_ table: SightingTable, now: Double, live: Bool) {
-        let rows = table.entries.values.sorted {
-            ($0.beacon?.major ?? 0, $0.beacon?.minor ?? 0, $0.address) < (
-                $1.beacon?.major ?? 0, $1.beacon?.minor ?? 0, $1.address
-            )
-        }
-        var lines: [String] = []
-        if live {
-            lines.append(
-                "ADDRESS            UUID                                  MAJOR MINOR  RPT/S   RSSI  POWER  DIST(m) PROXIMITY"
-            )
-        }
-        for e in rows {
-            let b = e.beacon
-            let rssi = e.smoothedRSSI.map { $0.fixed(1, width: 6) } ?? "   n/a"
-            let distance = b.flatMap { beacon in
-                e.smoothedRSSI.flatMap { estimatedDistance(rssi: $0, measuredPower: Double(beacon.measuredPower)) }
-            }
-            let prox = b == nil ? "-" : Proximity(distance: distance).rawValue
-            let uuid = b?.uuidString ?? "(not an iBeacon)                    "
-            let line = [
-                e.address.description.padded(17), uuid.padded(36),
-                (b.map { "\($0.major)" } ?? "-").padded(5, left: true),
-                (b.map { "\($0.minor)" } ?? "-").padded(5, left: true),
-                e.rate(now: now, window: table.rateWindow).fixed(1, width: 6), rssi,
-                (b.map { "\($0.measuredPower)" } ?? "-").padded(6, left: true),
-                (distance.map { $0.fixed(2) } ?? "-").padded(8, left: true), prox,
-            ].joined(separator: " ")
-            lines.append(line)
-        }
-        if live {
-            // Redraw in place: home the cursor, clear the screen.
-            printOut(
-                "\u{1B}[H\u{1B}[2J" + lines.joined(separator: "\n")
-                    + "\n\(rows.count) transmitter(s), \(now.fixed(0)) s")
-        } else {
-            for l in lines { printOut("\(now.fixed(1)) " + l) }
-        }
+    /// Redraws the live table in place (home the cursor, clear the screen), laid out for the
+    /// terminal's width now (it may have been resized).
+    func draw(_ update: RangingUpdate?, now: Double) {
+        let layout = RangingTableLayout.fitting(width: terminalWidth())
+        var lines = [layout.header]
+        let beacons = update?.beacons ?? []
+        lines += beacons.map(layout.row)
+        var footer = "\(beacons.count) transmitter(s), \(now.fixed(0)) s"
+        if footer.count > layout.width ?? footer.count { footer = String(footer.prefix(layout.width ?? 0)) }
+        printOut("\u{1B}[H\u{1B}[2J" + lines.joined(separator: "\n") + "\n" + footer)
     }
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Whole-pipeline cost of scanning: `ibeacon scan --device btsnoop:CAPTURE --all` replays the
-capture through the real transport, controller client, decoder, filter and sighting table. CPU time (user + system, from getrusage of the child) divided by the reports decoded
+capture through the real transport, controller client, decoder, filter and ranger (one
+update per transmitter per second of capture time, printed as text lines). CPU time (user + system, from getrusage of the child) divided by the reports decoded
 gives the cost per report, and from it the share of one core at 3,000 reports/s.
 
 usage: scan_cpu.py IBEACON_BIN CAPTURE     prints one JSON object
@@ -22,7 +23,7 @@ def main() -> None:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f'scan failed ({proc.returncode}): {proc.stderr.decode()[-500:]}')
-    # The last line: "N reports from M transmitter(s) in T s".
+    # The last line: "N reports from B beacon(s) and O other transmitter(s) in T s".
     reports = int(proc.stdout.decode().strip().splitlines()[-1].split()[0])
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     per_report = cpu / max(reports, 1)

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Reading a capture end to end against Bumble, in the same run: `ibeacon scan --device
-btsnoop:CAPTURE --json` (the whole process: start-up, reading the file record by record,
+btsnoop:CAPTURE --json --reports` (the whole process: start-up, reading the file record by record,
 decoding every event, one JSON line per report written to a pipe and counted here) against
 Bumble's parser on the same packets (scripts/bench/bumble_decode.py: every event through
 `HCI_Packet.from_bytes`, every report's data through `AdvertisingData.from_bytes`; packets
 already in memory, so Bumble's file reading is not counted). Wall time and CPU time, best of REPEAT runs each (CPU time is what a shared machine's
 load disturbs least).
-Then, with --rss BIG_CAPTURE, the peak RSS of `ibeacon scan --json` reading BIG_CAPTURE
+Then, with --rss BIG_CAPTURE, the peak RSS of `ibeacon scan --json --reports` reading BIG_CAPTURE
 (`/usr/bin/time -f %M`, the child's ru_maxrss).
 
 usage: scan_json.py IBEACON_BIN CAPTURE [REPEAT] [--rss BIG_CAPTURE]     prints one JSON object
@@ -26,7 +26,7 @@ def ibeacon_run(binary: str, capture: str) -> tuple[float, float, int]:
     """Wall time, CPU time (user + system of the child) and lines printed."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.Popen([binary, 'scan', '--device', f'btsnoop:{capture}', '--json'],
+    proc = subprocess.Popen([binary, 'scan', '--device', f'btsnoop:{capture}', '--json', '--reports'],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     lines = 0
     for chunk in iter(lambda: proc.stdout.read(1 << 20), b''):
@@ -42,7 +42,8 @@ def ibeacon_run(binary: str, capture: str) -> tuple[float, float, int]:
 
 
 def peak_rss_mb(binary: str, capture: str) -> tuple[float, int]:
-    proc = subprocess.run(['/usr/bin/time', '-f', '%M', binary, 'scan', '--device', f'btsnoop:{capture}', '--json'],
+    proc = subprocess.run(['/usr/bin/time', '-f', '%M', binary, 'scan', '--device', f'btsnoop:{capture}', '--json',
+                           '--reports'],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if proc.returncode != 0:
         raise SystemExit(f'scan failed ({proc.returncode}): {proc.stderr.decode()[-500:]}')

@@ -15,8 +15,10 @@ What each capture shows:
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
+import re
 import shutil
 import struct
 import subprocess
@@ -109,7 +111,7 @@ def tshark_reports(path: Path, only: str | None = None) -> list[dict]:
 
 
 def ibeacon_reports(ibeacon_bin: Path, path: Path, *args: str) -> tuple[list[dict], subprocess.CompletedProcess]:
-    result = run(ibeacon_bin, 'scan', '--device', f'btsnoop:{path}', '--json', '--all', *args, timeout=60)
+    result = run(ibeacon_bin, 'scan', '--device', f'btsnoop:{path}', '--json', '--reports', '--all', *args, timeout=60)
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     return lines, result
 
@@ -155,12 +157,74 @@ def test_rates_and_duration_use_the_capture_time(ibeacon_bin: Path) -> None:
     # Every report before 0.2 s of capture time, then the one event that reached it.
     assert cut[:len(within)] == within and 1 <= len(cut) - len(within) <= 3, (len(cut), len(within))
     assert len(cut) < 50
-    # The iBeacon heard 33 times over minutes: well under one report per second, not 33/s.
+    # The iBeacon heard 33 times over minutes: at most once in any second of capture time (its
+    # rate column, RPT/S, is the reports of the second), not 33 in one.
     table = run(ibeacon_bin, 'scan', '--device', f'btsnoop:{capture}', timeout=60)
     assert table.returncode == 0, table.stderr
     rows = [line.split() for line in table.stdout.splitlines() if '56DB0365' in line]
     assert rows, table.stdout[-2000:]
-    assert float(rows[-1][5]) < 1.0, rows[-1]
+    assert max(int(row[8]) for row in rows) == 1, rows
+
+
+def summary_of(stdout: str) -> tuple[int, int, int | None]:
+    """`N reports from B beacon(s)[ and O other transmitter(s)] in T s`, the last line."""
+    m = re.fullmatch(r'(\d+) reports from (\d+) beacon\(s\)(?: and (\d+) other transmitter\(s\))? in \d+\.\d s',
+                     stdout.splitlines()[-1])
+    assert m, stdout[-500:]
+    return int(m.group(1)), int(m.group(2)), None if m.group(3) is None else int(m.group(3))
+
+
+@pytest.mark.parametrize('capture', ALL, ids=[p.name.split('__')[0] for p in ALL])
+def test_the_summary_counts_every_transmitter_of_the_capture(ibeacon_bin: Path, capture: Path) -> None:
+    """The last line counts what tshark finds in the whole file: beacons by identity (an address
+    is an attribute), other transmitters by address. It used to count the table at the end,
+    which had forgotten what was heard more than a minute before: cnrd+yeelock said "6 reports
+    from 0 transmitter(s)" and wangdalian+btsnooper "8 reports from 0"."""
+    theirs = tshark_reports(capture)
+    beacons = {r['ibeacon'][:3] for r in theirs if r['ibeacon']}
+    others = {r['address'] for r in theirs if not r['ibeacon']}
+    plain = run(ibeacon_bin, 'scan', '--device', f'btsnoop:{capture}', timeout=60)
+    assert plain.returncode == 0, plain.stderr
+    assert summary_of(plain.stdout) == (sum(1 for r in theirs if r['ibeacon']), len(beacons), None)
+    every = run(ibeacon_bin, 'scan', '--all', '--device', f'btsnoop:{capture}', timeout=60)
+    assert every.returncode == 0, every.stderr
+    assert summary_of(every.stdout) == (len(theirs), len(beacons), len(others))
+
+
+def test_ranging_a_real_capture_is_the_mean_of_each_second(ibeacon_bin: Path) -> None:
+    """`scan --json` on a phone's log (mtoslalibu+ec521: one beacon heard 33 times over minutes,
+    extended reports in wangdalian+btsnooper: six beacons): each update's RSSI is the mean of the
+    reports of that second of capture time (as `--json --reports` prints them), a second without
+    a report is unknown with no RSSI, and a beacon silent for 5 s (--forget-after) is no longer
+    listed."""
+    for name in ('mtoslalibu+ec521__docs_bt-logs_btsnoop_hci.log', 'wangdalian+btsnooper__data_btsnoop_hci.log'):
+        path = CAPTURES / name
+        raw = [json.loads(line) for line in run(ibeacon_bin, 'scan', '--device', f'btsnoop:{path}', '--json',
+                                                '--reports').stdout.splitlines()]
+        per_second = {}
+        for r in raw:
+            per_second.setdefault((r['uuid'], r['major'], r['minor'], int(r['t'])), []).append(r['rssi'])
+        result = run(ibeacon_bin, 'scan', '--device', f'btsnoop:{path}', '--json', timeout=60)
+        assert result.returncode == 0, result.stderr
+        updates = [json.loads(line) for line in result.stdout.splitlines()]
+        assert updates
+        heard = 0
+        for u in updates:
+            second = math.ceil(u['t']) - 1
+            rssis = per_second.get((u['uuid'], u['major'], u['minor'], second))
+            if rssis:
+                heard += 1
+                known = [x for x in rssis if x is not None]  # 127: RSSI not available
+                assert u['count'] == len(rssis), u
+                assert u['rssi'] is None if not known else abs(u['rssi'] - sum(known) / len(known)) < 1e-4, u
+                assert u['proximity'] in ('immediate', 'near', 'far'), u
+            else:
+                assert u['count'] == 0 and u['rssi'] is None and u['proximity'] == 'unknown', u
+                assert u['distance'] is None and u['t'] - u['lastHeard'] < 5, u
+        # Every second that heard a beacon has its update.
+        assert heard == len(per_second), (heard, len(per_second))
+        times = [u['t'] for u in updates]
+        assert times == sorted(times)
 
 
 def record_offsets(data: bytes) -> list[int]:

@@ -309,7 +309,7 @@ def test_third_party_captures_in_capture_time(ibeacon_bin: Path, capture: str, r
     from the same file (capture time, from the first report), and a region nobody advertises is
     reported outside once the first window has passed."""
     path = CAPTURES / capture
-    reports = [json.loads(line) for line in run(ibeacon_bin, 'scan', '--json', '--device', f'btsnoop:{path}').stdout
+    reports = [json.loads(line) for line in run(ibeacon_bin, 'scan', '--json', '--reports', '--device', f'btsnoop:{path}').stdout
                .splitlines()]
     uuid, *rest = region.split(':')
     wanted = [r for r in reports if r['uuid'] == uuid and [str(r['major']), str(r['minor'])][:len(rest)] == rest]

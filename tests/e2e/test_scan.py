@@ -1,15 +1,24 @@
 """`ibeacon scan` end to end: three Bumble-emulated iBeacons at once (different identities and
 intervals) heard by the emulated controller `ibeacon` drives (tests/harness/bumble_harness.py);
-the btsnoop capture of a live scan (and of a live calibration) replayed offline.
+ranging as Core Location does (one update per beacon per second, nearest first, a beacon
+switched off unknown and then gone, one row for a beacon heard from two addresses, a live table
+that fits its terminal); the raw reports of `--json --reports`; the btsnoop capture of a live
+scan (and of a live calibration) replayed offline.
 """
 
 from __future__ import annotations
 
 import collections
+import fcntl
 import json
+import math
+import os
+import pty
 import re
+import select
 import struct
 import subprocess
+import termios
 import time
 import uuid as uuidlib
 from pathlib import Path
@@ -65,6 +74,7 @@ def three_beacons(harness_factory):
 
 
 def scan_json(ibeacon_bin: Path, *args: str) -> list[dict[str, Any]]:
+    """`scan --json ARGS` (per-second ranging updates; with --reports, every report)."""
     proc = run(ibeacon_bin, 'scan', '--json', *args)
     assert proc.returncode == 0, f'scan failed ({proc.returncode}): {proc.stderr}'
     return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
@@ -75,7 +85,7 @@ def identity(report: dict[str, Any]) -> tuple[str, int, int]:
 
 
 def test_json_reports_every_beacon_at_its_rate(ibeacon_bin: Path, three_beacons) -> None:
-    reports = scan_json(ibeacon_bin, '--device', three_beacons.device_spec, '--duration', '4')
+    reports = scan_json(ibeacon_bin, '--reports', '--device', three_beacons.device_spec, '--duration', '4')
 
     by_identity = {b.identity: b for b in BEACONS}
     counts: collections.Counter[tuple[str, int, int]] = collections.Counter()
@@ -115,7 +125,7 @@ def test_json_reports_every_beacon_at_its_rate(ibeacon_bin: Path, three_beacons)
     ],
 )
 def test_filters(ibeacon_bin: Path, three_beacons, filters: tuple[str, ...], wanted: set[int]) -> None:
-    reports = scan_json(ibeacon_bin, '--device', three_beacons.device_spec, '--duration', '2.5', *filters)
+    reports = scan_json(ibeacon_bin, '--reports', '--device', three_beacons.device_spec, '--duration', '2.5', *filters)
 
     seen = {identity(r) for r in reports}
     assert seen == {BEACONS[i].identity for i in wanted}
@@ -133,13 +143,13 @@ def test_text_output_when_not_a_terminal(ibeacon_bin: Path, three_beacons) -> No
     assert '\x1b' not in out, 'escape sequences on a pipe'
     lines = [line for line in out.splitlines() if line.strip()]
     assert lines
-    # The last line sums up: "N reports from M transmitter(s) in T s".
-    summary = re.match(r'^(\d+) reports from (\d+) transmitter\(s\) in \d+\.\d s$', lines[-1])
+    # The last line sums up: "N reports from B beacon(s) in T s".
+    summary = re.match(r'^(\d+) reports from (\d+) beacon\(s\) in \d+\.\d s$', lines[-1])
     assert summary and int(summary.group(2)) == len(BEACONS), lines[-1]
     lines = lines[:-1]
     row = re.compile(
-        r'^(?P<t>\d+\.\d) (?P<address>[0-9A-F:]{17}) (?P<uuid>[0-9A-F-]{36}) +(?P<major>\d+) +(?P<minor>\d+) '
-        r'+(?P<rate>\d+\.\d) +(?P<rssi>-?\d+\.\d) +(?P<power>-?\d+) +(?P<distance>\d+\.\d\d) (?P<proximity>\w+)$'
+        r'^(?P<t>\d+\.\d) (?P<uuid>[0-9A-F-]{36}) +(?P<major>\d+) +(?P<minor>\d+) +(?P<rssi>-?\d+\.\d) '
+        r'+(?P<power>-?\d+) +(?P<distance>\d+\.\d\d) (?P<proximity>\w+) +(?P<rate>\d+) (?P<address>[0-9A-F:]{17})$'
     )
     rows = []
     for line in lines:
@@ -148,26 +158,158 @@ def test_text_output_when_not_a_terminal(ibeacon_bin: Path, three_beacons) -> No
         rows.append(m.groupdict())
     for b in BEACONS:
         mine = [r for r in rows if r['address'] == b.address]
-        # One line a second (3 ticks), plus the final table.
+        # One line a second (3 seconds, and the half second at the end).
         assert len(mine) >= 3, (b.address, rows)
         for r in mine:
             assert (r['uuid'], int(r['major']), int(r['minor'])) == b.identity
             assert int(r['power']) == b.power
             assert float(r['rssi']) == RSSI
-        # The last line's rate is near the beacon's rate.
-        rate = float(mine[-1]['rate'])
-        assert abs(rate - 1000 / (b.interval_ms + ADV_DELAY_MEAN_MS)) <= 0.3 * 1000 / b.interval_ms + 0.5, mine[-1]
+        # A whole second's report count is near the beacon's rate.
+        rate = float(mine[1]['rate'])
+        assert abs(rate - 1000 / (b.interval_ms + ADV_DELAY_MEAN_MS)) <= 0.3 * 1000 / b.interval_ms + 1, mine[1]
+
+
+def ranging_by_second(updates: list[dict[str, Any]]) -> dict[float, list[dict[str, Any]]]:
+    """The updates of `scan --json`, grouped by their time, in the order printed."""
+    seconds: dict[float, list[dict[str, Any]]] = {}
+    for u in updates:
+        seconds.setdefault(u['t'], []).append(u)
+    return seconds
+
+
+def test_json_ranges_each_beacon_once_a_second_nearest_first(ibeacon_bin: Path, three_beacons) -> None:
+    """As Core Location's didRangeBeacons: each second one update per beacon, its RSSI the mean of
+    the second's reports (constant here), its count the reports of the second, distance from
+    measured power, and the list nearest first: at -62 dBm the -65 dBm beacon (0.71 m) is nearer
+    than the -61 (1.12 m) and the -59 (1.41 m)."""
+    updates = scan_json(ibeacon_bin, '--device', three_beacons.device_spec, '--duration', '4.5')
+    seconds = ranging_by_second(updates)
+    whole = [t for t in seconds if t == int(t)]
+    assert whole[:4] == [1.0, 2.0, 3.0, 4.0], list(seconds)
+    for t in whole[1:4]:
+        order = [(u['uuid'], u['major'], u['minor']) for u in seconds[t]]
+        assert order == [BEACONS[2].identity, BEACONS[1].identity, BEACONS[0].identity], (t, order)
+        for u in seconds[t]:
+            b = next(b for b in BEACONS if b.identity == (u['uuid'], u['major'], u['minor']))
+            assert u['rssi'] == RSSI and u['measuredPower'] == b.power and u['addresses'] == [b.address]
+            assert abs(u['distance'] - 10 ** ((b.power - RSSI) / 20)) < 1e-3, u
+            expected = 1000 / (b.interval_ms + ADV_DELAY_MEAN_MS)
+            assert abs(u['count'] - expected) <= 0.3 * expected + 1, u
+            assert t - 1 <= u['lastHeard'] < t, u
+
+
+def test_two_beacons_are_sorted_by_what_the_receiver_hears(ibeacon_bin: Path, harness_factory) -> None:
+    """Two beacons of the same measured power, the receiver hearing the first at -80 dBm and the
+    second at -55 dBm (harness --rssi-for): the second is listed first every second, in the JSON
+    updates and in the text lines."""
+    weak, strong = BEACONS[0], Beacon(U1, 0x0102, 0x0306, -59, 100, 'D0:00:00:00:00:04')
+    h = harness_factory('--beacon', weak.arg, '--beacon', strong.arg, '--rssi', 'constant:-62',
+                        '--rssi-for', f'{weak.address}=constant:-80', '--rssi-for', f'{strong.address}=constant:-55')
+    seconds = ranging_by_second(scan_json(ibeacon_bin, '--device', h.device_spec, '--duration', '3.5'))
+    assert len(seconds) >= 3, seconds
+    for t, listed in seconds.items():
+        assert [u['minor'] for u in listed] == [strong.minor, weak.minor], (t, listed)
+        assert listed[1]['rssi'] == -80 and listed[1]['proximity'] == 'far'
+        assert listed[0]['rssi'] == -55 and listed[0]['proximity'] == 'near'
+    text = run(ibeacon_bin, 'scan', '--device', h.device_spec, '--duration', '2.5')
+    rows = [line.split() for line in text.stdout.splitlines()[:-1]]
+    assert [int(r[3]) for r in rows[:2]] == [strong.minor, weak.minor], text.stdout
+
+
+def test_a_beacon_switched_off_is_unknown_then_gone(ibeacon_bin: Path, three_beacons) -> None:
+    """The 100 ms beacon stops advertising mid-scan: from the first whole second without it its
+    update has no RSSI and proximity unknown, and after --forget-after 2 seconds of silence it is
+    no longer listed, while the others still are."""
+    proc = subprocess.Popen([str(ibeacon_bin), 'scan', '--json', '--forget-after', '2', '--device',
+                             three_beacons.device_spec, '--duration', '8'],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    first = proc.stdout.readline()  # the first second is ranged
+    time.sleep(1.5)
+    three_beacons.send('beacon-off 0')
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    updates = [json.loads(line) for line in [first] + out.splitlines() if line.strip()]
+    gone = [u for u in updates if (u['uuid'], u['major'], u['minor']) == BEACONS[0].identity]
+    last_heard = max(u['lastHeard'] for u in gone)
+    assert 1.0 < last_heard < 5.0, gone
+    for u in gone:
+        if u['t'] <= math.floor(last_heard) + 1:
+            assert u['count'] > 0 and u['rssi'] == RSSI, u  # heard in that second
+        else:
+            assert u['count'] == 0 and u['rssi'] is None and u['proximity'] == 'unknown', u
+            assert u['distance'] is None, u
+    # Unknown for the seconds ending less than 2 s after it was last heard, then dropped.
+    assert any(u['proximity'] == 'unknown' for u in gone), gone
+    assert max(u['t'] for u in gone) <= last_heard + 2, (last_heard, gone)
+    later = [u for u in updates if u['t'] >= last_heard + 3]
+    assert later and {(u['uuid'], u['major'], u['minor']) for u in later} == {BEACONS[1].identity,
+                                                                           BEACONS[2].identity}
+
+
+def test_one_row_for_a_beacon_heard_from_two_addresses(ibeacon_bin: Path, harness_factory) -> None:
+    """A beacon rotating its address (here: the same identity from two addresses at once) is one
+    beacon: one update a second, both addresses listed, the reports of both counted."""
+    a = BEACONS[0]
+    b = Beacon(a.uuid, a.major, a.minor, a.power, 200, 'D0:00:00:00:00:09')
+    h = harness_factory('--beacon', a.arg, '--beacon', b.arg, '--rssi', f'constant:{RSSI}')
+    updates = scan_json(ibeacon_bin, '--device', h.device_spec, '--duration', '3.5')
+    seconds = ranging_by_second(updates)
+    assert all(len(listed) == 1 for listed in seconds.values()), seconds
+    for t in [1.0, 2.0, 3.0]:
+        u = seconds[t][0]
+        assert sorted(u['addresses']) == sorted([a.address, b.address]), u
+        assert abs(u['count'] - (1000 / 105 + 1000 / 205)) <= 4, u
+    text = run(ibeacon_bin, 'scan', '--device', h.device_spec, '--duration', '2.5')
+    assert re.search(r' from 1 beacon\(s\) in ', text.stdout.splitlines()[-1]), text.stdout
+    assert re.search(r' D0:00:00:00:00:0[19] \+1$', text.stdout.splitlines()[-2]), text.stdout
+
+
+@pytest.mark.parametrize('columns', [80, 100])
+def test_the_live_table_fits_the_terminal(ibeacon_bin: Path, three_beacons, columns: int) -> None:
+    """On a terminal of 80 or 100 columns (a pseudo-terminal with that window size, COLUMNS
+    unset), no line of the live table is wider than the terminal: it never wraps."""
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack('HHHH', 40, columns, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k != 'COLUMNS'}
+    proc = subprocess.Popen([str(ibeacon_bin), 'scan', '--device', three_beacons.device_spec, '--duration', '2.5'],
+                            stdout=follower, stderr=subprocess.PIPE, env=env)
+    os.close(follower)
+    screen = b''
+    while True:
+        ready, _, _ = select.select([leader], [], [], 20)
+        if not ready:
+            break
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the scan closed the terminal
+            break
+        if not chunk:
+            break
+        screen += chunk
+    os.close(leader)
+    assert proc.wait(timeout=30) == 0, proc.stderr.read() if proc.stderr else ''
+    text = re.sub(r'\x1b\[[0-9;]*[A-Za-z]', '', screen.decode()).replace('\r', '')
+    lines = [line for line in text.split('\n') if line]
+    assert any(line.startswith('UUID') for line in lines), text
+    assert sum(1 for line in lines if BEACONS[0].uuid[:8] in line) >= 2, text
+    assert max(len(line) for line in lines) <= columns, [line for line in lines if len(line) > columns]
+    # 80 columns shows every field with the UUID shortened; 100 the whole UUID.
+    if columns == 80:
+        assert any('ADDRESS' in line for line in lines) and BEACONS[0].uuid not in text
+    else:
+        assert BEACONS[0].uuid in text
 
 
 def test_btsnoop_capture_replays_the_same_reports(ibeacon_bin: Path, three_beacons, tmp_path: Path) -> None:
     capture = tmp_path / 'scan.btsnoop'
     live = scan_json(
-        ibeacon_bin, '--device', three_beacons.device_spec, '--duration', '4', '--btsnoop', str(capture)
+        ibeacon_bin, '--reports', '--device', three_beacons.device_spec, '--duration', '4', '--btsnoop', str(capture)
     )
     assert capture.stat().st_size > 0
     three_beacons.close()  # offline from here on
 
-    replay = scan_json(ibeacon_bin, '--device', f'btsnoop:{capture}')
+    replay = scan_json(ibeacon_bin, '--reports', '--device', f'btsnoop:{capture}')
 
     def key(r: dict[str, Any]) -> tuple[Any, ...]:
         return (r['address'], identity(r), r['measuredPower'], r['rssi'], r['data'])
@@ -233,7 +375,7 @@ def test_scan_keeps_going_through_a_controller_reset(ibeacon_bin: Path, three_be
                                                      reason: str) -> None:
     """The receiver's controller is reset, power-cycled or reports a Hardware Error mid-scan:
     scanning stops there, and `ibeacon scan` says so and starts it again by itself."""
-    proc = subprocess.Popen([str(ibeacon_bin), 'scan', '--json', '--device', three_beacons.device_spec,
+    proc = subprocess.Popen([str(ibeacon_bin), 'scan', '--json', '--reports', '--device', three_beacons.device_spec,
                              '--duration', '6'], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stderr is not None
     first = json.loads(proc.stdout.readline())  # scanning has started

@@ -1,10 +1,10 @@
-"""`scan --json` spells every line exactly as Python's json module spells the same values: a
-capture generated here with every RSSI octet (127: not available), every measured power −
-RSSI difference (the distance and proximity come from a table of those), every address type
-(unknown ones included), majors and minors of every digit count, data of every length up to
-31 (legacy) and 200 (extended) bytes, and times from 0 to over an hour. The expected lines are
-computed here from what was written, independently of the Swift writer: a wrong digit, hex
-character or rounding in any line fails the test.
+"""`scan --json --reports` (one object per report) spells every line exactly as Python's json module
+spells the same values: a capture generated here with every RSSI octet (127: not available), every
+measured power − RSSI difference (the distance and proximity come from a table of those), every
+address type (unknown ones included), majors and minors of every digit count, data of every length
+up to 31 (legacy) and 200 (extended) bytes, and times from 0 to over an hour. The expected lines are
+computed here from what was written, independently of the Swift writer: a wrong digit, hex character
+or rounding in any line fails the test.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def ibeacon_data(proximity: bytes, major: int, minor: int, power: int, extra: by
 
 
 def build(path: Path) -> list[str]:
-    """Writes the capture; returns the lines `scan --json --all` must print."""
+    """Writes the capture; returns the lines `scan --json --reports --all` must print."""
     rng = random.Random(0x15C0)
     uuids = [uuid.UUID(int=rng.getrandbits(128)).bytes for _ in range(4)] + [bytes(16), b'\xff' * 16]
     reports = []  # (extended, address type, RSSI octet, measured power); then 240 non-iBeacons
@@ -100,7 +100,7 @@ def build(path: Path) -> list[str]:
 def test_every_line_is_spelled_as_json_spells_it(ibeacon_bin: Path, tmp_path: Path) -> None:
     capture = tmp_path / 'edges.btsnoop'
     expected = build(capture)
-    result = run(ibeacon_bin, 'scan', '--device', f'btsnoop:{capture}', '--json', '--all', timeout=60)
+    result = run(ibeacon_bin, 'scan', '--device', f'btsnoop:{capture}', '--json', '--reports', '--all', timeout=60)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert len(lines) == len(expected) == 1006

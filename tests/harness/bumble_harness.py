@@ -50,6 +50,9 @@ Options
                                list:FILE (one "TIME RSSI" or "RSSI" line per
                                received PDU, replayed in order: ibeacon-calsim --dump).
                              Default constant:-59.
+    --rssi-for ADDRESS=MODEL RSSI reported by the DUT receiver for the PDUs of the
+                             advertiser ADDRESS (repeatable; --rssi for the others),
+                             e.g. --rssi-for D0:00:00:00:00:02=constant:-75.
     --rssi-peer MODEL        RSSI reported by the peer scanner (default constant:-50).
     --seed N                 seed for RSSI and advDelay randomness (default 0).
     --no-adv-delay           disable the random 0-10 ms advDelay (Vol 6 Part B 4.4.2.2.1).
@@ -315,6 +318,25 @@ class RssiModel:
         return max(-127, min(20, int(round(value))))
 
 
+class PerAdvertiserRssi:
+    """--rssi-for ADDRESS=MODEL: the model of the advertiser's address, else the default one."""
+
+    def __init__(self, default: RssiModel, overrides: dict[str, RssiModel]) -> None:
+        self.default = default
+        self.overrides = overrides
+
+    @staticmethod
+    def parse(spec: str, rng: random.Random) -> tuple[str, RssiModel]:
+        address, sep, model = spec.partition('=')
+        if not sep or len(address.split(':')) != 6:
+            raise ValueError(f'bad --rssi-for {spec!r}: expected ADDRESS=MODEL')
+        return address.upper(), RssiModel(model, rng)
+
+    def sample(self, advertiser: str) -> int:
+        model = self.overrides.get(advertiser.split('/')[0].upper(), self.default)
+        return model.sample(advertiser)
+
+
 # -----------------------------------------------------------------------------
 # Advertisers
 # -----------------------------------------------------------------------------
@@ -428,7 +450,7 @@ class HarnessController(bumble_controller.Controller):
         name: str,
         link: LocalLink,
         public_address: str,
-        rssi_model: RssiModel,
+        rssi_model: RssiModel | PerAdvertiserRssi,
         rng: random.Random,
         legacy_only: bool = False,
         use_adv_delay: bool = True,
@@ -1373,6 +1395,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument('--scanner', action='store_true')
     parser.add_argument('--beacon', action='append', default=[])
     parser.add_argument('--rssi', default='constant:-59')
+    parser.add_argument('--rssi-for', action='append', default=[])
     parser.add_argument('--rssi-peer', default='constant:-50')
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--no-adv-delay', action='store_true')
@@ -1427,7 +1450,10 @@ async def run(args: argparse.Namespace) -> int:
         'dut',
         link,
         args.address,
-        RssiModel(args.rssi, random.Random(args.seed)),
+        PerAdvertiserRssi(
+            RssiModel(args.rssi, random.Random(args.seed)),
+            dict(PerAdvertiserRssi.parse(spec, random.Random(args.seed + 3000 + i))
+                 for i, spec in enumerate(args.rssi_for))),
         random.Random(args.seed + 1000),
         legacy_only=args.features == 'legacy',
         use_adv_delay=use_adv_delay,
@@ -1560,6 +1586,8 @@ def main() -> int:
     try:
         for spec in [args.rssi, args.rssi_peer]:
             RssiModel(spec, random.Random(0))
+        for spec in args.rssi_for:
+            PerAdvertiserRssi.parse(spec, random.Random(0))
         for spec in args.fail:
             parse_fault(spec)
         for index, spec in enumerate(args.beacon):

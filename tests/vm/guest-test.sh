@@ -715,7 +715,7 @@ scenario_ibeacon_scan_adapter_reset() {
   local adv=$!
   BG_PIDS+=("$adv")
   poll 30 grep -q "advertising" "$WORK/scanreset-adv.txt" || true
-  "$IBEACON_BIN" scan ${IBEACON_VM_VERBOSE:-} --device hci1 --json --duration 16 > "$WORK/scanreset.jsonl" 2>"$WORK/scanreset.err" &
+  "$IBEACON_BIN" scan ${IBEACON_VM_VERBOSE:-} --device hci1 --json --reports --duration 16 > "$WORK/scanreset.jsonl" 2>"$WORK/scanreset.err" &
   local scan=$!
   BG_PIDS+=("$scan")
   # btvirt reports an advertiser once per scan enable, so a report after 5 s can only come
@@ -1054,7 +1054,7 @@ scenario_kernel_scan_discovery() {
   pass "Bumble controller on /dev/vhci, powered by bluetoothd" "$hci"
   local window_before
   window_before=$(monitor_window "$idx")
-  ib scan -v --device "$hci" --json --duration 10 > "$WORK/kscan-alone.jsonl" 2> "$WORK/kscan-alone.err"
+  ib scan -v --device "$hci" --json --reports --duration 10 > "$WORK/kscan-alone.jsonl" 2> "$WORK/kscan-alone.err"
   check_status "scan on $hci alone" 0 $? "$WORK/kscan-alone.err"
   check_contains "scan goes through the kernel (advertisement monitor)" "advertisement monitor" "$WORK/kscan-alone.err"
   check_contains "scan says it widened the kernel's monitor scan window" "set the kernel's advertisement-monitor scan window on $hci from 30 ms to 60 ms" "$WORK/kscan-alone.err"
@@ -1067,7 +1067,7 @@ scenario_kernel_scan_discovery() {
     fail "the kernel's monitor scan window is the default before and after the scan (btmgmt read-sysconfig 0x0014)" "3000 → 3000" "$window_before → $window_after"
   fi
   # Baseline: the same controller and beacon through raw HCI.
-  ib scan --device "raw:$hci" --json --duration 10 > "$WORK/kscan-raw.jsonl" 2> "$WORK/kscan-raw.err"
+  ib scan --device "raw:$hci" --json --reports --duration 10 > "$WORK/kscan-raw.jsonl" 2> "$WORK/kscan-raw.err"
   check_status "scan on raw:$hci (baseline)" 0 $? "$WORK/kscan-raw.err"
   local rate raw
   rate=$(kernel_scan_rate "$WORK/kscan-alone.jsonl" 10)
@@ -1081,7 +1081,7 @@ scenario_kernel_scan_discovery() {
   # An administrator's continuous window (as bluetoothd applies main.conf [LE]
   # ScanIntervalAdvMonitor=96 / ScanWindowAdvMonitor=96) is used and left alone.
   btmgmt_tty --index "$idx" set-sysconfig -v 0014:2:6000 > "$WORK/kscan-setcfg.txt" 2>&1
-  ib scan -v --device "$hci" --json --duration 5 > "$WORK/kscan-full.jsonl" 2> "$WORK/kscan-full.err"
+  ib scan -v --device "$hci" --json --reports --duration 5 > "$WORK/kscan-full.jsonl" 2> "$WORK/kscan-full.err"
   check_status "scan on $hci with an administrator's continuous window (btmgmt set-sysconfig)" 0 $? "$WORK/kscan-full.err"
   check_contains "a window already continuous is left as it is" "already continuous (interval 60 ms, window 60 ms): left as it is" "$WORK/kscan-full.err"
   window_after=$(monitor_window "$idx")
@@ -1106,7 +1106,7 @@ scenario_kernel_scan_discovery() {
   sleep 2
   local before
   before=$(grep -c 'dev_found' "$WORK/kscan-find.txt")
-  ib scan -v --device "$hci" --json --duration 10 > "$WORK/kscan-disc.jsonl" 2> "$WORK/kscan-disc.err"
+  ib scan -v --device "$hci" --json --reports --duration 10 > "$WORK/kscan-disc.jsonl" 2> "$WORK/kscan-disc.err"
   check_status "scan on $hci while btmgmt find -l runs" 0 $? "$WORK/kscan-disc.err"
   rate=$(kernel_scan_rate "$WORK/kscan-disc.jsonl" 10)
   if awk -v r="$rate" 'BEGIN { exit !(r > 0) }'; then
@@ -1530,14 +1530,14 @@ scenario_ibeacon_btmon_capture() {
   else
     fail "the capture holds both controllers" "records of hci0 and hci1" "hci0 $on0, hci1 $on1"
   fi
-  ib scan --device "btsnoop:$cap" --json --all > "$WORK/cap-default.jsonl" 2>"$WORK/cap-default.err"
+  ib scan --device "btsnoop:$cap" --json --reports --all > "$WORK/cap-default.jsonl" 2>"$WORK/cap-default.err"
   check_status "scan --device btsnoop:FILE of the btmon file" 0 $? "$WORK/cap-default.err"
   check_eq "the recorded reports hold the beacon" match "$(scan_saw_profile "$WORK/cap-default.jsonl")"
-  ib scan --device "btsnoop:$cap" --json --all --index 1 > "$WORK/cap-1.jsonl" 2>"$WORK/cap-1.err"
+  ib scan --device "btsnoop:$cap" --json --reports --all --index 1 > "$WORK/cap-1.jsonl" 2>"$WORK/cap-1.err"
   check_status "--index 1" 0 $? "$WORK/cap-1.err"
   check_eq "default = --index 1 (the controller with reports)" "$(md5sum < "$WORK/cap-default.jsonl")" \
     "$(md5sum < "$WORK/cap-1.jsonl")"
-  ib scan --device "btsnoop:$cap" --json --all --index 0 > "$WORK/cap-0.jsonl" 2>"$WORK/cap-0.err"
+  ib scan --device "btsnoop:$cap" --json --reports --all --index 0 > "$WORK/cap-0.jsonl" 2>"$WORK/cap-0.err"
   check_status "--index 0" 0 $? "$WORK/cap-0.err"
   check_eq "--index 0: the advertiser received no reports" 0 "$(wc -l < "$WORK/cap-0.jsonl")"
   local theirs

@@ -19,6 +19,9 @@ public struct FileError: Error, Sendable, CustomStringConvertible {
     public var path: String
     public var message: String
     public var hint: String?
+    /// The system call's error behind it, when one is (a missing file, permission denied):
+    /// callers with their own wording for those (capture files) use it.
+    public var cause: Errno?
 
     public init(_ kind: Kind, path: String, _ message: String, hint: String? = nil) {
         self.kind = kind

@@ -39,6 +39,21 @@ public enum ProfileStore {
         return try location.readExisting().bytes
     }
 
+    /// Opens an existing file for reading by the rules of a profile read, without its size
+    /// limit (a capture file): the path walked without following other users' links, anything
+    /// but a regular file refused from its `lstat` before any open (a FIFO cannot block), the
+    /// open `O_NOFOLLOW | O_NONBLOCK` and checked with `fstat` to be the inode looked at.
+    public static func openForReading(_ path: String) throws(FileError) -> FileDescriptor {
+        let location = try locate(path, writing: false)
+        defer { location.close() }
+        guard location.status != nil else {
+            var error = FileError(.notFound, path: path, "does not exist")
+            error.cause = .noSuchFileOrDirectory
+            throw error
+        }
+        return try location.openExisting().0
+    }
+
     /// Whether `path` names an existing file (through links ibeacon may follow); `writing`
     /// classifies a refusal as "cannot write" rather than "cannot read".
     public static func exists(_ path: String, writing: Bool = false) throws(FileError) -> Bool {
@@ -188,7 +203,11 @@ public enum ProfileStore {
         try location.replace(with: bytes, expecting: existing)
     }
 
-    /// Opens `path` for a new recording (a btsnoop capture): a new file is created with
+    /// The permission bits of a new recording: a capture holds the addresses of people's
+    /// phones, so only its owner may read it (`chmod` it to share it).
+    public static let recordingMode: UInt32 = 0o600
+
+    /// Opens `path` for a new recording (a btsnoop capture), mode `recordingMode`: a new file is created with
     /// `O_EXCL`; an existing one is refused unless `overwrite`, and then replaced by a new
     /// inode (renamed over it), never truncated, so a hard or symbolic link to another file is
     /// never written through. Refuses the file `avoiding` names (the profile being written).
@@ -209,7 +228,7 @@ public enum ProfileStore {
             do throws(Errno) {
                 return try Sys.open(
                     at: location.directory, location.name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK,
-                    mode: 0o644)
+                    mode: recordingMode)
             } catch {
                 throw location.openFailure(error, writing: true)
             }
@@ -220,7 +239,7 @@ public enum ProfileStore {
                 hint: "remove it, choose another name, or add \(option)")
         }
         try location.requireRegular(existing, replacing: true)
-        let (fd, temporary) = try location.createTemporary(like: nil)
+        let (fd, temporary) = try location.createTemporary(like: nil, mode: recordingMode)
         do throws(FileError) {
             try location.commit(temporary, expecting: existing)
         } catch {
@@ -361,6 +380,12 @@ public enum ProfileStore {
     /// A failed `lstat`/`open` on the way to a file. EACCES is "cannot be looked up", never
     /// "does not exist".
     fileprivate static func lookupFailure(_ e: Errno, path: String, at here: String, writing: Bool) -> FileError {
+        var error = lookupFailureMessage(e, path: path, at: here, writing: writing)
+        error.cause = e
+        return error
+    }
+
+    private static func lookupFailureMessage(_ e: Errno, path: String, at here: String, writing: Bool) -> FileError {
         let kind: FileError.Kind = writing ? .cannotWrite : .notFound
         let place = here.hasPrefix("./") ? String(here.dropFirst(2)) : here
         switch e {
@@ -410,7 +435,9 @@ struct Location {
     func requireRegular(_ status: FileStatus, replacing: Bool) throws(FileError) {
         guard !status.isRegular else { return }
         if status.isDirectory && !replacing {
-            throw FileError(.notFound, path: path, "is a directory, not a profile file")
+            var error = FileError(.notFound, path: path, "is a directory, not a profile file")
+            error.cause = .isDirectory
+            throw error
         }
         throw FileError(
             replacing ? .cannotWrite : .notFound, path: path,
@@ -467,6 +494,12 @@ struct Location {
     }
 
     func openFailure(_ e: Errno, writing: Bool) -> FileError {
+        var error = openFailureMessage(e, writing: writing)
+        error.cause = e
+        return error
+    }
+
+    private func openFailureMessage(_ e: Errno, writing: Bool) -> FileError {
         switch e {
         case .permissionDenied, .notPermitted, .readOnlyFileSystem:
             if writing {
@@ -510,7 +543,8 @@ struct Location {
 
     /// Creates `.NAME.tmp-PID-RANDOM` with `O_EXCL | O_NOFOLLOW`; with `like`, gives it that
     /// file's owner, group and permission bits (never set-ID bits).
-    func createTemporary(like original: FileStatus?) throws(FileError) -> (FileDescriptor, String) {
+    func createTemporary(like original: FileStatus?, mode: UInt32 = 0o644) throws(FileError) -> (FileDescriptor, String)
+    {
         for _ in 0..<16 {
             let temporary =
                 ProfileStore.temporaryPrefix(for: name)
@@ -519,7 +553,7 @@ struct Location {
             do throws(Errno) {
                 fd = try Sys.open(
                     at: directory, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK,
-                    mode: original == nil ? 0o644 : 0o600)
+                    mode: original == nil ? mode : 0o600)
             } catch .fileExists {
                 continue  // someone else's name: pick another
             } catch {
@@ -631,6 +665,18 @@ struct Location {
         let bits = (profile.mode & 0o222) | 0o200
         let user = Sys.effectiveUserID()
         for _ in 0..<8 {
+            // Looked at before any open: a FIFO, socket, device, directory or link someone
+            // planted is never opened (a FIFO's open could block, or wake its reader), only
+            // removed like any lock file ibeacon did not make.
+            if let planted = try? Sys.lstat(at: directory, lockName), !planted.isRegular {
+                let link = planted.isSymbolicLink
+                try removeUntrusted(
+                    lockName, identity: link ? nil : planted.identity, shown: lockPath,
+                    why: link
+                        ? "is a symbolic link"
+                        : "is \(planted.typeName) of uid \(planted.uid), which ibeacon did not make")
+                continue
+            }
             var created = true
             let fd: FileDescriptor
             do throws(Errno) {
@@ -642,7 +688,9 @@ struct Location {
                     fd = try Sys.open(at: directory, lockName, O_WRONLY | O_NOFOLLOW | O_NONBLOCK)
                 }
             } catch {
-                if error == .noSuchFileOrDirectory { continue }  // removed meanwhile
+                // Removed meanwhile, or swapped for a FIFO (ENXIO: no reader), directory or
+                // socket after the lstat above: look again.
+                if [.noSuchFileOrDirectory, .noSuchAddressOrDevice, .isDirectory].contains(error) { continue }
                 if error == .tooManySymbolicLinkLevels {
                     try removeUntrusted(lockName, identity: nil, shown: lockPath, why: "is a symbolic link")
                     continue
@@ -707,12 +755,28 @@ struct Location {
         if let identity, now?.identity != identity { return }  // replaced meanwhile: look again
         if identity == nil, now?.isSymbolicLink != true { return }
         do throws(Errno) {
-            try Sys.unlink(at: directory, lockName)
+            if now?.isDirectory == true {
+                try removePlantedDirectory(lockName)
+            } else {
+                try Sys.unlink(at: directory, lockName)
+            }
         } catch  where error != .noSuchFileOrDirectory {
             throw FileError(
                 .cannotWrite, path: path, "its lock file \(shown) \(why), and cannot be removed: \(error)",
                 hint: "remove it (rm \(shown)) and run the command again")
         } catch {}
+    }
+
+    /// Removes a directory planted at a lock file's name: `rmdir` when it is empty, else it is
+    /// renamed out of the way (`.NAME.lock.planted-PID-RANDOM`, in the same directory; nothing
+    /// in it is opened, followed or deleted) and the rename is logged by the caller's message.
+    private func removePlantedDirectory(_ lockName: String) throws(Errno) {
+        do throws(Errno) {
+            try Sys.removeDirectory(at: directory, lockName)
+        } catch  where error == .directoryNotEmpty || error == .fileExists {
+            let aside = "\(lockName).planted-\(Sys.processID())-\(UInt32.random(in: 0...UInt32.max))"
+            try Sys.rename(at: directory, lockName, aside)
+        }
     }
 
     /// Gives a file this process made `uid`/`gid` (root, or the owner: both; anyone else keeps

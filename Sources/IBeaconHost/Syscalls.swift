@@ -153,6 +153,11 @@ package enum Sys {
         _ = try retryingOnInterrupt { unlinkat(directory.rawValue, name, 0) }
     }
 
+    /// `unlinkat(2)` with `AT_REMOVEDIR`: removes an empty directory.
+    static func removeDirectory(at directory: FileDescriptor, _ name: String) throws(Errno) {
+        _ = try retryingOnInterrupt { unlinkat(directory.rawValue, name, AT_REMOVEDIR) }
+    }
+
     /// `fchown(2)`; `UInt32.max` (-1) leaves that ID unchanged.
     static func fchown(_ fd: FileDescriptor, uid: UInt32, gid: UInt32) throws(Errno) {
         _ = try retryingOnInterrupt { Glibc.fchown(fd.rawValue, uid_t(uid), gid_t(gid)) }
@@ -195,6 +200,40 @@ package enum Sys {
     }
 
     // MARK: - Users and processes
+
+    /// `getauxval(AT_SECURE)`, looked up with `dlsym` (the Swift Glibc module does not declare
+    /// it): non-zero when the kernel started this program with more privileges than its caller
+    /// had (set-user-ID, set-group-ID, file capabilities), which is when glibc's
+    /// `secure_getenv(3)` returns nothing. Nil when the function cannot be found.
+    static func auxiliarySecureFlag() -> UInt? {
+        typealias GetAuxVal = @convention(c) (UInt) -> UInt
+        guard let handle = dlopen(nil, RTLD_NOW) else { return nil }
+        defer { dlclose(handle) }
+        guard let symbol = dlsym(handle, "getauxval") else { return nil }
+        return unsafeBitCast(symbol, to: GetAuxVal.self)(UInt(AT_SECURE))
+    }
+
+    /// Whether this process runs with privileges its caller may not have: `AT_SECURE` set, or
+    /// real and effective user or group IDs that differ (glibc's `__libc_enable_secure`).
+    /// When `getauxval` cannot be found, the ID comparison alone decides.
+    package static func isElevated() -> Bool {
+        if getuid() != geteuid() || getgid() != getegid() { return true }
+        return (auxiliarySecureFlag() ?? 0) != 0
+    }
+
+    /// This process's environment (`environ`), as `NAME=value` strings.
+    package static func environment() -> [String] {
+        var out: [String] = []
+        var p = environ
+        while let entry = p.pointee {
+            out.append(String(cString: entry))
+            p += 1
+        }
+        return out
+    }
+
+    /// `getuid(2)`: the user who started this process (not changed by file capabilities).
+    static func realUserID() -> UInt32 { UInt32(getuid()) }
 
     /// `geteuid(2)`: the user whose rights the process uses for files.
     static func effectiveUserID() -> UInt32 { UInt32(geteuid()) }

@@ -42,10 +42,10 @@ struct CaptureFileReader: ~Copyable {
 
     init(path: String, chunkSize: Int = 65536) throws(TransportError) {
         self.path = path
-        do throws(Errno) {
-            fd = try Sys.typed {
-                try FileDescriptor.open(FilePath(path), .readOnly, options: [.closeOnExec], retryOnInterrupt: true)
-            }
+        // The same rules as a profile read (ProfileStore): no link another user made is
+        // followed, and a FIFO, device or socket is refused before it is opened.
+        do throws(FileError) {
+            fd = try ProfileStore.openForReading(path)
         } catch {
             throw Self.openError(path, error)
         }
@@ -53,6 +53,19 @@ struct CaptureFileReader: ~Copyable {
     }
 
     deinit { try? fd.close() }
+
+    /// A refusal of the profile rules keeps its message (a FIFO, device or socket, another
+    /// user's link: 66); a missing file, a directory or permission denied get the capture's
+    /// own wording (66, 66, 77).
+    static func openError(_ path: String, _ error: FileError) -> TransportError {
+        if let cause = error.cause,
+            [.noSuchFileOrDirectory, .permissionDenied, .notPermitted, .isDirectory].contains(cause)
+        {
+            return openError(path, cause)
+        }
+        let hint = error.hint == "give the path of a profile file" ? "give the path of a btsnoop file" : error.hint
+        return TransportError(.notFound, "\(error.path): \(error.message)", hint: hint)
+    }
 
     static func openError(_ path: String, _ error: Errno) -> TransportError {
         guard error != .isDirectory else {

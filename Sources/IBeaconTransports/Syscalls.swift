@@ -427,17 +427,6 @@ extension Sys {
         _ = kill(-pid, signal)
     }
 
-    /// This process's environment (`environ`), as `NAME=value` strings.
-    static func environment() -> [String] {
-        var out: [String] = []
-        var p = environ
-        while let entry = p.pointee {
-            out.append(String(cString: entry))
-            p += 1
-        }
-        return out
-    }
-
     /// Where `posix_spawnp` will find `program`: itself when it names a path, else the first
     /// executable file of that name in `$PATH` (`access(2)` with `X_OK`); nil when there is none.
     static func findExecutable(_ program: String, path: String?) -> String? {

@@ -62,137 +62,6 @@ extension DeviceOptions {
     }
 }
 
-/// Where `advertise` records the instance numbers it registered, so that `stop` removes those
-/// and no other program's: `$IBEACON_RUNTIME_DIR` or /run/ibeacon, one file per process,
-/// `hciN-PID.instances`, one `instance N` line each.
-struct InstanceRecords {
-    var directory: String
-    var logger: Logger
-
-    init(logger: Logger) {
-        let env = ProcessInfo.processInfo.environment["IBEACON_RUNTIME_DIR"].flatMap { $0.isEmpty ? nil : $0 }
-        directory = env ?? "/run/ibeacon"
-        self.logger = logger
-    }
-
-    func path(adapter: String, pid: Int32) -> String { "\(directory)/\(adapter)-\(pid).instances" }
-
-    /// Records (or, with no instances, forgets) this process's instances. Failing to write is
-    /// a warning: `advertise` still removes its own instances when it exits.
-    func save(_ instances: [UInt8], adapter: String) {
-        let file = path(adapter: adapter, pid: getpid())
-        if instances.isEmpty {
-            unlink(file)
-            return
-        }
-        // One level of directory is created here (/run/ibeacon, 0755); its parent must exist.
-        if mkdir(directory, 0o755) != 0 && errno != EEXIST {
-            let note =
-                "cannot create \(directory) (errno \(errno)) to record the advertising instances; "
-                + "`ibeacon stop` will not know them (set IBEACON_RUNTIME_DIR to a writable directory)"
-            logger.warning("\(note)")
-            return
-        }
-        do {
-            try ProfileStore.writeAtomically(file, Array(instances.map { "instance \($0)\n" }.joined().utf8))
-        } catch {
-            let note =
-                "cannot record the advertising instances in \(file) (\(error)); "
-                + "`ibeacon stop` will not know them (set IBEACON_RUNTIME_DIR to a writable directory)"
-            logger.warning("\(note)")
-        }
-    }
-
-    /// Every record for `adapter` in the directory and its subdirectories one level down (the
-    /// systemd unit gives each service its own, /run/ibeacon/NAME): the process id and its
-    /// instances. Malformed lines are skipped.
-    func load(adapter: String) -> [(pid: Int32, file: String, instances: [UInt8])] {
-        guard let top = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return [] }
-        var out: [(Int32, String, [UInt8])] = []
-        let dirs = [directory] + top.sorted().map { "\(directory)/\($0)" }  // files simply list nothing
-        for dir in dirs { out += load(adapter: adapter, in: dir) }
-        return out
-    }
-
-    private func load(adapter: String, in directory: String) -> [(pid: Int32, file: String, instances: [UInt8])] {
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return [] }
-        var out: [(Int32, String, [UInt8])] = []
-        for name in names.sorted() where name.hasPrefix("\(adapter)-") && name.hasSuffix(".instances") {
-            let pidText = name.dropFirst(adapter.count + 1).dropLast(".instances".count)
-            guard let pid = Int32(pidText), pid > 0 else { continue }
-            let file = "\(directory)/\(name)"
-            guard let data = try? ProfileStore.read(file), data.count <= 4096 else { continue }
-            let instances = String(decoding: data, as: UTF8.self).split(separator: "\n").compactMap { line -> UInt8? in
-                let parts = line.split(separator: " ")
-                guard parts.count == 2, parts[0] == "instance", let n = UInt8(parts[1]), n != 0 else { return nil }
-                return n
-            }
-            out.append((pid, file, instances))
-        }
-        return out
-    }
-}
-
-/// The monitor scan window a running `scan`/`calibrate`/`monitor` widened and will restore, next
-/// to the instance records: `hciN-PID.scanwindow`, one line `interval N window N` (0.625 ms
-/// slots). Another ibeacon scan on the same adapter sees it, so only the last one to end restores.
-extension InstanceRecords {
-    func scanWindowPath(adapter: String, pid: Int32) -> String { "\(directory)/\(adapter)-\(pid).scanwindow" }
-
-    func scanWindowRecords(adapter: String) -> ScanWindowRecords {
-        let records = self
-        return ScanWindowRecords(
-            inherited: { records.liveScanWindows(adapter: adapter).first?.parameters },
-            save: { records.saveScanWindow($0, adapter: adapter) },
-            othersScanning: { records.liveScanWindows(adapter: adapter).map(\.pid) })
-    }
-
-    func saveScanWindow(_ parameters: MonitorScanParameters?, adapter: String) {
-        let file = scanWindowPath(adapter: adapter, pid: getpid())
-        guard let parameters else {
-            unlink(file)
-            return
-        }
-        if mkdir(directory, 0o755) != 0 && errno != EEXIST {
-            logger.info(
-                "cannot create \(directory) (errno \(errno)): another ibeacon scan will not know the scan window to restore"
-            )
-            return
-        }
-        let line = "interval \(parameters.interval) window \(parameters.window)\n"
-        do {
-            try ProfileStore.writeAtomically(file, Array(line.utf8))
-        } catch {
-            logger.info("cannot record the scan window in \(file) (\(error)): another ibeacon scan will not know it")
-        }
-    }
-
-    /// Records of other running processes (the stale ones of processes gone are removed).
-    func liveScanWindows(adapter: String) -> [(pid: Int32, parameters: MonitorScanParameters)] {
-        guard let top = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return [] }
-        var out: [(Int32, MonitorScanParameters)] = []
-        for dir in [directory] + top.sorted().map({ "\(directory)/\($0)" }) {
-            guard let names = try? FileManager.default.contentsOfDirectory(atPath: dir) else { continue }
-            for name in names.sorted() where name.hasPrefix("\(adapter)-") && name.hasSuffix(".scanwindow") {
-                let pidText = name.dropFirst(adapter.count + 1).dropLast(".scanwindow".count)
-                guard let pid = Int32(pidText), pid > 0, pid != getpid() else { continue }
-                let file = "\(dir)/\(name)"
-                guard Sys.processExists(pid) else {
-                    unlink(file)
-                    continue
-                }
-                guard let data = try? ProfileStore.read(file), data.count <= 256 else { continue }
-                let words = String(decoding: data, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" })
-                guard words.count == 4, words[0] == "interval", words[2] == "window",
-                    let interval = UInt16(words[1]), let window = UInt16(words[3])
-                else { continue }
-                out.append((pid, MonitorScanParameters(interval: interval, window: window)))
-            }
-        }
-        return out
-    }
-}
-
 /// `advertise` through the kernel: registers the beacons as advertising instances and keeps
 /// them there until SIGINT/SIGTERM or the duration ends, then removes them.
 func advertiseThroughKernel(
@@ -200,13 +69,15 @@ func advertiseThroughKernel(
     onReady: @escaping @Sendable (String) -> Void
 ) async throws {
     guard hasNetAdminCapability() else { throw missingNetAdmin("advertising on \(path.name)") }
-    let records = InstanceRecords(logger: logger)
+    let records = RuntimeRecords.current()
     let adapter = path.name
+    let address = try await path.client.execute(MgmtReadControllerInfo(), index: MgmtIndex(path.index)).address
     let session = MgmtAdvertisingSession(
         advertiser: MgmtAdvertiser(beacons: specs, index: MgmtIndex(path.index), logger: logger),
         client: path.client, logger: logger,
-        onInstancesChanged: { records.save($0, adapter: adapter) })
+        onInstancesChanged: { records.saveInstances($0, adapter: adapter, address: "\(address)", logger: logger) })
     defer { Task { await path.client.close() } }
+    startGuardian(adapter: adapter, logger: logger)
     try await session.run(
         onReady: { status in
             for w in status.warnings { logger.warning("\(w)") }
@@ -216,6 +87,25 @@ func advertiseThroughKernel(
                 addresses: status.instances.map { $0.address?.description })
         }, onLost: { cause in mqtt?.update(.recovering, cause: cause) },
         onRestored: { mqtt?.update(.advertising) })
+}
+
+/// Starts `ibeacon stop --device hciN --after-exit-of PID` for this process: should it die
+/// without removing its instances (SIGKILL, a crash), they are removed at once, before a power
+/// cycle could give their numbers to another program that `stop` would then take them from.
+func startGuardian(adapter: String, logger: Logger) {
+    // Without /proc nothing tells a gone advertiser from a live one (and no record is written).
+    guard let me = ProcessTable.system.identity(getpid()) else { return }
+    let arguments = [
+        ownExecutablePath(), "stop", "--device", adapter, "--after-exit-of", "\(me.pid)", "--start-time",
+        "\(me.startTime)",
+    ]
+    do {
+        let pid = try startHelperProcess(arguments)
+        logger.debug("started the guardian (pid \(pid)) that removes this process's instances if it dies")
+    } catch {
+        logger.notice(
+            "cannot start the guardian that removes the instances if ibeacon dies (\(error)); use `ibeacon stop`")
+    }
 }
 
 func kernelStatusLine(_ status: MgmtAdvertisingStatus, device: String, json: Bool) -> String {
@@ -244,40 +134,46 @@ func kernelStatusLine(_ status: MgmtAdvertisingStatus, device: String, json: Boo
     }.joined(separator: "\n")
 }
 
-/// `stop` through the kernel: removes the instances ibeacon recorded for this adapter, never others.
-func stopThroughKernel(_ path: KernelPath, logger: Logger) async throws -> String {
+/// `stop` through the kernel: removes the instances that ibeacon processes now gone recorded
+/// for this adapter (`RuntimeRecords.leftovers`), never others.
+func stopThroughKernel(_ path: KernelPath, logger: Logger, writer: Int32? = nil) async throws -> String {
     defer { Task { await path.client.close() } }
     guard hasNetAdminCapability() else { throw missingNetAdmin("removing advertising on \(path.name)") }
-    let records = InstanceRecords(logger: logger)
+    let records = RuntimeRecords.current()
     let index = MgmtIndex(path.index)
+    let address = try await path.client.execute(MgmtReadControllerInfo(), index: index).address
     let features = try await path.client.execute(MgmtReadAdvertisingFeatures(), index: index)
-    let listed = Set(features.instances)
-    var removed: [UInt8] = []
-    var stillRunning: [Int32] = []
-    for record in records.load(adapter: path.name) {
-        let ours = record.instances.filter { listed.contains($0) }
-        for instance in ours {
+    var plan = records.leftovers(
+        adapter: path.name, address: "\(address)", listed: Set(features.instances), writer: writer)
+    for note in plan.notes { logger.notice("\(note)") }
+    for instance in plan.instances {
+        do {
             _ = try await path.client.execute(MgmtRemoveAdvertising(instance: instance), index: index)
-            removed.append(instance)
-        }
-        if Sys.processExists(record.pid) {
-            stillRunning.append(record.pid)
-        } else {
-            unlink(record.file)
+        } catch {
+            // Gone meanwhile (a power cycle drops every instance): the record is spent anyway,
+            // so that a later stop cannot take the number from whoever gets it next.
+            logger.notice("instance \(instance) on \(path.name) could not be removed: \(error)")
+            plan.instances.removeAll { $0 == instance }
         }
     }
-    let others = features.instances.filter { !removed.contains($0) }
+    for record in plan.staleRecords { records.remove(record) }
+    return stopSummary(plan, listed: features.instances, adapter: path.name, directory: records.directory)
+}
+
+func stopSummary(_ plan: LeftoverInstances, listed: [UInt8], adapter: String, directory: String) -> String {
+    let removed = plan.instances
+    let others = listed.filter { !removed.contains($0) }
     var line =
         removed.isEmpty
-        ? "no advertising instance of ibeacon's on \(path.name) (none recorded in \(records.directory))"
-        : "removed ibeacon's advertising instance(s) \(removed.map(String.init).joined(separator: ", ")) on \(path.name)"
+        ? "no advertising instance of ibeacon's on \(adapter) (none recorded in \(directory) by a process now gone)"
+        : "removed ibeacon's advertising instance(s) \(removed.map(String.init).joined(separator: ", ")) on \(adapter)"
     if !others.isEmpty {
         line += "; other programs' instance(s) \(others.map(String.init).joined(separator: ", ")) left alone"
     }
-    if !stillRunning.isEmpty {
+    if !plan.running.isEmpty {
         line +=
-            "; ibeacon process(es) \(stillRunning.map(String.init).joined(separator: ", ")) still running will "
-            + "put theirs back: stop them (kill PID or systemctl stop)"
+            "; ibeacon process(es) \(plan.running.map(String.init).joined(separator: ", ")) still running: "
+            + "stop them instead (kill PID or systemctl stop), which removes their instances"
     }
     return line
 }

@@ -61,7 +61,7 @@ struct MQTTOptions: ParsableArguments {
     @Option(
         name: .customLong("mqtt-name"),
         help: ArgumentHelp(
-            "This process in topics: BASE/NAME/availability (default: $IBEACON_MQTT_NAME, else the command).",
+            "This process in topics: BASE/NAME/availability (default: the command; ignored without --mqtt).",
             valueName: "name"))
     var processName: String?
 
@@ -75,11 +75,16 @@ struct MQTTOptions: ParsableArguments {
         [
             ("--mqtt-user", user != nil), ("--mqtt-password-file", passwordFile != nil), ("--mqtt-ca", caFile != nil),
             ("--mqtt-cert", certFile != nil), ("--mqtt-key", keyFile != nil), ("--mqtt-base", base != nil),
-            ("--mqtt-room", room != nil), ("--mqtt-name", processName != nil), ("--no-mqtt-discovery", noDiscovery),
+            ("--mqtt-room", room != nil), ("--no-mqtt-discovery", noDiscovery),
         ]
     }
 
     func validate() throws {
+        // Checked with or without --mqtt: the systemd units always give it.
+        if let name, name.isEmpty || MQTTTopic.level(name) != name {
+            throw ValidationError(
+                "--mqtt-name \(name) must be one topic level: not empty, without / + # or control characters")
+        }
         guard let url else {
             if let given = dependentOptions.first(where: \.1) {
                 throw ValidationError("\(given.0) needs --mqtt URL (the broker to publish to)")
@@ -107,11 +112,6 @@ struct MQTTOptions: ParsableArguments {
             throw ValidationError("--mqtt-cert and --mqtt-key go together (the client certificate and its key)")
         }
         if let room, room.isEmpty { throw ValidationError("--mqtt-room is empty") }
-        if let name, name.isEmpty || MQTTTopic.level(name) != name {
-            throw ValidationError(
-                "--mqtt-name (or IBEACON_MQTT_NAME) \(name) must be one topic level: not empty, without / + # or control characters"
-            )
-        }
     }
 
     /// This box's name: the host name, as `gethostname(2)` gives it.
@@ -122,10 +122,8 @@ struct MQTTOptions: ParsableArguments {
         return name.isEmpty ? "localhost" : name
     }
 
-    /// `--mqtt-name`, else $IBEACON_MQTT_NAME (the systemd units set it per instance).
-    var name: String? {
-        processName ?? ProcessInfo.processInfo.environment["IBEACON_MQTT_NAME"].flatMap { $0.isEmpty ? nil : $0 }
-    }
+    /// `--mqtt-name` (the systemd units give it per instance).
+    var name: String? { processName }
 
     var baseTopic: String { base ?? "ibeacon/\(MQTTTopic.level(Self.hostName))" }
 
@@ -136,7 +134,7 @@ struct MQTTOptions: ParsableArguments {
             let text = String(decoding: bytes, as: UTF8.self)
             return String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
         }
-        return ProcessInfo.processInfo.environment["IBEACON_MQTT_PASSWORD"].flatMap { $0.isEmpty ? nil : $0 }
+        return ProcessEnvironment.current.mqttPassword
     }
 
     /// The layout of `command`'s topics.

@@ -40,6 +40,7 @@ struct LoggingOptions: ParsableArguments {
         bootstrapLogging()
         var logger = Logger(label: label)
         logger.logLevel = level
+        if let note = ProcessEnvironment.current.ignoredNote("IBEACON_RUNTIME_DIR") { logger.notice("\(note)") }
         return logger
     }
 }
@@ -51,6 +52,16 @@ private let loggingBootstrap: Void = {
         return handler
     }
 }()
+
+private let notesGiven = Mutex<Set<String>>([])
+
+/// Logs `note` (notice level) the first time it comes up in this process: for what is found
+/// where no logger is at hand, such as an ignored `IBEACON_DEVICE`.
+func noteOnce(_ note: String) {
+    guard notesGiven.withLock({ $0.insert(note).inserted }) else { return }
+    bootstrapLogging()
+    Logger(label: "ibeacon").notice("\(note)")
+}
 
 /// Sends swift-log to stderr, once per process; the level is each logger's (`makeLogger`).
 func bootstrapLogging() { _ = loggingBootstrap }
@@ -139,7 +150,10 @@ struct DeviceOptions: ParsableArguments {
     var index: UInt16?
 
     var deviceText: String {
-        device ?? ProcessInfo.processInfo.environment["IBEACON_DEVICE"].flatMap { $0.isEmpty ? nil : $0 } ?? "hci0"
+        if let device { return device }
+        let environment = ProcessEnvironment.current
+        if let note = environment.ignoredNote("IBEACON_DEVICE") { noteOnce(note) }
+        return environment.value("IBEACON_DEVICE") ?? "hci0"
     }
 
     func validate() throws {
@@ -219,7 +233,8 @@ struct DeviceOptions: ParsableArguments {
             }
             return MgmtSightingSource(
                 client: path.client, index: MgmtIndex(path.index),
-                scanWindowRecords: InstanceRecords(logger: logger).scanWindowRecords(adapter: path.name), logger: logger
+                scanWindowRecords: RuntimeRecords.current().scanWindowRecords(adapter: path.name, logger: logger),
+                logger: logger
             )
         }
         let client = try await connect(logger: logger, protecting: protecting)

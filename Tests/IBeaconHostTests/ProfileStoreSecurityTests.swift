@@ -287,6 +287,58 @@ private func finishes(within seconds: Double, _ body: @escaping @Sendable () -> 
         lock.unlock()
     }
 
+    /// Issue 23 item 4: a FIFO, socket or directory (empty or not) another user put at the
+    /// lock file's name is removed (a directory with something in it is renamed aside) without
+    /// being opened, and the lock is taken; none made root's calibration fail.
+    @Test(arguments: ["fifo", "socket", "empty directory", "full directory"])
+    func aPlantedSpecialFileAtTheLockNameIsRemovedNotOpened(kind: String) throws {
+        let s = try SharedScratch()
+        defer { s.cleanUp() }
+        try #require(geteuid() == 0, "planting another user's file needs root (CI runs as root)")
+        let p = try s.write("store12.json", "{}\n")
+        let planted = s.path(".store12.json.lock")
+        switch kind {
+        case "fifo":
+            try #require(mkfifo(planted, 0o666) == 0)
+        case "socket":
+            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+            defer { close(fd) }
+            var addr = sockaddr_un()
+            addr.sun_family = sa_family_t(AF_UNIX)
+            withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+                for (i, b) in planted.utf8.enumerated() { raw[i] = b }
+            }
+            let bound = withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                }
+            }
+            try #require(bound == 0)
+        default:
+            try #require(mkdir(planted, 0o777) == 0)
+            if kind == "full directory" {
+                try s.write(".store12.json.lock/keep", "the planter's\n")
+                #expect(chown(planted + "/keep", 65534, 65534) == 0)
+            }
+        }
+        #expect(lchown(planted, 65534, 65534) == 0)
+        let messages = Messages()
+        let finished = finishes(within: 5) {
+            do {
+                let lock = try ProfileStore.lock(p)
+                lock.unlock()
+                messages.list.withLock { $0.append("locked") }
+            } catch {
+                messages.list.withLock { $0.append("\(error)") }
+            }
+        }
+        #expect(finished, "taking the lock blocked")
+        #expect(messages.list.withLock { $0 } == ["locked"])
+        #expect(s.lstat(planted) == nil, "the planted entry is gone, and the lock file removed on unlock")
+        let aside = try FileManager.default.contentsOfDirectory(atPath: s.directory).filter { $0.contains(".planted-") }
+        #expect(aside.count == (kind == "full directory" ? 1 : 0))
+    }
+
     @Test func aProfileOverOneMebibyteIsBadData() throws {
         let s = try SharedScratch()
         defer { s.cleanUp() }

@@ -362,6 +362,60 @@ final class Delivered: Sendable {
         }
     }
 
+    /// Issue 23 item 8: a capture is read by the rules of a profile read. A FIFO is refused
+    /// before it is opened (it blocked forever, and --duration never started); a device too.
+    @Test func aFIFOOrDeviceIsRefusedWithoutBlocking() throws {
+        let dir = try makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        let fifo = dir + "/pipe.btsnoop"
+        #expect(mkfifo(fifo, 0o644) == 0)
+        let outcome = Mutex<String?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            do {
+                _ = try CaptureSightingSource(path: fifo, logger: testLogger)
+                outcome.withLock { $0 = "opened" }
+            } catch {
+                outcome.withLock { $0 = "\(error)" }
+            }
+            done.signal()
+        }
+        #expect(done.wait(timeout: .now() + 5) == .success, "opening a FIFO as a capture blocked")
+        #expect(outcome.withLock { $0 }?.contains("is a FIFO (named pipe), not a regular file") == true)
+        do {
+            _ = try CaptureSightingSource(path: "/dev/null", logger: testLogger)
+            Issue.record("read /dev/null as a capture")
+        } catch let error as TransportError {
+            #expect(error.kind == .notFound)
+            #expect(error.message.contains("is a character device"), "\(error)")
+        }
+    }
+
+    /// Another user's link is not followed as root (it was, and a root-only file was read).
+    @Test func aLinkOfAnotherUserIsNotFollowed() throws {
+        try #require(geteuid() == 0, "planting another user's link needs root (CI runs as root)")
+        let dir = try makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        #expect(chmod(dir, 0o1777) == 0)
+        let secret = dir + "/root-only.btsnoop"
+        try writeWholeFile(secret, HandmadeBTSnoop.header())
+        #expect(chmod(secret, 0o600) == 0)
+        let link = dir + "/capture.btsnoop"
+        #expect(symlink(secret, link) == 0)
+        #expect(lchown(link, 65534, 65534) == 0)
+        do {
+            _ = try CaptureSightingSource(path: link, logger: testLogger)
+            Issue.record("followed nobody's link")
+        } catch let error as TransportError {
+            #expect(error.kind == .notFound)
+            #expect(error.message.contains("symbolic link owned by uid 65534"), "\(error)")
+        }
+        // The user's own link (root's, here) is followed.
+        let own = dir + "/mine.btsnoop"
+        #expect(symlink(secret, own) == 0)
+        _ = try CaptureSightingSource(path: own, logger: testLogger)
+    }
+
     @Test func readsWhatTheRecorderWrote() async throws {
         let dir = try makeTemporaryDirectory()
         defer { removeTree(dir) }

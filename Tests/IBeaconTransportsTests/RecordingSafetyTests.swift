@@ -73,6 +73,25 @@ import Testing
         }
     }
 
+    /// Issue 23: a capture holds the addresses of people's phones. It was created 0644.
+    @Test func aNewCaptureIsReadableByItsOwnerOnly() throws {
+        let dir = try makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        let previous = umask(0o022)
+        defer { umask(previous) }
+        let path = dir + "/new.btsnoop"
+        try BTSnoopFileRecorder(path: path, logger: testLogger).close()
+        let replaced = dir + "/old.btsnoop"
+        try Data("an earlier capture".utf8).write(to: URL(fileURLWithPath: replaced))
+        #expect(chmod(replaced, 0o644) == 0)
+        try BTSnoopFileRecorder(path: replaced, overwrite: true, logger: testLogger).close()
+        for p in [path, replaced] {
+            var st = stat()
+            #expect(lstat(p, &st) == 0)
+            #expect(st.st_mode & 0o777 == 0o600, "\(p): \(String(st.st_mode & 0o777, radix: 8))")
+        }
+    }
+
     @Test func aFIFOIsRefusedWithoutBlocking() throws {
         let dir = try makeTemporaryDirectory()
         defer { removeTree(dir) }

@@ -114,6 +114,16 @@ stop_pid() {  # stop_pid PID [SECS] → sets STOPPED_STATUS (exit status; 124 if
   bg_forget "$pid"
 }
 
+# SIGKILL to an advertiser through the kernel and to the guardian it started (`ibeacon stop
+# --after-exit-of PID`, which would otherwise remove its instances at once), as `kill -9` of
+# everything would: what is left for `ibeacon stop` to clean up.
+kill_with_guardian() {
+  local g
+  g=$(pgrep -f -- "--after-exit-of $1 ")
+  [ -n "$g" ] && kill -KILL $g
+  kill -KILL "$1"; wait "$1" 2>/dev/null; bg_forget "$1"
+}
+
 # stop_advertiser PID LOG: the advertiser must still be running, and exit 0 on SIGTERM.
 stop_advertiser() {
   if dead "$1"; then
@@ -1330,7 +1340,11 @@ scenario_kernel_capabilities() {
   check_eq "make install grants cap_net_admin only by default (Makefile CAPS)" "cap_net_admin" "$caps"
   setcap "$caps+ep" "$capdir/ibeacon-admin" 2>"$WORK/setcap.err"
   check_status "setcap $caps+ep on a copy" 0 $? "$WORK/setcap.err"
-  setpriv --reuid="$uid" --regid="$gid" --clear-groups env IBEACON_RUNTIME_DIR="$WORK/run-$TEST_USER" \
+  # As systemd's RuntimeDirectory=ibeacon/NAME does for the unit's user: a directory of the
+  # user's below root's /run/ibeacon, where the records go (IBEACON_RUNTIME_DIR is ignored by
+  # the setcap'd binary: AT_SECURE).
+  mkdir -p /run/ibeacon && install -d -o "$uid" -g "$gid" -m 0755 "/run/ibeacon/$TEST_USER"
+  setpriv --reuid="$uid" --regid="$gid" --clear-groups \
     "$capdir/ibeacon-admin" advertise --device hci0 --profile "$WORK/profile.json" > "$WORK/admin.txt" 2>&1 &
   adv=$!
   BG_PIDS+=("$adv")
@@ -1339,6 +1353,8 @@ scenario_kernel_capabilities() {
   else
     fail "unprivileged user with cap_net_admin only advertises" "a status line" "$(tr '\n' ' ' < "$WORK/admin.txt")"
   fi
+  check_eq "its record is in the user's directory below /run/ibeacon" "/run/ibeacon/$TEST_USER/hci0-$adv.instances" \
+    "$(ls /run/ibeacon/"$TEST_USER"/hci0-"$adv".instances 2>/dev/null)"
   kernel_observe 4
   n=$(count_reports_with "$P_ADV")
   if [ "$n" -gt 0 ]; then pass "heard on hci1 (cap_net_admin only)" "$n reports"; else fail "heard on hci1 (cap_net_admin only)" "reports" "$(observer_seen)"; fi
@@ -1446,7 +1462,7 @@ PYEOF
   if [ "$na" -gt 0 ] && [ "$nb" -eq 0 ]; then pass "first still heard, second gone" "first $na reports"; else fail "first still heard, second gone" "first > 0, second 0" "first $na, second $nb"; fi
   # A leftover (advertiser killed with SIGKILL) and another program's instance: stop removes
   # only the leftover.
-  kill -KILL "$a"; wait "$a" 2>/dev/null; bg_forget "$a"
+  kill_with_guardian "$a"
   btmgmt_tty --index 0 add-adv -d 07ffffffcafe0102 2 > /dev/null 2>&1
   check_eq "leftover (1) and another program's (2)" "2" "$(mgmt_instances 0)"
   ib stop --device hci0 > "$WORK/two-stop.txt" 2>&1
@@ -1462,6 +1478,95 @@ PYEOF
   na=$(count_reports_with "$P_ADV"); nb=$(count_reports_with "$OTHER_ADV")
   if [ "$na" -eq 0 ] && [ "$nb" -gt 0 ]; then pass "after stop: the other program's still heard, ibeacon's not" "other $nb reports"; else fail "after stop: the other program's still heard, ibeacon's not" "iBeacon 0, other > 0" "iBeacon $na, other $nb"; fi
   btmgmt_tty --index 0 rm-adv 2 > /dev/null 2>&1
+  bluetoothd_stop
+}
+
+# Issue 23, item 1: `ibeacon stop` next to bluetoothd removes only what a gone ibeacon process
+# recorded. Another program's instance (btmgmt add-adv) must survive (a) a record forged by
+# another user in a directory of their own, run through the installed binary (setcap: AT_SECURE,
+# so IBEACON_RUNTIME_DIR is ignored), (b) the same forgery pointed at by root's
+# IBEACON_RUNTIME_DIR, and (c) a killed advertiser's record after a power cycle, when the other
+# program holds the number again: the advertiser's guardian removed its instance as it died.
+# (d) With the guardian killed too, `stop` removes the killed advertiser's instance.
+stop_heard() {  # stop_heard WHAT: the other program's advertisement is on the air, the iBeacon not
+  kernel_observe 4
+  local other ours
+  other=$(count_reports_with "$OTHER_ADV"); ours=$(count_reports_with "$P_ADV")
+  if [ "$other" -gt 0 ] && [ "$ours" -eq 0 ]; then pass "$1" "other $other reports"; else fail "$1" "other > 0, iBeacon 0" "other $other, iBeacon $ours"; fi
+}
+scenario_kernel_stop_records() {
+  need_bin || return
+  need_profile || return
+  bluetoothd_start || { fail "bluetoothd powers hci0 and hci1" "powered" "$(tail -5 "$WORK/bluetoothd.log" | tr '\n' ' ')"; return; }
+  if ! id "$TEST_USER" >/dev/null 2>&1; then
+    useradd --no-create-home --shell /bin/sh "$TEST_USER" || { fail "useradd" "user $TEST_USER" "useradd failed"; return; }
+  fi
+  local uid gid capdir=/usr/local/lib/ibeacon-test evil boot out=$WORK/stop-records.txt adv rec
+  uid=$(id -u "$TEST_USER"); gid=$(id -g "$TEST_USER")
+  mkdir -p "$capdir"
+  install -m 0755 "$IBEACON_BIN" "$capdir/ibeacon-admin"
+  setcap cap_net_admin+ep "$capdir/ibeacon-admin" 2>"$WORK/setcap.err"
+  check_status "setcap cap_net_admin+ep on a copy (as make install)" 0 $? "$WORK/setcap.err"
+  btmgmt_tty --index 0 add-adv -d 07ffffffcafe0102 1 > /dev/null 2>&1
+  boot=$(cat /proc/sys/kernel/random/boot_id)
+  evil=$(mktemp -d /tmp/evil.XXXXXX)
+  chown "$uid:$gid" "$evil"
+  # As ibeacon would write them, for a process that is gone, and in the older format.
+  runuser -u "$TEST_USER" -- sh -c "printf 'pid 3999999\nstart 1\nboot $boot\naddress 00:AA:01:00:00:00\ninstance 1\ninstance 2\n' > $evil/hci0-3999999.instances; printf 'instance 1\ninstance 2\ninstance 3\n' > $evil/hci0-3999998.instances"
+  # (a) the other user runs the installed stop with their directory
+  setpriv --reuid="$uid" --regid="$gid" --clear-groups env IBEACON_RUNTIME_DIR="$evil" \
+    "$capdir/ibeacon-admin" stop --device hci0 > "$out" 2>&1
+  check_status "(a) $TEST_USER's stop through the installed binary" 0 $? "$out"
+  check_contains "(a) IBEACON_RUNTIME_DIR is ignored (AT_SECURE)" "IBEACON_RUNTIME_DIR is ignored" "$out"
+  check_contains "(a) nothing removed" "no advertising instance of ibeacon's" "$out"
+  stop_heard "(a) the other program's instance survives a forged record"
+  # (b) root pointed at the forged records
+  IBEACON_RUNTIME_DIR="$evil" ib stop --device hci0 > "$out" 2>&1
+  check_status "(b) root's stop with IBEACON_RUNTIME_DIR=$TEST_USER's directory" 0 $? "$out"
+  check_contains "(b) the directory is not believed" "belongs to uid $uid, neither root nor uid 0" "$out"
+  stop_heard "(b) the other program's instance survives root's stop"
+  # (c) a killed advertiser's record after a power cycle gave its number to the other program
+  btmgmt_tty --index 0 rm-adv 1 > /dev/null 2>&1
+  "$IBEACON_BIN" advertise --device hci0 --profile "$PROFILE" > "$WORK/stop-adv.txt" 2>&1 &
+  adv=$!
+  BG_PIDS+=("$adv")
+  poll 30 grep -q "through the kernel" "$WORK/stop-adv.txt"
+  check_contains "(c) the advertiser holds instance 1" "(instance 1)" "$WORK/stop-adv.txt"
+  rec=$(ls /run/ibeacon/hci0-"$adv".instances 2>/dev/null)
+  check_eq "(c) its record" "/run/ibeacon/hci0-$adv.instances" "$rec"
+  echo "    record: $(tr '\n' ' ' < "$rec" 2>/dev/null)"
+  local t0
+  t0=$EPOCHREALTIME
+  kill -KILL "$adv"; wait "$adv" 2>/dev/null; bg_forget "$adv"
+  # Its guardian removes the instance and spends the record at once (polled every 0.2 s; the
+  # debug build under TCG takes a while to open the management socket).
+  poll 10 eval '[ ! -e "$rec" ]'
+  echo "    the record was gone $("$PY" -c "print(f'{$EPOCHREALTIME - $t0:.2f}')") s after the SIGKILL"
+  check_eq "(c) the guardian spent the record" "gone" "$([ -e "$rec" ] && echo present || echo gone)"
+  check_contains "(c) the guardian says what it removed" "ended without cleaning up: removed ibeacon's advertising instance(s) 1 on hci0" "$WORK/stop-adv.txt"
+  btmgmt_tty --index 0 power off > /dev/null
+  btmgmt_tty --index 0 power on > /dev/null
+  echo "    after the power cycle: $(mgmt_instances 0) instance(s) listed"
+  btmgmt_tty --index 0 add-adv -d 07ffffffcafe0102 1 > /dev/null 2>&1
+  ib stop --device hci0 > "$out" 2>&1
+  check_status "(c) stop after the power cycle" 0 $? "$out"
+  sed 's/^/        stop: /' "$out"
+  stop_heard "(c) the other program's instance 1 survives the stale record"
+  # (d) without a power cycle, a killed advertiser's instance is removed, the other's kept
+  btmgmt_tty --index 0 rm-adv 1 > /dev/null 2>&1
+  "$IBEACON_BIN" advertise --device hci0 --profile "$PROFILE" > "$WORK/stop-adv2.txt" 2>&1 &
+  adv=$!
+  BG_PIDS+=("$adv")
+  poll 30 grep -q "through the kernel" "$WORK/stop-adv2.txt"
+  btmgmt_tty --index 0 add-adv -d 07ffffffcafe0102 2 > /dev/null 2>&1
+  kill_with_guardian "$adv"
+  ib stop --device hci0 > "$out" 2>&1
+  check_status "(d) stop after SIGKILL (advertiser and guardian)" 0 $? "$out"
+  check_contains "(d) the killed advertiser's instance removed" "removed ibeacon's advertising instance(s) 1 on hci0" "$out"
+  check_contains "(d) the other program's left alone" "instance(s) 2 left alone" "$out"
+  stop_heard "(d) after stop: the other program's heard, ibeacon's not"
+  btmgmt_tty --index 0 rm-adv 2 > /dev/null 2>&1
+  rm -rf "$evil"
   bluetoothd_stop
 }
 
@@ -1714,6 +1819,7 @@ SCENARIOS=(
   kernel_capabilities
   kernel_recovery
   kernel_two_advertisers
+  kernel_stop_records
   kernel_stable_address
   kernel_mqtt
   kernel_scan_discovery

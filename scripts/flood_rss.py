@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
-"""Peak memory of `ibeacon advertise` under an event flood (issue 11; RELIABILITY.md).
+"""Peak memory of `ibeacon advertise` under an event flood (issue 11; RELIABILITY.md), or of
+`ibeacon calibrate` under a flood of the calibrated beacon's reports (issue 23).
 
-    python scripts/flood_rss.py BIN KIND SECONDS     KIND: report | malformed | hwerror
+    python scripts/flood_rss.py BIN KIND SECONDS     KIND: report | malformed | hwerror | ibeacon
+
+KIND ibeacon runs `calibrate --uuid … --dry-run --precision 0.001 --duration SECONDS+5` (the
+precision is never reached: it keeps every report until the flood ends) instead of advertise.
 
 Starts the Bumble harness, `BIN advertise` against it, has the harness flood KIND events for
 SECONDS as fast as the host reads them, samples VmRSS every 0.2 s, then sends SIGTERM and
@@ -11,6 +15,7 @@ stderr line count."""
 from __future__ import annotations
 
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -19,14 +24,22 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'tests' / 'e2e'))
 
 from conftest import Harness  # noqa: E402
-from support import start_advertising, stop_process, vm_rss_kib, write_profile  # noqa: E402
+from support import (  # noqa: E402
+    BEACON_UUID, MAJOR, MINOR, start_advertising, stop_process, vm_rss_kib, write_profile)
 
 
 def main() -> int:
     binary, kind, seconds = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3])
     with Harness() as h, tempfile.TemporaryDirectory() as tmp:
         profile = write_profile(Path(tmp) / 'p.json')
-        proc = start_advertising(binary, h, profile, scanner=False)
+        if kind == 'ibeacon':
+            proc = subprocess.Popen(
+                [str(binary), 'calibrate', '--device', h.device_spec, '--uuid', BEACON_UUID, '--major', str(MAJOR),
+                 '--minor', str(MINOR), '--dry-run', '--precision', '0.001', '--duration', str(seconds + 5)],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            time.sleep(1)
+        else:
+            proc = start_advertising(binary, h, profile, scanner=False)
         start = vm_rss_kib(proc.pid)
         h.send(f'flood {kind} {seconds}')
         peak = 0

@@ -71,14 +71,20 @@ public struct MeasuredPowerEstimator: Sendable {
     }
 
     /// nil for no samples.
-    public func estimate(_ samples: [Int]) -> MeasuredPowerEstimate? {
-        guard !samples.isEmpty else { return nil }
-        let x = samples.map(Double.init).sorted()
+    public func estimate(_ samples: [Int]) -> MeasuredPowerEstimate? { estimate(Histogram(samples)) }
+
+    /// nil for no samples. The samples are read from their counts per dBm, in ascending order
+    /// and each as many times as it was received, so every sum is added up in exactly the order
+    /// the sorted list of samples would give (the same result to the last bit), while memory
+    /// stays one count per dBm however many samples there are.
+    public func estimate(_ histogram: Histogram) -> MeasuredPowerEstimate? {
+        let x = SortedSamples(histogram)
+        guard x.count > 0 else { return nil }
         let n = x.count
-        var m = median(x)
-        if x.first == x.last {
+        var m = x.median
+        if x.runs.count == 1 {
             return MeasuredPowerEstimate(
-                value: x[0], halfWidth95: n > 1 ? 0 : .infinity, spread: 0, count: n, method: method,
+                value: x.runs[0].value, halfWidth95: n > 1 ? 0 : .infinity, spread: 0, count: n, method: method,
                 halfWidthRelativeError: 0)
         }
         var s = upperMedianScale(x, m)
@@ -87,12 +93,14 @@ public struct MeasuredPowerEstimator: Sendable {
             let w = tuning * max(s, minimumWindowScale)
             var sw = 0.0
             var swx = 0.0
-            for v in x {
+            for (v, count) in x.runs {
                 let u = (v - m) / w
                 guard abs(u) < 1 else { continue }
                 let k = (1 - u * u) * (1 - u * u)
-                sw += k
-                swx += k * v
+                for _ in 0..<count {
+                    sw += k
+                    swx += k * v
+                }
             }
             guard sw > 0 else { break }
             let next = swx / sw
@@ -106,14 +114,17 @@ public struct MeasuredPowerEstimator: Sendable {
         var sumPsi2 = 0.0
         var sumPsi4 = 0.0
         var sumDPsi = 0.0
-        for v in x {
+        for (v, count) in x.runs {
             let u = (v - m) / w
             guard abs(u) < 1 else { continue }
             let a = 1 - u * u
             let psi = u * a * a
-            sumPsi2 += psi * psi
-            sumPsi4 += psi * psi * psi * psi
-            sumDPsi += a * (1 - 5 * u * u)
+            let dpsi = a * (1 - 5 * u * u)
+            for _ in 0..<count {
+                sumPsi2 += psi * psi
+                sumPsi4 += psi * psi * psi * psi
+                sumDPsi += dpsi
+            }
         }
         var half = Double.infinity
         var relativeError = Double.infinity
@@ -131,30 +142,62 @@ public struct MeasuredPowerEstimator: Sendable {
 
     /// 1.4826 × median of the deviations above `m` (ties at `m` count half, as zeros): a
     /// starting scale immune to fades below.
-    private func upperMedianScale(_ x: [Double], _ m: Double) -> Double {
-        var d = x.filter { $0 > m }.map { $0 - m }
-        let ties = x.filter { $0 == m }.count
-        d += [Double](repeating: 0, count: ties / 2)
-        guard !d.isEmpty else { return 0 }
-        return 1.4826 * median(d.sorted())
+    private func upperMedianScale(_ x: SortedSamples, _ m: Double) -> Double {
+        let ties = x.runs.first { $0.value == m }?.count ?? 0
+        // Sorted: the zeros for the ties, then the deviations of the values above, ascending.
+        let d = SortedSamples(runs: [(0, ties / 2)] + x.runs.filter { $0.value > m }.map { ($0.value - m, $0.count) })
+        guard d.count > 0 else { return 0 }
+        return 1.4826 * d.median
     }
 
     /// √(mean of squared deviations in (m, m + window]) / √0.97334: the σ of a normal whose
     /// upper half, truncated at 3 σ, has that mean square. Ties at `m` count half.
-    private func upperRMSScale(_ x: [Double], _ m: Double, window: Double) -> Double {
+    private func upperRMSScale(_ x: SortedSamples, _ m: Double, window: Double) -> Double {
         var sum = 0.0
         var count = 0.0
-        for v in x {
+        for (v, k) in x.runs {
             if v > m, v - m <= window {
-                sum += (v - m) * (v - m)
-                count += 1
+                for _ in 0..<k {
+                    sum += (v - m) * (v - m)
+                    count += 1
+                }
             } else if v == m {
-                count += 0.5
+                for _ in 0..<k { count += 0.5 }
             }
         }
         guard count > 0 else { return 0 }
         // Var of N(0,1) truncated to |u| ≤ 3: 1 − 2·3·φ(3)/(2Φ(3) − 1) = 0.97334.
         return (sum / count / 0.97334).squareRoot()
+    }
+}
+
+/// A sorted list of samples kept as runs of equal values (ascending, each with its count).
+struct SortedSamples {
+    var runs: [(value: Double, count: Int)]
+    var count: Int
+
+    init(_ histogram: Histogram) {
+        self.init(runs: histogram.counts.sorted { $0.key < $1.key }.map { (Double($0.key), $0.value) })
+    }
+
+    init(runs: [(value: Double, count: Int)]) {
+        self.runs = runs.filter { $0.count > 0 }
+        count = self.runs.reduce(0) { $0 + $1.count }
+    }
+
+    /// The element at `index` of the expanded list.
+    func element(at index: Int) -> Double {
+        var left = index
+        for run in runs {
+            if left < run.count { return run.value }
+            left -= run.count
+        }
+        return runs[runs.count - 1].value
+    }
+
+    /// As `median` of the expanded list: the middle element, or the mean of the two middle ones.
+    var median: Double {
+        count % 2 == 1 ? element(at: count / 2) : (element(at: count / 2 - 1) + element(at: count / 2)) / 2
     }
 }
 
@@ -238,7 +281,8 @@ public struct StoppingRule: Sendable {
     }
 }
 
-/// Counts of RSSI samples per whole dBm.
+/// Counts of RSSI samples per whole dBm: one count per dBm received (at most 256 for the
+/// 8-bit RSSI of HCI), however many samples.
 public struct Histogram: Sendable, Equatable {
     public private(set) var counts: [Int: Int] = [:]
     public private(set) var total = 0
@@ -250,6 +294,21 @@ public struct Histogram: Sendable, Equatable {
     public mutating func add(_ rssi: Int) {
         counts[rssi, default: 0] += 1
         total += 1
+    }
+
+    /// Mean and sample standard deviation (n − 1) of the samples; nil for none. The sum of
+    /// whole dBm values is exact in a `Double`, so the mean does not depend on the order the
+    /// samples came in.
+    public var meanAndSpread: (mean: Double, spread: Double)? {
+        guard total > 0 else { return nil }
+        let n = Double(total)
+        let sum = counts.reduce(0.0) { $0 + Double($1.key) * Double($1.value) }
+        let mean = sum / n
+        guard total > 1 else { return (mean, 0) }
+        let squares = counts.sorted { $0.key < $1.key }.reduce(0.0) {
+            $0 + Double($1.value) * (Double($1.key) - mean) * (Double($1.key) - mean)
+        }
+        return (mean, (squares / (n - 1)).squareRoot())
     }
 
     /// Every dBm from the lowest to the highest sample, empty bins included, strongest first.

@@ -85,3 +85,55 @@ private func civilDate(daysSince1970: Int64) -> (year: Int64, month: Int64, day:
     let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
     return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
 }
+
+extension Unicode.Scalar {
+    /// A character that acts on a terminal or a log line instead of being shown: C0 controls
+    /// (newline, ESC, BEL…), DEL, C1 controls (U+0080–U+009F: CSI, OSC…), the line and
+    /// paragraph separators U+2028/U+2029, and the bidirectional controls that reorder what
+    /// follows (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069).
+    public var isTerminalUnsafe: Bool {
+        switch value {
+        case 0..<0x20, 0x7F...0x9F, 0x061C, 0x200E, 0x200F, 0x2028...0x202E, 0x2066...0x2069: true
+        default: false
+        }
+    }
+}
+
+extension String {
+    /// The text as it may reach a terminal, a log or the journal: every `isTerminalUnsafe`
+    /// character written as `\u{1B}` (uppercase hex, Swift's spelling), everything else as it
+    /// is. The one rule for every name, path or radio-derived string ibeacon prints or logs: a
+    /// profile's `name` or a file name cannot colour the screen, retitle the terminal, hide text
+    /// behind a bidi override, or start a line that reads like an event or a log entry.
+    public var escapedForTerminal: String {
+        // Fast path: every unsafe character's UTF-8 starts with a byte below 0x20, 0x7F, 0xC2
+        // (U+0080–U+00BF), 0xD8 (U+061C) or 0xE2 (U+2000–U+2FFF).
+        guard utf8.contains(where: { $0 < 0x20 || $0 == 0x7F || $0 == 0xC2 || $0 == 0xD8 || $0 == 0xE2 }) else {
+            return self
+        }
+        var out = ""
+        out.unicodeScalars.reserveCapacity(unicodeScalars.count)
+        for scalar in unicodeScalars {
+            if scalar.isTerminalUnsafe {
+                out += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+
+    /// `escapedForTerminal` for each line of a text whose line breaks and tabs are its own (a
+    /// table, tab-separated columns, a message with an indented list): those are kept, anything
+    /// else unsafe is escaped. A value that must not add a line or a column is escaped with
+    /// `escapedForTerminal` where it is put in.
+    public var linesEscapedForTerminal: String {
+        guard utf8.contains(where: { $0 < 0x20 || $0 == 0x7F || $0 == 0xC2 || $0 == 0xD8 || $0 == 0xE2 }) else {
+            return self
+        }
+        return split(separator: "\n", omittingEmptySubsequences: false).map { line in
+            line.split(separator: "\t", omittingEmptySubsequences: false).map { String($0).escapedForTerminal }
+                .joined(separator: "\t")
+        }.joined(separator: "\n")
+    }
+}

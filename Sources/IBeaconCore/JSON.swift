@@ -680,7 +680,9 @@ public struct JSONWriter {
             case "\t": r += "\\t"
             case "\u{08}": r += "\\b"
             case "\u{0C}": r += "\\f"
-            case "\u{00}"..."\u{1F}", "\u{7F}": r += "\\u" + hex(u.value, 4)
+            // Every other character that acts on a terminal (C1, bidi, line separators) too:
+            // the same value, and a JSON line shown on a terminal stays one inert line.
+            case _ where u.isTerminalUnsafe: r += "\\u" + hex(u.value, 4)
             default: r.unicodeScalars.append(u)
             }
         }

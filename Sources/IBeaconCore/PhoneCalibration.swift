@@ -49,6 +49,9 @@ public struct SecondMeans: Sendable, Equatable {
 
     public init() {}
 
+    /// How many numbers are kept: four per second from the first to the latest (a day at most).
+    public var storedValues: Int { seconds.count * 4 }
+
     /// Adds a sample received at `time` seconds (negative times count as second 0). Samples at
     /// a time that is not finite or more than a day in are dropped: a broken source must not
     /// allocate a day of empty seconds.

@@ -118,7 +118,9 @@ public struct CalibrationResult: Sendable {
     /// Standard deviation of the samples, dB.
     public var spread: Double
     public var method: String
-    public var samples: [Int]
+    /// The RSSI samples, counted per dBm.
+    public var histogram: Histogram
+    public var sampleCount: Int { histogram.total }
     /// The precision was reached, after the minimum duration, with no large drift.
     public var precisionReached: Bool
     public var address: BDAddress
@@ -141,6 +143,10 @@ public struct CalibrationResult: Sendable {
 /// source's time (seconds since the scan started; a replayed capture's own time) and ticks of
 /// the same time; no I/O, no clock.
 ///
+/// Memory does not grow with the reports: the samples are kept as counts per dBm (`histogram`,
+/// what the robust estimate and the result need) and sums per second of source time
+/// (`SecondMeans`, what Apple's estimate needs; at most a day of seconds), never one by one.
+///
 /// Stopping: never before `settings.minimumDuration` (Apple's 10 s) after the first report
 /// heard, for `.apple` never before `settings.noisyMinimumDuration` once the reports spread
 /// `settings.noisySpread` dB or more within the seconds; then, for `.apple`, at the first completed second where
@@ -152,9 +158,11 @@ public struct CalibrationResult: Sendable {
 public struct CalibrationCollector: Sendable {
     public let target: CalibrationTarget
     public let settings: CalibrationSettings
-    public private(set) var samples: [Int] = []
-    /// Source time of each sample, seconds.
-    public private(set) var times: [Double] = []
+    /// The RSSI samples, counted per dBm.
+    public private(set) var histogram = Histogram()
+    public var sampleCount: Int { histogram.total }
+    /// How many numbers the collector keeps for its samples (for the test that they stay bounded).
+    public var storedValues: Int { histogram.counts.count * 2 + seconds.storedValues }
     public private(set) var address: BDAddress?
     private var others: Set<BDAddress> = []
     private var reportsWithoutRSSI = 0
@@ -204,7 +212,7 @@ public struct CalibrationCollector: Sendable {
         address = sighting.address
         guard let rssi = sighting.rssi else {
             reportsWithoutRSSI += 1
-            if samples.isEmpty && reportsWithoutRSSI >= settings.unavailableAfter {
+            if histogram.total == 0 && reportsWithoutRSSI >= settings.unavailableAfter {
                 throw .rssiNotAvailable(reports: reportsWithoutRSSI)
             }
             return try check(at: time)
@@ -216,11 +224,10 @@ public struct CalibrationCollector: Sendable {
         // starts at its first report too).
         let first = firstTime ?? time
         firstTime = first
-        samples.append(Int(rssi))
-        times.append(time)
+        histogram.add(Int(rssi))
         seconds.add(Int(rssi), at: time - first)
-        if settings.method == .robust, samples.count >= settings.minimumSamples {
-            lastEstimate = MeasuredPowerEstimator().estimate(samples)
+        if settings.method == .robust, histogram.total >= settings.minimumSamples {
+            lastEstimate = MeasuredPowerEstimator().estimate(histogram)
             if let e = lastEstimate, rule.update(with: e) == .precisionReached,
                 time - first >= settings.minimumDuration
             {
@@ -239,7 +246,7 @@ public struct CalibrationCollector: Sendable {
         if address == nil && time >= min(settings.notHeardTimeout.seconds, maximum) {
             throw .notHeard(target: target.identity, seconds: time)
         }
-        if samples.isEmpty && reportsWithoutRSSI > 0 && time >= maximum {
+        if histogram.total == 0 && reportsWithoutRSSI > 0 && time >= maximum {
             throw .rssiNotAvailable(reports: reportsWithoutRSSI)
         }
         let heard = firstTime.map { time - $0 } ?? 0
@@ -283,7 +290,7 @@ public struct CalibrationCollector: Sendable {
     public func current() -> (value: Double, halfWidth95: Double)? {
         switch settings.method {
         case .apple: lastApple.map { ($0.value, $0.halfWidth95) }
-        case .robust: MeasuredPowerEstimator().estimate(samples).map { ($0.value, $0.halfWidth95) }
+        case .robust: MeasuredPowerEstimator().estimate(histogram).map { ($0.value, $0.halfWidth95) }
         }
     }
 
@@ -295,25 +302,21 @@ public struct CalibrationCollector: Sendable {
         let completed = (time - (firstTime ?? time)).rounded(.down)
         let apple = settings.estimator.estimate(
             seconds.means(completedBy: completed), precision: settings.precision, assumeSlow: slowSeen)
-        let robust = MeasuredPowerEstimator().estimate(samples)
+        let robust = MeasuredPowerEstimator().estimate(histogram)
         let chosen: (value: Double, halfWidth95: Double, method: String)?
         switch settings.method {
         case .apple: chosen = apple.map { ($0.value, $0.halfWidth95, PhoneCalibrationEstimator.methodName) }
         case .robust: chosen = robust.map { ($0.value, $0.halfWidth95, $0.method) }
         }
-        guard samples.count >= settings.minimumUsableSamples, let chosen else {
-            if samples.isEmpty && reportsWithoutRSSI > 0 { throw .rssiNotAvailable(reports: reportsWithoutRSSI) }
+        guard histogram.total >= settings.minimumUsableSamples, let chosen else {
+            if histogram.total == 0 && reportsWithoutRSSI > 0 { throw .rssiNotAvailable(reports: reportsWithoutRSSI) }
             throw .tooFewSamples(
-                count: samples.count, needed: settings.minimumUsableSamples, seconds: time)
+                count: histogram.total, needed: settings.minimumUsableSamples, seconds: time)
         }
-        let n = Double(samples.count)
-        let mean = samples.reduce(0.0) { $0 + Double($1) } / n
-        let spread =
-            samples.count > 1
-            ? (samples.reduce(0.0) { $0 + (Double($1) - mean) * (Double($1) - mean) } / (n - 1)).squareRoot() : 0
+        let spread = histogram.meanAndSpread?.spread ?? 0
         return CalibrationResult(
             estimate: chosen.value + settings.offset, halfWidth95: chosen.halfWidth95, spread: spread,
-            method: chosen.method, samples: samples, precisionReached: reachedPrecision, address: address,
+            method: chosen.method, histogram: histogram, precisionReached: reachedPrecision, address: address,
             seconds: time, offset: settings.offset, apple: apple, robust: robust)
     }
 }

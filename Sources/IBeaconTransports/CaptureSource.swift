@@ -135,7 +135,12 @@ struct CaptureFileReader: ~Copyable {
 /// Time is the capture's: seconds since the first advertising report read (when the recorded
 /// scan was running; a phone log may start minutes earlier), from the record timestamps (a
 /// timestamp earlier than the one before it counts as the one before). Ticks fall every
-/// `tickInterval` of that time, and once more at the end of the file.
+/// `tickInterval` of that time, and once more at the end of the file. Time in a capture jumps
+/// (a phone log paused for a night, a timestamp from another clock, a file made to hurt): over
+/// a silence, ticks come for `tickedSilence` of capture time after the last record (long enough
+/// for the table of `scan` to empty and for calibration's stopping rules to run their course),
+/// then once more at the last tick due before the next record. No gap costs more than that:
+/// two records 9.2e12 s apart cost a few hundred ticks, not 3.7e13.
 ///
 /// In a Linux monitor (2001) file, the reports come from one controller: `controllerIndex`,
 /// or by default the controller of the first advertising report in the file; reports of other
@@ -163,6 +168,9 @@ public struct CaptureSightingSource: SightingSource {
     }
 
     public var name: String { "btsnoop:\(path)" }
+
+    /// Seconds of capture time after a record that are ticked through in full; see the type.
+    public static let tickedSilence = 60.0
 
     public func close() async {}
 
@@ -224,9 +232,14 @@ public struct CaptureSightingSource: SightingSource {
             }
             let micros = record.timestampMicros
             if let start {
+                let before = time
                 time = max(time, Double(micros &- start) / 1e6)
                 while time >= nextTick {
                     if Task.isCancelled { throw CancellationError() }
+                    if nextTick > before + Self.tickedSilence {
+                        // Deep into a silence: on to the last tick due before this record.
+                        nextTick = min(time, nextTick + ((time - nextTick) / interval).rounded(.down) * interval)
+                    }
                     if try await tick(nextTick) == .stop {
                         stopped = true
                         break scanning

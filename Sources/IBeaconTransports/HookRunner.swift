@@ -54,8 +54,15 @@ public struct HookError: Error, Sendable, CustomStringConvertible {
 
 /// Runs a hook for each event, one run at a time in event order, without ever making the caller
 /// wait: `submit` only queues. At most `queueLimit` runs wait; when a slow hook lets the queue
-/// fill up, further events are dropped and counted. Every failure (cannot start, non-zero exit,
-/// killed, timed out) is logged with what was run and why.
+/// fill up, further events are dropped and counted, and the warnings about them rate-limited
+/// like those about malformed events (`RepeatLimiter`: the first 5 per 10 s, then one line with
+/// the count). Every failure (cannot start, non-zero exit, killed, timed out) is logged with
+/// what was run and why.
+///
+/// A run that outlives its timeout gets SIGTERM, then SIGKILL 2 s later, both to its whole
+/// process group: the SIGKILL comes whatever the group's first process did with the SIGTERM.
+/// With a `ChildReaper` (the CLI), what a hook leaves running is reaped when it ends and ended
+/// by `finish`.
 public final class HookRunner: Sendable {
     public struct Counts: Sendable, Equatable {
         public var run = 0
@@ -68,26 +75,52 @@ public final class HookRunner: Sendable {
         var variables: [(String, String)]
     }
 
+    /// Variables systemd gives ibeacon itself, never a hook: a hook writing to ibeacon's
+    /// `NOTIFY_SOCKET` could tell systemd the service is ready or stopping, or feed its watchdog.
+    public static let withheldVariables: Set<String> = [
+        "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "WATCHDOG_USEC", "WATCHDOG_PID",
+    ]
+
     public let hook: Hook
     public let queueLimit: Int
     let logger: Logger
+    let reaper: ChildReaper?
     let continuation: AsyncStream<Job>.Continuation
     let worker: Mutex<Task<Void, Never>?> = Mutex(nil)
+    let reaping: Mutex<Task<Void, Never>?> = Mutex(nil)
     let tally = Tally()
+    let elapsed: @Sendable () -> Duration
 
     final class Tally: Sendable {
         let counts = Mutex(Counts())
+        let dropWarnings = Mutex(RepeatLimiter())
+        /// Set by `finish(grace:startQueued: false)` and when the grace is over: what is still
+        /// queued is dropped, never started.
+        let closing = Atomic<Bool>(false)
     }
 
-    public init(hook: Hook, queueLimit: Int = 64, logger: Logger) {
+    /// `clock`: what the drop warnings' rate limit counts its 10 s in. `reaper`: reap through
+    /// it (and end what hooks leave behind at `finish`); without one, each run's first process
+    /// is waited for by its pid.
+    public init(
+        hook: Hook, queueLimit: Int = 64, reaper: ChildReaper? = nil, clock: some Clock<Duration> = ContinuousClock(),
+        logger: Logger
+    ) {
         self.hook = hook
         self.queueLimit = queueLimit
         self.logger = logger
+        self.reaper = reaper
+        let origin = clock.now
+        elapsed = { origin.duration(to: clock.now) }
         let (stream, continuation) = AsyncStream<Job>.makeStream(bufferingPolicy: .bufferingOldest(queueLimit))
         self.continuation = continuation
-        let task = Task { [hook, logger, tally] in
+        let task = Task { [hook, logger, tally, reaper] in
             for await job in stream {
-                let ok = await Self.run(hook, job, logger: logger)
+                if tally.closing.load(ordering: .sequentiallyConsistent) {
+                    tally.counts.withLock { $0.dropped += 1 }
+                    continue
+                }
+                let ok = await Self.run(hook, job, reaper: reaper, logger: logger)
                 tally.counts.withLock {
                     $0.run += 1
                     if !ok { $0.failed += 1 }
@@ -95,6 +128,16 @@ public final class HookRunner: Sendable {
             }
         }
         worker.withLock { $0 = task }
+        if let reaper {
+            // Orphans a hook left behind end while no hook runs too: reap them as they do.
+            let reaping = Task {
+                while !Task.isCancelled {
+                    reaper.reap()
+                    try? await Task.sleep(for: .milliseconds(500))
+                }
+            }
+            self.reaping.withLock { $0 = reaping }
+        }
     }
 
     /// What has happened so far.
@@ -109,9 +152,15 @@ public final class HookRunner: Sendable {
                 $0.dropped += 1
                 return $0.dropped
             }
-            logger.warning(
-                "hook queue full (\(queueLimit) waiting behind `\(hook.text)`): the hook for \(label) is dropped (\(n) dropped so far)"
-            )
+            let verdict = tally.dropWarnings.withLock { $0.record(at: elapsed()) }
+            let message =
+                "hook queue full (\(queueLimit) waiting behind `\(hook.text.escapedForTerminal)`): the hook for \(label.escapedForTerminal) is dropped (\(n) dropped so far)"
+            switch verdict {
+            case .suppress: break
+            case .log: logger.warning("\(message)")
+            case .logWithSummary(let left):
+                logger.warning("\(message); \(left) more dropped since the last such warning")
+            }
         case .enqueued, .terminated:
             break
         @unknown default:
@@ -119,72 +168,117 @@ public final class HookRunner: Sendable {
         }
     }
 
-    /// Stops taking events and lets the queued runs finish for at most `grace`; then the running
-    /// one is terminated and the rest are dropped.
-    public func finish(grace: Duration) async {
+    /// Stops taking events. The running hook may finish for at most `grace`; then it is
+    /// terminated (SIGTERM to its group, SIGKILL 2 s later). Queued runs start within the grace
+    /// only when `startQueued` (the source ended by itself); when stopped (a signal) or out of
+    /// grace, they are dropped, never started. Then, with a reaper, whatever hooks left running
+    /// is ended (SIGTERM, SIGKILL after 1 s).
+    public func finish(grace: Duration, startQueued: Bool = true) async {
         continuation.finish()
-        guard let task = worker.withLock({ $0 }) else { return }
-        let timer = Task {
-            try? await Task.sleep(for: grace)
-            if !Task.isCancelled { task.cancel() }
+        if !startQueued { tally.closing.store(true, ordering: .sequentiallyConsistent) }
+        let droppedBefore = summary.dropped
+        if let task = worker.withLock({ $0 }) {
+            let tally = tally
+            let timer = Task {
+                try? await Task.sleep(for: grace)
+                if !Task.isCancelled {
+                    tally.closing.store(true, ordering: .sequentiallyConsistent)
+                    task.cancel()
+                }
+            }
+            await task.value
+            timer.cancel()
         }
-        await task.value
-        timer.cancel()
+        let unstarted = summary.dropped - droppedBefore
+        if unstarted > 0 { logger.notice("\(unstarted) queued hook(s) dropped at exit, not started") }
+        let left = tally.dropWarnings.withLock { $0.flush() }
+        if left > 0 { logger.warning("hook queue full: \(left) more hook(s) dropped since the last such warning") }
+        if let reaper {
+            reaping.withLock { $0 }?.cancel()
+            let ended = reaper.endDescendants()
+            if ended > 0 {
+                logger.notice(
+                    "stopped \(ended) process(es) that hooks of `\(hook.text.escapedForTerminal)` left running")
+            }
+        }
+    }
+
+    /// SIGKILL to every hook process, now: for an exit that cannot wait (a second signal).
+    public func killNow() {
+        reaper?.killDescendantsNow()
+    }
+
+    /// The environment of a run: this process's, without `withheldVariables` and any variable
+    /// the event sets, plus the event's.
+    static func environment(_ variables: [(String, String)]) -> [String] {
+        let names = Set(variables.map(\.0)).union(withheldVariables)
+        return Sys.environment().filter { entry in
+            !names.contains(String(entry.prefix { $0 != "=" }))
+        } + variables.map { "\($0.0)=\($0.1)" }
     }
 
     /// One run: spawn, wait (polling, so no thread is blocked), enforce the timeout. Returns
     /// whether it succeeded.
-    static func run(_ hook: Hook, _ job: Job, logger: Logger) async -> Bool {
-        let names = Set(job.variables.map { $0.0 + "=" })
-        let environment =
-            Sys.environment().filter { entry in !names.contains { entry.hasPrefix($0) } }
-            + job.variables.map { "\($0.0)=\($0.1)" }
+    static func run(_ hook: Hook, _ job: Job, reaper: ChildReaper?, logger: Logger) async -> Bool {
+        let text = hook.text.escapedForTerminal
+        let label = job.label.escapedForTerminal
         let started = ContinuousClock.now
         let pid: pid_t
         do {
-            pid = try Sys.spawn(hook.arguments, environment: environment)
+            let environment = environment(job.variables)
+            if let reaper {
+                pid = try reaper.spawn { () throws(Errno) in try Sys.spawn(hook.arguments, environment: environment) }
+            } else {
+                pid = try Sys.spawn(hook.arguments, environment: environment)
+            }
         } catch {
-            logger.error("hook for \(job.label): cannot run `\(hook.text)`: \(error)")
+            logger.error("hook for \(label): cannot run `\(text)`: \(error)")
             return false
         }
-        logger.debug("hook for \(job.label): started `\(hook.text)` (pid \(pid))")
+        logger.debug("hook for \(label): started `\(text)` (pid \(pid))")
         var delay = Duration.milliseconds(2)
         var terminatedAt: ContinuousClock.Instant?
         var killed = false
+        var ended: ProcessTermination?
         while true {
-            let termination: ProcessTermination?
-            do {
-                termination = try Sys.reap(pid)
-            } catch {
-                logger.warning("hook for \(job.label): lost track of `\(hook.text)` (pid \(pid)): \(error)")
-                return false
+            if ended == nil {
+                if let reaper {
+                    ended = reaper.termination(of: pid)
+                } else {
+                    do {
+                        ended = try Sys.reap(pid)
+                    } catch {
+                        logger.warning("hook for \(label): lost track of `\(text)` (pid \(pid)): \(error)")
+                        return false
+                    }
+                }
             }
             let elapsed = started.duration(to: .now)
-            if let termination {
-                let seconds = elapsed.formattedSeconds
-                if terminatedAt != nil {
+            if let termination = ended {
+                if terminatedAt == nil {
+                    let seconds = elapsed.formattedSeconds
+                    if termination == .exited(0) {
+                        logger.info("hook for \(label): `\(text)` finished in \(seconds)")
+                        return true
+                    }
+                    logger.warning("hook for \(label) failed: `\(text)` \(termination) after \(seconds)")
+                    return false
+                }
+                // Stopped: done once its whole group is gone (or has had its SIGKILL).
+                if killed || !Sys.processGroupExists(pid) {
                     logger.warning(
-                        "hook for \(job.label): `\(hook.text)` took longer than \(hook.timeout.formattedSeconds) (--exec-timeout) and was stopped (\(termination))"
+                        "hook for \(label): `\(text)` took longer than \(hook.timeout.formattedSeconds) (--exec-timeout) and was stopped (\(termination))"
                     )
                     return false
                 }
-                switch termination {
-                case .exited(0):
-                    logger.info("hook for \(job.label): `\(hook.text)` finished in \(seconds)")
-                    return true
-                default:
-                    logger.warning("hook for \(job.label) failed: `\(hook.text)` \(termination) after \(seconds)")
-                    return false
-                }
             }
-            if Task.isCancelled && terminatedAt == nil {
-                // Shutting down and out of grace: stop it now.
-                terminatedAt = .now
-                Sys.signalProcessGroup(pid, SIGTERM)
-            } else if terminatedAt == nil && elapsed >= hook.timeout {
+            if terminatedAt == nil && (Task.isCancelled || elapsed >= hook.timeout) {
+                // Out of time, or shutting down and out of grace: stop it now.
                 terminatedAt = .now
                 Sys.signalProcessGroup(pid, SIGTERM)
             } else if let terminatedAt, !killed, terminatedAt.duration(to: .now) >= .seconds(2) {
+                // To the group even when its first process is gone: a member that ignored the
+                // SIGTERM must not outlive the timeout.
                 killed = true
                 Sys.signalProcessGroup(pid, SIGKILL)
             }

@@ -377,7 +377,10 @@ extension Sys {
     /// (this process ignores SIGINT, SIGTERM, SIGPIPE and others while it handles them, and
     /// ignored dispositions survive exec), an empty signal mask,
     /// stdin from /dev/null, and stdout joined to stderr (the hook must not write into the JSON
-    /// on stdout). Every descriptor this module opens is close-on-exec, so the child gets no other.
+    /// on stdout). Every other descriptor is closed in the child before exec
+    /// (`posix_spawn_file_actions_addclosefrom_np(3)`): not only this module's, which are all
+    /// close-on-exec, but whatever the invoker left open for ibeacon (a systemd socket, a
+    /// terminal, a parent's pipe).
     static func spawn(_ arguments: [String], environment: [String]) throws(Errno) -> pid_t {
         guard let program = arguments.first else { throw .invalidArgument }
         var actions = posix_spawn_file_actions_t()
@@ -390,6 +393,7 @@ extension Sys {
         }
         posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_adddup2(&actions, STDERR_FILENO, STDOUT_FILENO)
+        posix_spawn_file_actions_addclosefrom_np(&actions, STDERR_FILENO + 1)
         var defaults = sigset_t()
         sigemptyset(&defaults)
         for signal: Int32 in 1...31 where signal != SIGKILL && signal != SIGSTOP { sigaddset(&defaults, signal) }
@@ -422,10 +426,77 @@ extension Sys {
         return signal == 0 ? .exited((status >> 8) & 0xFF) : .signalled(signal)
     }
 
+    /// `waitpid(-1, WNOHANG)`: any child that has ended (nil when none has, or there is no
+    /// child at all). Only for a process that owns every child it has (`ChildReaper`).
+    static func reapAny() -> (pid: pid_t, termination: ProcessTermination)? {
+        var status: Int32 = 0
+        var rc: pid_t
+        repeat { rc = waitpid(-1, &status, WNOHANG) } while rc < 0 && Glibc.errno == EINTR
+        guard rc > 0 else { return nil }
+        let signal = status & 0x7F
+        return (rc, signal == 0 ? .exited((status >> 8) & 0xFF) : .signalled(signal))
+    }
+
     /// `kill(-pid, signal)`: the whole process group a spawned child leads.
     static func signalProcessGroup(_ pid: pid_t, _ signal: Int32) {
         _ = kill(-pid, signal)
     }
+
+    /// `kill(-pid, 0)`: whether any process of that group is left (zombies count).
+    static func processGroupExists(_ pid: pid_t) -> Bool {
+        kill(-pid, 0) == 0 || Glibc.errno == EPERM
+    }
+
+    /// `kill(pid, signal)`.
+    static func signalProcess(_ pid: pid_t, _ signal: Int32) {
+        _ = kill(pid, signal)
+    }
+
+    /// `prctl(PR_SET_CHILD_SUBREAPER, 1)`: descendants orphaned by their parent are reparented
+    /// to this process rather than to init, so it can reap them and end them on the way out.
+    static func becomeChildSubreaper() {
+        _ = ibeacon_set_child_subreaper()
+    }
+
+    /// The processes whose parent is this one (`/proc/PID/stat`, field 4), living or zombie.
+    /// Empty when /proc is not this PID namespace's (`unshare --pid` without `--mount-proc`):
+    /// its numbers would name other processes here.
+    static func childProcesses() -> [pid_t] {
+        let me = getpid()
+        guard let own = procStat("self"), own.pid == me else { return [] }
+        guard let dir = opendir("/proc") else { return [] }
+        defer { closedir(dir) }
+        var out: [pid_t] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            guard let first = name.utf8.first, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first),
+                let stat = procStat(name), stat.parent == me
+            else { continue }
+            out.append(stat.pid)
+        }
+        return out
+    }
+
+    /// Process and parent id from `/proc/NAME/stat`: `pid (comm) state ppid …`, the command
+    /// name may hold spaces and parentheses, so the fields are read after the last `)`.
+    private static func procStat(_ name: String) -> (pid: pid_t, parent: pid_t)? {
+        let fd = open("/proc/\(name)/stat", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { Glibc.close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 1024)
+        let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+        guard n > 0 else { return nil }
+        let text = buffer[..<n]
+        guard let open = text.firstIndex(of: UInt8(ascii: " ")), let close = text.lastIndex(of: UInt8(ascii: ")")),
+            let pid = pid_t(String(decoding: text[..<open], as: UTF8.self))
+        else { return nil }
+        let fields = text[(close + 1)...].split(separator: UInt8(ascii: " "))
+        guard fields.count > 1, let parent = pid_t(String(decoding: fields[1], as: UTF8.self)) else { return nil }
+        return (pid, parent)
+    }
+
 
     /// Where `posix_spawnp` will find `program`: itself when it names a path, else the first
     /// executable file of that name in `$PATH` (`access(2)` with `X_OK`); nil when there is none.

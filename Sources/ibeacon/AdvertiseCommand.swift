@@ -110,7 +110,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
             ) { line in
                 printOut(line)
                 SystemdNotifier.notify(
-                    "READY=1\nSTATUS=advertising \(specs.count) beacon(s) on \(kernel.name) through the kernel",
+                    "READY=1\nSTATUS=advertising \(specs.count) beacon(s) on \(kernel.name.escapedForTerminal) through the kernel",
                     environment: ProcessInfo.processInfo.environment)
             }
         }
@@ -138,7 +138,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
                         .advertising, txPower: status.beacons.map { $0.txPower.map { Int($0) } },
                         addresses: status.beacons.map { $0.address.description })
                     SystemdNotifier.notify(
-                        "READY=1\nSTATUS=advertising \(status.beacons.count) beacon(s) on \(deviceName)",
+                        "READY=1\nSTATUS=advertising \(status.beacons.count) beacon(s) on \(deviceName.escapedForTerminal)",
                         environment: ProcessInfo.processInfo.environment)
                 }, onLost: { cause in mqtt?.update(.recovering, cause: cause) },
                 onRecovered: { status in

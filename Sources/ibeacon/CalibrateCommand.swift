@@ -119,7 +119,7 @@ struct CalibrateCommand: AsyncParsableCommand {
         let (result, receiverAddress) = try await measure(target, protecting: destination.path, logger: logger)
         let record = CalibrationRecord(
             timestamp: iso8601(unixSeconds: Date().timeIntervalSince1970, milliseconds: false),
-            samples: result.samples.count, estimate: result.estimate, interval95: result.halfWidth95,
+            samples: result.sampleCount, estimate: result.estimate, interval95: result.halfWidth95,
             spread: result.spread, method: result.method, receiver: device.deviceText,
             receiverAddress: receiverAddress?.description ?? "unknown", offset: offset,
             txPower: destination.existing?.txPower.map { Int($0) })
@@ -247,8 +247,8 @@ struct CalibrateCommand: AsyncParsableCommand {
                 guard live else { return }
                 let e = collector.current()
                 let estimate = e.map { "\(($0.value + offset).fixed(1)) ± \($0.halfWidth95.fixed(1)) dBm" } ?? "…"
-                printOut(
-                    "\r\u{1B}[K  \(collector.samples.count) samples, \(elapsed.seconds.fixed(1)) s: \(estimate)",
+                printTerminalControl(
+                    "\r\u{1B}[K", "  \(collector.sampleCount) samples, \(elapsed.seconds.fixed(1)) s: \(estimate)",
                     terminator: "")
             }
         } catch {
@@ -272,7 +272,7 @@ struct CalibrateCommand: AsyncParsableCommand {
                 "uuid": target.proximityUUID.uuidString, "major": Int(target.major), "minor": Int(target.minor),
                 "address": result.address.description, "measuredPower": result.measuredPower,
                 "estimate": result.estimate, "interval95": result.halfWidth95, "spread": result.spread,
-                "samples": result.samples.count, "seconds": result.seconds,
+                "samples": result.sampleCount, "seconds": result.seconds,
                 "precisionReached": result.precisionReached, "method": result.method,
                 "apple": result.apple.map { a in
                     jsonObject([
@@ -294,16 +294,16 @@ struct CalibrateCommand: AsyncParsableCommand {
                 "refused": refusal?.reason, "forced": force,
                 "previousMeasuredPower": destination.existing.map { Int($0.measuredPower) }, "written": written,
                 "file": destination.path,
-                "histogram": Histogram(result.samples).bins.map { jsonObject(["dBm": $0.dBm, "count": $0.count]) },
+                "histogram": result.histogram.bins.map { jsonObject(["dBm": $0.dBm, "count": $0.count]) },
             ]))
     }
 
     /// The result for a person: the histogram, the estimate, and what the estimators saw.
     func printText(_ result: CalibrationResult) {
-        printOut(Histogram(result.samples).rendered(width: 40, mark: result.estimate - result.offset))
+        printOut(result.histogram.rendered(width: 40, mark: result.estimate - result.offset))
         printOut(
             "estimate \(result.estimate.fixed(2)) dBm, 95% interval ±\(result.halfWidth95.fixed(2)) dB, "
-                + "spread (σ) \(result.spread.fixed(1)) dB, \(result.samples.count) samples in "
+                + "spread (σ) \(result.spread.fixed(1)) dB, \(result.sampleCount) samples in "
                 + "\(result.seconds.fixed(1)) s (\(result.method))")
         if let a = result.apple, let r = result.robust {
             printOut(

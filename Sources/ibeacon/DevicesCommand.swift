@@ -40,7 +40,9 @@ struct DevicesCommand: AsyncParsableCommand {
                 return
             }
             for a in adapters {
-                printOut("\(a.name)\t\(a.address)\t\(a.isUp ? "up" : "down")\t\(a.bus)\t\(paths[a.index] ?? "raw")")
+                printOut(
+                    "\(a.name.escapedForTerminal)\t\(a.address)\t\(a.isUp ? "up" : "down")\t\(a.bus)\t\(paths[a.index] ?? "raw")"
+                )
             }
         }
     }

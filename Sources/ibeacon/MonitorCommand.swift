@@ -170,7 +170,9 @@ struct MonitorCommand: AsyncParsableCommand {
                         throw CLIError("\(error)", code: Exit.noInput)
                     }
                 }
-                hooks = HookRunner(hook: hook, logger: logger)
+                // ibeacon spawns no other child: it can reap them all (and, as a subreaper,
+                // what hooks leave running; also as PID 1, where every orphan comes to it).
+                hooks = HookRunner(hook: hook, reaper: ChildReaper(), logger: logger)
             }
             let publisher = try command.mqttPublisher(regions: regions, logger: logger)
             let session = MonitorSession(
@@ -182,15 +184,23 @@ struct MonitorCommand: AsyncParsableCommand {
             logger.notice(
                 "monitoring \(regions.count) region(s) on \(command.device.deviceText): \(regions.map(\.description).joined(separator: ", ")); exit after \(command.exitAfter.clean) s of silence"
             )
-            do {
-                try await runUntilSignalled {
+            let grace = min(command.execTimeout, 5)
+            // Hooks are stopped inside the signal handling, so that a second signal still ends
+            // the monitor at once (killing what hooks run) instead of waiting for their grace.
+            try await runUntilSignalled(
+                cleanupSeconds: hooks == nil ? nil : grace + 2 + 4 + 1, reapsChildren: hooks != nil,
+                onForcedExit: { [hooks] in hooks?.killNow() }
+            ) {
+                var failure: (any Error)?
+                do {
                     try await command.monitor(session, logger: logger)
+                } catch {
+                    failure = error
                 }
-            } catch {
-                await session.finish(grace: .seconds(min(command.execTimeout, 5)), logger: logger)
-                throw error
+                // Stopped by a signal: what is queued is dropped, not started.
+                await session.finish(grace: .seconds(grace), startQueued: !Task.isCancelled, logger: logger)
+                if let failure { throw failure }
             }
-            await session.finish(grace: .seconds(min(command.execTimeout, 5)), logger: logger)
         }
     }
 
@@ -227,7 +237,7 @@ struct MonitorCommand: AsyncParsableCommand {
                 tick: { t in
                     if session.advance(to: t) {
                         SystemdNotifier.notify(
-                            "READY=1\nSTATUS=monitoring \(session.regionCount) region(s) on \(deviceText)",
+                            "READY=1\nSTATUS=monitoring \(session.regionCount) region(s) on \(deviceText.escapedForTerminal)",
                             environment: processEnvironment())
                     }
                     if let deadline, t >= deadline { return .stop }
@@ -313,8 +323,8 @@ final class MonitorSession: Sendable {
         }
     }
 
-    func finish(grace: Duration, logger: Logger) async {
-        await hooks?.finish(grace: grace)
+    func finish(grace: Duration, startQueued: Bool, logger: Logger) async {
+        await hooks?.finish(grace: grace, startQueued: startQueued)
         await mqtt?.close()
         guard origin.withLock({ $0.started }) else { return }  // never got as far as scanning
         let c = counts.withLock { $0 }
@@ -373,7 +383,8 @@ extension RegionMonitor.Event {
 
     func text(wallClock: Double?) -> String {
         let head =
-            (wallClock.map(Self.stamp) ?? "t+\(time.fixed(3)) s") + " " + kind.rawValue.padded(7) + " " + region.name
+            (wallClock.map(Self.stamp) ?? "t+\(time.fixed(3)) s") + " " + kind.rawValue.padded(7) + " "
+            + region.name.escapedForTerminal
         let id = identity
         let who = "\(id.uuid) \(id.major.map(String.init) ?? "*") \(id.minor.map(String.init) ?? "*")"
         let level = rssi.map { "\($0) dBm" } ?? "RSSI n/a"

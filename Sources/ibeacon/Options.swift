@@ -49,7 +49,7 @@ private let loggingBootstrap: Void = {
     LoggingSystem.bootstrap { label in
         var handler = StreamLogHandler.standardError(label: label)
         handler.logLevel = .trace  // each Logger's own level filters (`makeLogger` sets it)
-        return handler
+        return EscapingLogHandler(handler)
     }
 }()
 
@@ -61,6 +61,38 @@ func noteOnce(_ note: String) {
     guard notesGiven.withLock({ $0.insert(note).inserted }) else { return }
     bootstrapLogging()
     Logger(label: "ibeacon").notice("\(note)")
+}
+
+/// A log handler that passes every message and metadata value through Core's one escaping
+/// rule (`escapedForTerminal`) before `base` writes it: one log entry is one line, whatever
+/// names, paths or radio-derived strings it quotes (a newline in a profile's name cannot forge
+/// an entry, ESC cannot reach the terminal or the journal).
+struct EscapingLogHandler: LogHandler {
+    var base: StreamLogHandler
+
+    init(_ base: StreamLogHandler) { self.base = base }
+
+    var logLevel: Logger.Level {
+        get { base.logLevel }
+        set { base.logLevel = newValue }
+    }
+
+    var metadata: Logger.Metadata {
+        get { base.metadata }
+        set { base.metadata = newValue }
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { base[metadataKey: key] }
+        set { base[metadataKey: key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        var event = event
+        event.message = "\(event.message.description.escapedForTerminal)"
+        event.metadata = event.metadata?.mapValues { .string($0.description.escapedForTerminal) }
+        base.log(event: event)
+    }
 }
 
 /// Sends swift-log to stderr, once per process; the level is each logger's (`makeLogger`).
@@ -261,7 +293,19 @@ let terminatingSignals: [Int32] = [
 
 /// After a signal, how long the cleanup (turning advertising off, stopping the scan) may take
 /// before the process exits anyway: a controller that stopped answering cannot hold it.
-let signalGrace: DispatchTimeInterval = .milliseconds(1500)
+let signalGraceMilliseconds = 1500
+
+/// As PID 1, a task reaping every orphan reparented here (`ChildReaper`); nil otherwise.
+func reapOrphansIfInit() -> Task<Void, Never>? {
+    guard getpid() == 1 else { return nil }
+    let reaper = ChildReaper()
+    return Task {
+        while !Task.isCancelled {
+            reaper.reap()
+            try? await Task.sleep(for: .milliseconds(500))
+        }
+    }
+}
 
 /// The signal's name, `SIGHUP`.
 func signalName(_ signo: Int32) -> String {
@@ -277,35 +321,52 @@ func signalName(_ signo: Int32) -> String {
 private final class SignalState: Sendable {
     let received = Atomic<Int32>(0)
     let finished = Atomic<Bool>(false)
+    /// A handler is ending the process (`onForcedExit`, then `_exit`): the body must not win
+    /// the race and exit normally meanwhile.
+    let forcing = Atomic<Bool>(false)
 }
 
 /// Runs `body` until it returns or a terminating signal arrives. On a signal the body's task is
 /// cancelled so it can clean up (turn advertising off) before the process exits; if that takes
-/// longer than `signalGrace`, or a second signal comes, the process exits at once, saying so.
+/// longer than `signalGraceMilliseconds`, or a second signal comes, the process exits at once, saying so.
 ///
 /// Exit status after a signal: 128 + its number (SIGHUP 129, SIGUSR1 138, ...), except SIGINT and
 /// SIGTERM for `.stop`, which end the command normally.
+///
+/// `cleanupSeconds`: how long the cleanup may take instead of `signalGraceMilliseconds` (monitor stopping a
+/// hook). `onForcedExit` runs just before such an exit (monitor: SIGKILL to its hooks, so that
+/// nothing of them outlives it). As PID 1 (a container without an init) every orphan of the
+/// container is reparented here: they are reaped while the body runs, unless `reapsChildren`
+/// (the body has a `ChildReaper` of its own: two would take each other's statuses).
 func runUntilSignalled(
-    interrupt: InterruptMeaning = .stop, _ body: @escaping @Sendable () async throws -> Void
+    interrupt: InterruptMeaning = .stop, cleanupSeconds: Double? = nil, reapsChildren: Bool = false,
+    onForcedExit: @escaping @Sendable () -> Void = {}, _ body: @escaping @Sendable () async throws -> Void
 ) async throws {
     signal(SIGPIPE, SIG_IGN)
     let state = SignalState()
     let task = Task { try await body() }
+    let reaping = reapsChildren ? nil : reapOrphansIfInit()
+    defer { reaping?.cancel() }
+    let grace = cleanupSeconds ?? Double(signalGraceMilliseconds) / 1000
     let sources = terminatingSignals.map { sig -> DispatchSourceSignal in
         signal(sig, SIG_IGN)
         let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
         source.setEventHandler {
             let first = state.received.compareExchange(expected: 0, desired: sig, ordering: .sequentiallyConsistent)
             if !first.exchanged {
+                state.forcing.store(true, ordering: .sequentiallyConsistent)
+                onForcedExit()
                 exitNow(sig, "\(signalName(sig)) again: exiting without finishing the cleanup")
             }
             task.cancel()
-            DispatchQueue.global().asyncAfter(deadline: .now() + signalGrace) {
+            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(grace * 1000))) {
                 if !state.finished.load(ordering: .sequentiallyConsistent) {
+                    state.forcing.store(true, ordering: .sequentiallyConsistent)
+                    onForcedExit()
                     exitNow(
                         sig,
-                        "\(signalName(sig)): the cleanup did not finish within 1.5 s (the controller does not answer); "
-                            + "exiting anyway: check with `ibeacon stop` that advertising is off")
+                        "\(signalName(sig)): the cleanup did not finish within \(formatSeconds(grace)) (the controller "
+                            + "does not answer); exiting anyway: check with `ibeacon stop` that advertising is off")
                 }
             }
         }
@@ -322,6 +383,9 @@ func runUntilSignalled(
         failure = error
     }
     state.finished.store(true, ordering: .sequentiallyConsistent)
+    while state.forcing.load(ordering: .sequentiallyConsistent) {
+        Glibc.sleep(1)  // the handler exits the process in a moment
+    }
     let sig = state.received.load(ordering: .sequentiallyConsistent)
     if sig == 0 {
         if let failure { throw failure }

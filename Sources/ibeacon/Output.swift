@@ -11,9 +11,21 @@ import IBeaconHost
 #endif
 
 /// Writes to stdout without buffering surprises (status lines must appear under systemd).
-func printOut(_ s: String, terminator: String = "\n") { writeAll(STDOUT_FILENO, s + terminator) }
+/// Writes a text to stdout, every line escaped by Core's one rule (`linesEscapedForTerminal`):
+/// whatever names, paths or radio-derived strings it holds cannot act on the terminal. The only
+/// control sequences ibeacon sends on purpose go through `printTerminalControl`.
+func printOut(_ s: String, terminator: String = "\n") {
+    writeAll(STDOUT_FILENO, s.linesEscapedForTerminal + terminator)
+}
 
-func printError(_ s: String) { writeAll(STDERR_FILENO, s + "\n") }
+/// `control` (cursor movement, clearing: the live table and progress line) sent as it is,
+/// then `text` escaped as `printOut` does.
+func printTerminalControl(_ control: String, _ text: String, terminator: String = "\n") {
+    writeAll(STDOUT_FILENO, control + text.linesEscapedForTerminal + terminator)
+}
+
+/// Writes a message to stderr, escaped as `printOut` does.
+func printError(_ s: String) { writeAll(STDERR_FILENO, s.linesEscapedForTerminal + "\n") }
 
 /// `write(2)` until all of `s` is out, retrying EINTR; on another error (a closed pipe: EPIPE,
 /// as SIGPIPE is ignored, see `runUntilSignalled`) the rest is dropped, as there is nowhere left
@@ -36,24 +48,8 @@ func writeAll(_ fd: Int32, _ bytes: ArraySlice<UInt8>) {
     }
 }
 
-/// `text` with every control character escaped as `\u{1B}`, so that a name read from a file
-/// cannot move the cursor, retitle the terminal or reorder what follows: C0 and C1 controls,
-/// DEL, line and paragraph separators, and the bidirectional overrides and isolates.
-func terminalSafe(_ text: String) -> String {
-    var out = ""
-    for scalar in text.unicodeScalars {
-        let v = scalar.value
-        let unsafe =
-            v < 0x20 || (0x7F...0x9F).contains(v) || v == 0x2028 || v == 0x2029
-            || (0x202A...0x202E).contains(v) || (0x2066...0x2069).contains(v) || v == 0x200E || v == 0x200F
-        if unsafe {
-            out += "\\u{" + String(v, radix: 16, uppercase: true) + "}"
-        } else {
-            out.unicodeScalars.append(scalar)
-        }
-    }
-    return out
-}
+/// `text` with every character that acts on a terminal escaped (Core's `escapedForTerminal`).
+func terminalSafe(_ text: String) -> String { text.escapedForTerminal }
 
 /// True when stdout is a terminal (live tables, progress) rather than a pipe or file.
 var stdoutIsTerminal: Bool { isatty(STDOUT_FILENO) != 0 }

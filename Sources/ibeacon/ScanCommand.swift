@@ -302,7 +302,7 @@ struct ScanCommand: AsyncParsableCommand {
         lines += beacons.map(layout.row)
         var footer = "\(beacons.count) transmitter(s), \(now.fixed(0)) s"
         if footer.count > layout.width ?? footer.count { footer = String(footer.prefix(layout.width ?? 0)) }
-        printOut("\u{1B}[H\u{1B}[2J" + lines.joined(separator: "\n") + "\n" + footer)
+        printTerminalControl("\u{1B}[H\u{1B}[2J", lines.joined(separator: "\n") + "\n" + footer)
     }
 }
 

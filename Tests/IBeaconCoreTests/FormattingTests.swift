@@ -146,3 +146,34 @@ private func gmtime(_ seconds: Int64) -> String {
         #expect(iso8601(unixSeconds: -62_135_596_801, milliseconds: false) == "0000-12-31T23:59:59Z")
     }
 }
+
+/// Issue 23: the one escaping rule for names, paths and radio-derived text on the terminal.
+@Suite struct TerminalEscapingTests {
+    @Test func everyControlThatActsOnATerminalIsEscaped() {
+        // ESC (colour), BEL, a newline that would forge a line, CSI as a C1 control, DEL, a
+        // right-to-left override, an isolate, the line separator.
+        let hostile = "bakery\u{1B}[31mRED\u{07}\nt+1.000 s enter   fake\u{9B}2J\u{7F}\u{202E}gnp.exe\u{2066}x\u{2028}"
+        #expect(
+            hostile.escapedForTerminal
+                == "bakery\\u{1B}[31mRED\\u{7}\\u{A}t+1.000 s enter   fake\\u{9B}2J\\u{7F}\\u{202E}gnp.exe\\u{2066}x\\u{2028}"
+        )
+        #expect(!hostile.escapedForTerminal.unicodeScalars.contains { $0.isTerminalUnsafe })
+    }
+
+    @Test func printableTextIsLeftAsItIs() {
+        for text in ["Store 12 bakery", "Bäckerei Müller – Filiale 12", "東京駅 出口", "emoji 🍞", "€ ‘quotes’ …", ""] {
+            #expect(text.escapedForTerminal == text)
+        }
+    }
+
+    @Test func linesKeepTheirOwnBreaks() {
+        #expect("a\u{1B}\nb\r\tc".linesEscapedForTerminal == "a\\u{1B}\nb\\u{D}\tc")
+        #expect("a\tb".escapedForTerminal == "a\\u{9}b")
+    }
+
+    /// JSON output escapes the same characters as \uXXXX: the same value for a parser, and a
+    /// JSON line shown on a terminal stays inert.
+    @Test func jsonStringsEscapeTheSameCharacters() {
+        #expect(JSONWriter.quoted("a\u{9B}b\u{202E}c\u{2028}") == "\"a\\u009Bb\\u202Ec\\u2028\"")
+    }
+}

@@ -75,8 +75,7 @@ private func sighting(
         }
         // 10 s after B's first report (0.06 s).
         #expect(try c.add(sighting(-59, from: addressB), at: 10.06) == .done)
-        #expect(c.samples.count == 100)
-        #expect(c.samples.allSatisfy { $0 == -59 })
+        #expect(c.histogram == Histogram([Int](repeating: -59, count: 100)))
         #expect(c.address == addressB)
         let r = try c.result(at: 10.06)
         #expect(r.address == addressB)
@@ -89,12 +88,41 @@ private func sighting(
         #expect(try c.add(sighting(-40, from: addressB, data: iBeaconAD(minor: 0x0305)), at: 0.1) == .more)
         #expect(try c.add(sighting(-40, from: addressB, data: iBeaconAD(major: 0x0201)), at: 0.2) == .more)
         #expect(try c.add(sighting(-40, from: addressB, data: [0x02, 0x01, 0x06]), at: 0.3) == .more)
-        #expect(c.samples.isEmpty)
+        #expect(c.sampleCount == 0)
         #expect(c.address == nil)
         // …and they do not make the real one ambiguous.
         #expect(try c.add(sighting(-59, from: addressA), at: 0.4) == .more)
-        #expect(c.samples == [-59])
-        #expect(c.times == [0.4])
+        #expect(c.histogram == Histogram([-59]))
+    }
+
+    /// Issue 23: a flood of reports must not grow the collector. 200,000 reports over 20 s of
+    /// source time (10,000 a second, every RSSI from -40 to -99) leave one count per dBm and
+    /// one sum per second, exactly what 200 reports over the same seconds leave; and the
+    /// estimates from those counts are the ones the list of every sample gives.
+    @Test func storageStaysBoundedWhateverTheReportRate() throws {
+        var settings = CalibrationSettings()
+        settings.maximumDuration = .seconds(3600)
+        settings.minimumDuration = 3600  // never stops on precision: every report is kept
+        func fill(_ reports: Int) throws -> CalibrationCollector {
+            var c = CalibrationCollector(target: target(), settings: settings)
+            var all: [Int] = []
+            for k in 0..<reports {
+                let rssi = -40 - (k * 7) % 60
+                _ = try c.add(sighting(Int8(rssi)), at: Double(k) * 20 / Double(reports))
+                all.append(rssi)
+            }
+            #expect(c.histogram == Histogram(all))
+            #expect(c.storedValues <= 2 * 60 + 4 * 21)
+            return c
+        }
+        let few = try fill(200)
+        let many = try fill(200_000)
+        #expect(many.sampleCount == 200_000)
+        #expect(many.storedValues == few.storedValues)
+        let r = try many.result(at: 20)
+        #expect(r.sampleCount == 200_000)
+        let list = r.histogram.counts.flatMap { [Int](repeating: $0.key, count: $0.value) }.shuffled()
+        #expect(r.robust == MeasuredPowerEstimator().estimate(list))
     }
 
     @Test func rssiNotAvailableAfterFiveReportsWithout() throws {
@@ -109,7 +137,7 @@ private func sighting(
         var c = CalibrationCollector(target: target(), settings: CalibrationSettings())
         #expect(try c.add(sighting(-59), at: 0) == .more)
         for k in 1...10 { #expect(try c.add(sighting(nil), at: Double(k) / 10) == .more) }
-        #expect(c.samples == [-59])
+        #expect(c.histogram == Histogram([-59]))
     }
 
     @Test func notHeardOnlyAfterTheTimeout() throws {
@@ -157,7 +185,7 @@ private func sighting(
         #expect(try c.check(at: 10.02) == .more)
         #expect(try c.check(at: 10.03) == .done)
         let r = try c.result(at: 10.03)
-        #expect(r.samples.count == 100)
+        #expect(r.sampleCount == 100)
         #expect(r.precisionReached)
         #expect(r.measuredPower == -59)
         #expect(r.method == PhoneCalibrationEstimator.methodName)
@@ -237,7 +265,7 @@ private func sighting(
         #expect(r.measuredPower == -59)
         #expect(r.offset == 3)
         // The raw samples are kept as received.
-        #expect(r.samples.allSatisfy { $0 == -62 })
+        #expect(r.histogram.counts.keys.sorted() == [-62])
         // A negative offset goes the other way.
         settings.offset = -2.5
         var d = CalibrationCollector(target: target(), settings: settings)

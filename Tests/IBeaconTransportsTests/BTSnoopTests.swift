@@ -151,6 +151,26 @@ final class Delivered: Sendable {
         #expect(delivered.ticks.withLock { $0 } == [1, 2, 2.5])
     }
 
+    /// Issue 23: two reports 9.2e12 s apart (a 154-byte file) used to tick through every second
+    /// of the gap. Ticks run for `tickedSilence` (60 s) after the first report, then once at
+    /// the last tick due before the second, then at the end.
+    @Test func aJumpInTimeCostsAMinuteOfTicksNotTheGap() async throws {
+        let dir = try makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        let path = dir + "/gap.btsnoop"
+        let gap: UInt64 = 9_000_000_000_000_000_000  // 9e12 s in microseconds
+        try writeWholeFile(
+            path,
+            HandmadeBTSnoop.header() + HandmadeBTSnoop.record(Vectors.report1.bytes, flags: 3, timestamp: Self.t0)
+                + HandmadeBTSnoop.record(Vectors.report2.bytes, flags: 3, timestamp: Self.t0 + gap))
+        let delivered = try await Self.run(CaptureSightingSource(path: path, logger: testLogger))
+        let seconds = Double(gap) / 1e6
+        #expect(delivered.batches.withLock { $0 }.map(\.time) == [0, seconds])
+        let ticks = delivered.ticks.withLock { $0 }
+        #expect(Array(ticks.prefix(60)) == (1...60).map(Double.init))
+        #expect(Array(ticks.dropFirst(60)) == [seconds, seconds], "\(ticks.count) ticks")
+    }
+
     @Test func stopsWhenTheConsumerSays() async throws {
         let dir = try makeTemporaryDirectory()
         defer { removeTree(dir) }

@@ -11,9 +11,13 @@ capture holds exactly REPORTS reports (a log that starts mid-scan, like most pho
 `make bench-decode` reads through `ibeacon scan --device btsnoop:FILE --json`. --size-mb writes
 events until the file reaches that size instead (the memory benchmark).
 
+With --one-beacon every report is the first iBeacon (UUID printed on stderr, major 12, minor 0)
+from one address, one report per event: what `calibrate --dry-run` keeps every sample of (the
+calibrate memory benchmark, issue 23).
+
 usage: make_capture.py OUT.btsnoop [EVENTS]
        make_capture.py --reports-only OUT.btsnoop REPORTS
-       make_capture.py --reports-only --size-mb MB OUT.btsnoop
+       make_capture.py --reports-only [--one-beacon] --size-mb MB OUT.btsnoop
 """
 import random
 import struct
@@ -45,7 +49,8 @@ def ibeacon(uuid: bytes, major: int, minor: int, power: int) -> bytes:
 def main() -> None:
     args = sys.argv[1:]
     reports_only = '--reports-only' in args
-    args = [a for a in args if a != '--reports-only']
+    one_beacon = '--one-beacon' in args
+    args = [a for a in args if a not in ('--reports-only', '--one-beacon')]
     size_mb = None
     if '--size-mb' in args:
         k = args.index('--size-mb')
@@ -65,6 +70,9 @@ def main() -> None:
     t = 1_700_000_000_000_000
     with open(out, 'wb') as fh:
         fh.write(b'btsnoop\0' + struct.pack('>II', 1, 1002))
+        if one_beacon:
+            sys.stderr.write(f'one beacon: {uuids[0].hex().upper()} major 12 minor 0\n')
+            payloads, addresses = payloads[:1], addresses[:1]
         if reports_only:
             write_reports(fh, rng, payloads, addresses, t, reports=None if size_mb else events,
                           size=int(size_mb * 1_000_000) if size_mb else None)
@@ -98,7 +106,7 @@ def write_reports(fh, rng, payloads, addresses, t, reports, size) -> None:
     """LE Advertising Report events of 1-3 reports until `reports` reports or `size` bytes."""
     written = 0
     while (reports is not None and written < reports) or (size is not None and fh.tell() < size):
-        n = rng.choice((1, 1, 2, 3))
+        n = rng.choice((1, 1, 2, 3)) if len(payloads) > 1 else 1
         if reports is not None:
             n = min(n, reports - written)
         body = bytes([0x02, n])

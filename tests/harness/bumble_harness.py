@@ -113,6 +113,7 @@ Control over stdin, one command per line, each acknowledged with an "ack" event:
                   report    LE Advertising Reports (a non-iBeacon ADV_NONCONN_IND)
                   malformed LE Meta events whose report count exceeds their length
                   hwerror   Hardware Error events (code 0x01), state lost once
+                  ibeacon   LE Advertising Reports of the test iBeacon, RSSI -50…-70
     quit        exit.
 
 Patches to the stock bumble 0.0.236 emulator (all by subclassing in this file;
@@ -1009,11 +1010,19 @@ class DutController(HarnessController):
         # LE Meta, LE Advertising Report claiming 9 reports in 2 bytes.
         'malformed': bytes([0x04, 0x3E, 0x02, 0x02, 0x09]),
         'hwerror': bytes([0x04, 0x10, 0x01, 0x01]),
+        # LE Meta, LE Advertising Report: 1 report, ADV_NONCONN_IND, random address, the test
+        # iBeacon (E2C56DB5-DFFB-48D2-B060-D0F5A71096E0, major 258, minor 772, power -59), RSSI
+        # -60 here; `flood` varies it -50…-70 over each batch (what calibrate keeps, issue 23).
+        'ibeacon': bytes([0x04, 0x3E, 0x2A, 0x02, 0x01, 0x03, 0x01, 0x11, 0x22, 0x33, 0x44, 0x55, 0xC6, 0x1E,
+                          0x02, 0x01, 0x06, 0x1A, 0xFF, 0x4C, 0x00, 0x02, 0x15])
+        + bytes.fromhex('E2C56DB5DFFB48D2B060D0F5A71096E0') + bytes([0x01, 0x02, 0x03, 0x04, 0xC5, 0xC4]),
     }
 
     async def flood(self, kind: str, seconds: float, limit: int | None = None) -> dict[str, Any]:
         raw = self.FLOOD_EVENTS[kind]
         batch = raw * 512
+        if kind == 'ibeacon':
+            batch = b''.join(raw[:-1] + bytes([(-50 - k % 21) & 0xFF]) for k in range(512))
         if kind == 'hwerror':
             self.reset_state()
         sent = 0

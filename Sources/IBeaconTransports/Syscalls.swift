@@ -497,7 +497,6 @@ extension Sys {
         return (pid, parent)
     }
 
-
     /// Where `posix_spawnp` will find `program`: itself when it names a path, else the first
     /// executable file of that name in `$PATH` (`access(2)` with `X_OK`); nil when there is none.
     static func findExecutable(_ program: String, path: String?) -> String? {

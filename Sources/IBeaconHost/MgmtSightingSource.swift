@@ -67,18 +67,22 @@ public struct MgmtSightingSource: SightingSource {
 
     public func scan(
         tickInterval: Duration,
+        watchdog: Duration?,
         receive: @escaping @Sendable ([Sighting], Double) -> ScanControl,
+        reception: @escaping @Sendable (Reception, Double) -> Void,
         tick: @escaping @Sendable (Double) async throws -> ScanControl
     ) async throws {
         let run = LiveScanLoop(clock: clock)
         let now = run.now
         let client = self.client
         let index = self.index
+        let logger = self.logger
+        let tracker = ReceptionTracker(watchdog: watchdog, report: reception)
         let monitor = try MgmtAddAdvPatternsMonitor(patterns: [.iBeacon])
         // The window first: adding the monitor (re)starts the kernel's passive scan with it.
         let scanWindow = MgmtMonitorScanWindow(client: client, index: index, records: scanWindowRecords, logger: logger)
         let widened = await scanWindow.widen()
-        let handle: UInt16
+        var handle: UInt16
         do {
             handle = try await client.execute(monitor, index: index)
         } catch {
@@ -92,7 +96,6 @@ public struct MgmtSightingSource: SightingSource {
             for await event in client.events { sink.yield(.event(event)) }
             sink.yield(.ended)
         }
-        var poweredOff = false
         try await run.run(
             tickInterval: tickInterval, wake: { sink.yield(.tick) },
             loop: {
@@ -101,26 +104,33 @@ public struct MgmtSightingSource: SightingSource {
                     switch input {
                     case .tick:
                         if try await tick(now()) == .stop { break loop }
+                        if let due = tracker.watchdogDue(at: now()) {
+                            handle = await reregister(monitor, replacing: handle, tracker: tracker, at: due)
+                        }
                     case .ended:
+                        tracker.deaf(Deafness(.link, "the kernel's management socket closed"), at: now())
                         if let error = await client.linkError { throw error }
                         throw MgmtError.closed(opcode: .addAdvPatternsMonitor)
                     case .event(.indexRemoved(index)):
-                        throw TransportError(
-                            .disconnected, "\(index) was removed while scanning (unplugged, or the driver was unloaded)"
-                        )
+                        let why = "\(index) was removed while scanning (unplugged, or the driver was unloaded)"
+                        tracker.deaf(Deafness(.removed, why), at: now())
+                        throw TransportError(.disconnected, why)
                     case .event(.newSettings(index, let settings)):
                         // The kernel keeps the monitor across a power cycle and scans again by itself.
-                        if !settings.contains(.powered), !poweredOff {
-                            poweredOff = true
+                        if !settings.contains(.powered), tracker.deafness?.cause != .poweredOff {
                             logger.notice("\(index) was powered off: no reports until it is back")
-                        } else if settings.contains(.powered), poweredOff {
-                            poweredOff = false
+                            tracker.deaf(Deafness(.poweredOff, "\(index) was powered off"), at: now())
+                        } else if settings.contains(.powered), tracker.deafness?.cause == .poweredOff {
                             logger.notice(
                                 "\(index) is powered again: scanning resumed (the kernel scans for the monitor)")
+                            tracker.hears(at: now())
                         }
                     case .event(let event):
                         let sightings = Self.sightings(in: event, index: index)
-                        if !sightings.isEmpty, receive(sightings, now()) == .stop { break loop }
+                        guard !sightings.isEmpty else { continue }
+                        let t = now()
+                        tracker.heard(at: t)
+                        if receive(sightings, t) == .stop { break loop }
                     }
                 }
             },
@@ -140,5 +150,26 @@ public struct MgmtSightingSource: SightingSource {
                     }
                 }
             })
+    }
+
+    /// The watchdog fired: the receiver is deaf until something is heard, and the kernel's scan
+    /// is started again by removing the monitor and adding it anew. Returns the handle now in
+    /// use (the old one when adding failed: the next firing tries again).
+    private func reregister(
+        _ monitor: MgmtAddAdvPatternsMonitor, replacing handle: UInt16, tracker: ReceptionTracker, at due: Double
+    ) async -> UInt16 {
+        let deafness = tracker.watchdogDeafness(restart: "; advertisement monitor registered again")
+        logger.warning("\(deafness.reason)")
+        tracker.deaf(deafness, at: due)
+        _ = try? await client.execute(try MgmtRemoveAdvMonitor(handle: handle), index: index)
+        do {
+            let new = try await client.execute(monitor, index: index)
+            logger.notice("advertisement monitor \(new) registered on \(index) (was \(handle))")
+            return new
+        } catch {
+            logger.warning(
+                "registering the advertisement monitor on \(index) again failed: \(error); trying again later")
+            return handle
+        }
     }
 }

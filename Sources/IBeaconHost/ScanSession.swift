@@ -30,16 +30,125 @@ public protocol SightingSource: Sendable {
     /// - `receive(sightings, time)` gets each batch of reports (the reports of one event) as soon
     ///   as they are decoded, possibly on a transport's reader thread: it must be quick and
     ///   thread-safe.
+    /// - `reception(state, time)` says whether the receiver can hear, each time that changes:
+    ///   `.deaf` (with the reason) while the adapter is powered off or removed, the controller
+    ///   is being reset or recovered, the link is gone, a capture's own commands turned scanning
+    ///   off, or the watchdog found nothing heard; `.hearing` when that is over. The receiver is
+    ///   taken to hear when the scan starts. Called from the scan loop, in time order with `tick`.
+    /// - `watchdog`: no advertisement of any device for that long makes the receiver deaf
+    ///   (`Deafness.Cause.watchdog`) until something is heard; a live source restarts its scan
+    ///   then (and again every `watchdog` while nothing comes). Nil: no watchdog.
     /// - `tick(time)` runs about every `tickInterval` of source time, for displays, deadlines and
     ///   stopping rules, and once more when the source ends.
     func scan(
         tickInterval: Duration,
+        watchdog: Duration?,
         receive: @escaping @Sendable ([Sighting], Double) -> ScanControl,
+        reception: @escaping @Sendable (Reception, Double) -> Void,
         tick: @escaping @Sendable (Double) async throws -> ScanControl
     ) async throws
 
     /// Releases the receiver (closes sockets and files). Safe to call more than once.
     func close() async
+}
+
+extension SightingSource {
+    /// Scans without a watchdog, not told whether the receiver can hear (`scan`, `calibrate`).
+    public func scan(
+        tickInterval: Duration,
+        receive: @escaping @Sendable ([Sighting], Double) -> ScanControl,
+        tick: @escaping @Sendable (Double) async throws -> ScanControl
+    ) async throws {
+        try await scan(tickInterval: tickInterval, watchdog: nil, receive: receive, reception: { _, _ in }, tick: tick)
+    }
+}
+
+/// Whether a receiver can hear right now: what `SightingSource.scan` reports as it changes.
+public enum Reception: Sendable, Equatable {
+    case hearing
+    case deaf(Deafness)
+}
+
+/// What every source does to report `Reception`: the current deafness (the first reason wins
+/// until it is over), and the watchdog — the time of the last report, kept on the reports' own
+/// thread at the cost of one atomic store.
+public final class ReceptionTracker: Sendable {
+    private let lastReport = Atomic<UInt64>(0.0.bitPattern)
+    private let deafByWatchdog = Atomic<Bool>(false)
+    private let state = Mutex<(deafness: Deafness?, lastKick: Double)>((nil, 0))
+    /// Seconds; nil: no watchdog.
+    public let watchdog: Double?
+    private let report: @Sendable (Reception, Double) -> Void
+
+    public init(watchdog: Duration?, report: @escaping @Sendable (Reception, Double) -> Void) {
+        self.watchdog = watchdog.map(\.seconds).flatMap { $0 > 0 ? $0 : nil }
+        self.report = report
+    }
+
+    /// Reports arrived at `t`: a deafness the watchdog found is over. Call before handing them on.
+    public func heard(at t: Double) {
+        lastReport.store(t.bitPattern, ordering: .relaxed)
+        if deafByWatchdog.load(ordering: .relaxed) { hears(at: t, only: .watchdog) }
+    }
+
+    /// The receiver cannot hear from `t` on. A second reason while deaf is not reported; one
+    /// that says more than the watchdog's replaces it (a report then no longer ends it).
+    public func deaf(_ deafness: Deafness, at t: Double) {
+        let changed = state.withLock { s in
+            if let d = s.deafness {
+                if d.cause == .watchdog && deafness.cause != .watchdog { s.deafness = deafness }
+                return false
+            }
+            s.deafness = deafness
+            return true
+        }
+        deafByWatchdog.store(state.withLock { $0.deafness?.cause == .watchdog }, ordering: .relaxed)
+        guard changed else { return }
+        report(.deaf(deafness), t)
+    }
+
+    /// The receiver hears again from `t` on (when deaf for `only`, if given). The watchdog counts
+    /// from here.
+    public func hears(at t: Double, only cause: Deafness.Cause? = nil) {
+        let changed = state.withLock { s in
+            guard let d = s.deafness, cause == nil || d.cause == cause else { return false }
+            s.deafness = nil
+            s.lastKick = max(s.lastKick, t)
+            return true
+        }
+        guard changed else { return }
+        deafByWatchdog.store(false, ordering: .relaxed)
+        report(.hearing, t)
+    }
+
+    /// Why the receiver cannot hear, nil while it hears.
+    public var deafness: Deafness? { state.withLock { $0.deafness } }
+
+    /// When the watchdog fires, at `t` or before: no report for `watchdog` seconds since the
+    /// last report, hearing resumed or the watchdog last fired, while not deaf for another
+    /// reason. Firing again restarts its count. Nil: not due.
+    public func watchdogDue(at t: Double) -> Double? {
+        guard let watchdog else { return nil }
+        let last = Double(bitPattern: lastReport.load(ordering: .relaxed))
+        return state.withLock { s in
+            if let d = s.deafness, d.cause != .watchdog { return nil }
+            let due = max(last, s.lastKick) + watchdog
+            guard due <= t else { return nil }
+            s.lastKick = due
+            return due
+        }
+    }
+
+    /// The words of a watchdog deafness.
+    public func watchdogDeafness(restart: String) -> Deafness {
+        Deafness(
+            .watchdog,
+            "no advertisement of any device for \((watchdog ?? 0).formattedWatchdog) s (--watchdog)\(restart)")
+    }
+}
+
+extension Double {
+    fileprivate var formattedWatchdog: String { self == rounded() ? String(Int64(self)) : String(self) }
 }
 
 /// A controller this host talks HCI to (a BlueZ raw socket, H4 over a UART or TCP): programs it
@@ -65,19 +174,25 @@ public struct ControllerSightingSource: SightingSource {
 
     public func scan(
         tickInterval: Duration,
+        watchdog: Duration?,
         receive: @escaping @Sendable ([Sighting], Double) -> ScanControl,
+        reception: @escaping @Sendable (Reception, Double) -> Void,
         tick: @escaping @Sendable (Double) async throws -> ScanControl
     ) async throws {
         let run = LiveScanLoop(clock: scanner.clock)
         let now = run.now
         let client = self.client
+        let scanner = self.scanner
         let stopRequested = Atomic<Bool>(false)
+        let tracker = ReceptionTracker(watchdog: watchdog, report: reception)
         // Reports are handled as they are decoded: no hand-over between tasks per report.
         await client.setEventHandler { event in
             let sightings = Sighting.all(in: event)
             guard !sightings.isEmpty else { return false }
             if stopRequested.load(ordering: .relaxed) { return true }
-            if receive(sightings, now()) == .stop {
+            let t = now()
+            tracker.heard(at: t)
+            if receive(sightings, t) == .stop {
                 stopRequested.store(true, ordering: .relaxed)
                 client.wake()
             }
@@ -100,16 +215,29 @@ public struct ControllerSightingSource: SightingSource {
                     switch input {
                     case .wake:
                         if try await tick(now()) == .stop { break loop }
+                        if let due = tracker.watchdogDue(at: now()) {
+                            // Firmware that stopped reporting while it still answers commands.
+                            let deafness = tracker.watchdogDeafness(restart: "; scan restarted")
+                            tracker.deaf(deafness, at: due)
+                            commandSet = try await scanner.restart(because: deafness.reason, on: client)
+                        }
                     case .linkClosed(nil):
                         _ = try await tick(now())
                         break loop  // the end of a replayed capture
                     case .linkClosed(let error?):
+                        tracker.deaf(Deafness(.link, "the link to \(client.transport.name) was lost"), at: now())
                         throw error
                     case .event(let event):
                         // A reset or another program stopped the scan: start it again.
-                        if let restarted = try await scanner.recover(after: event, on: client) {
-                            commandSet = restarted
+                        guard let (deafness, restart) = Scanner.interruption(by: event, on: client.transport.name)
+                        else { continue }
+                        tracker.deaf(deafness, at: now())
+                        guard restart else {
+                            scanner.logger.warning("\(deafness.reason); scanning resumes when it is back up")
+                            continue
                         }
+                        commandSet = try await scanner.restart(because: deafness.reason, on: client)
+                        tracker.hears(at: now())
                     }
                 }
             },

@@ -127,25 +127,41 @@ public struct Scanner: Sendable {
         .leSetScanEnable, .leSetScanParameters, .leSetExtendedScanEnable, .leSetExtendedScanParameters,
     ]
 
-    /// Keeps a scan going through what stops it behind our back: a controller reset by another
-    /// host, a power-up, a Hardware Error, the adapter going down and up, another program
-    /// changing the scan. For such an event it says so on the log and starts scanning again
-    /// (retrying with back-off while the controller is not ready) and returns the command set
-    /// now in use; for any other event it returns nil at once. Throws when scanning cannot be started
-    /// again (the link is gone, or the controller refuses eight times, over about 12 s).
-    public func recover(after event: HCIEvent, on client: ControllerClient) async throws -> LECommandSet? {
-        let reason: String
+    /// What an unsolicited event does to a scan: nil for most events; for a controller reset by
+    /// another host, a power-up, a Hardware Error, the adapter going down, another program
+    /// changing the scan — the reason the receiver cannot hear, and whether to start scanning
+    /// again now (not for an adapter that went down: the kernel's reset when it is back up
+    /// says when).
+    public static func interruption(by event: HCIEvent, on name: String) -> (deafness: Deafness, restart: Bool)? {
         if let loss = ControllerStateLoss(event) {
             if loss == .adapterDown {
-                logger.warning("\(client.transport.name) went down; scanning resumes when it is back up")
-                return nil
+                return (Deafness(.poweredOff, "\(name) went down"), false)
             }
-            reason = loss.reason
-        } else if case .commandComplete(_, let opcode, _) = event, Self.scanningOpcodes.contains(opcode) {
-            reason = "another program changed the scanning (\(opcode))"
-        } else {
+            return (Deafness(.reset, loss.reason), true)
+        }
+        if case .commandComplete(_, let opcode, _) = event, scanningOpcodes.contains(opcode) {
+            return (Deafness(.reset, "another program changed the scanning (\(opcode))"), true)
+        }
+        return nil
+    }
+
+    /// Keeps a scan going through what stops it behind our back (`interruption(by:on:)`): for
+    /// such an event it says so on the log and starts scanning again (`restart`) and returns the
+    /// command set now in use; for any other event it returns nil at once. Throws when scanning
+    /// cannot be started again.
+    public func recover(after event: HCIEvent, on client: ControllerClient) async throws -> LECommandSet? {
+        guard let (deafness, restart) = Self.interruption(by: event, on: client.transport.name) else { return nil }
+        guard restart else {
+            logger.warning("\(deafness.reason); scanning resumes when it is back up")
             return nil
         }
+        return try await self.restart(because: deafness.reason, on: client)
+    }
+
+    /// Starts scanning again after `reason` (logged), retrying with back-off while the
+    /// controller is not ready; returns the command set now in use. Throws when scanning cannot
+    /// be started again (the link is gone, or the controller refuses eight times, over about 12 s).
+    public func restart(because reason: String, on client: ControllerClient) async throws -> LECommandSet {
         logger.warning("\(reason); scanning again")
         let logger = self.logger
         let (commandSet, elapsed) = try await recoveryPolicy.run(on: clock) {

@@ -203,11 +203,28 @@ public struct CaptureSightingSource: SightingSource {
         body.count >= 3 && body[0] == 0x3E && (body[2] == 0x02 || body[2] == 0x0D)
     }
 
+    /// Whether a host-to-controller command turns scanning on (true) or off (false): LE Set
+    /// Scan Enable (0x200C, Core 5.4 Vol 4 Part E §7.8.11) or LE Set Extended Scan Enable
+    /// (0x2042, §7.8.65), whose first parameter is `LE_Scan_Enable` / `Enable`. Nil for any
+    /// other packet. Read on the raw bytes (opcode little-endian, length, parameters).
+    static func scanEnable(_ body: [UInt8]) -> Bool? {
+        guard body.count >= 4, body[1] == 0x20, body[0] == 0x0C || body[0] == 0x42 else { return nil }
+        return body[3] != 0
+    }
+
+    /// Reports as `scan(tickInterval:receive:tick:)` does; besides, the capture's own commands
+    /// say when its receiver could not hear: LE Set (Extended) Scan Enable with Enable 0 makes it
+    /// deaf (`Deafness.Cause.scanDisabled`) until one with Enable 1. With a `watchdog`, no
+    /// report of any device for that long in capture time makes it deaf until the next report
+    /// (a capture cannot be restarted).
     public func scan(
         tickInterval: Duration,
+        watchdog: Duration?,
         receive: @escaping @Sendable ([Sighting], Double) -> ScanControl,
+        reception: @escaping @Sendable (Reception, Double) -> Void,
         tick: @escaping @Sendable (Double) async throws -> ScanControl
     ) async throws {
+        let tracker = ReceptionTracker(watchdog: watchdog, report: reception)
         var reader = try CaptureFileReader(path: path)
         let interval = max(tickInterval.seconds, 0.001)
         var start: Int64?
@@ -240,12 +257,30 @@ public struct CaptureSightingSource: SightingSource {
                         // Deep into a silence: on to the last tick due before this record.
                         nextTick = min(time, nextTick + ((time - nextTick) / interval).rounded(.down) * interval)
                     }
+                    if let due = tracker.watchdogDue(at: nextTick) {
+                        tracker.deaf(tracker.watchdogDeafness(restart: " in the capture"), at: due)
+                    }
                     if try await tick(nextTick) == .stop {
                         stopped = true
                         break scanning
                     }
                     nextTick += interval
                 }
+            }
+            if let packet = record.packet, packet.type == .command, record.direction == .sent,
+                let enable = Self.scanEnable(packet.body),
+                record.controllerIndex == nil || chosen == nil || record.controllerIndex == chosen
+            {
+                if enable {
+                    tracker.hears(at: time)
+                } else {
+                    tracker.deaf(
+                        Deafness(
+                            .scanDisabled,
+                            "the capture's own \(packet.body[0] == 0x42 ? "LE Set Extended Scan Enable" : "LE Set Scan Enable") turned scanning off"
+                        ), at: time)
+                }
+                continue
             }
             guard let packet = record.packet, packet.type == .event, record.direction == .received,
                 Self.isAdvertisingReport(packet.body)
@@ -271,6 +306,7 @@ public struct CaptureSightingSource: SightingSource {
             }
             if start == nil { start = micros }
             reports += sightings.count
+            tracker.heard(at: time)
             if receive(sightings, time) == .stop {
                 stopped = true
                 break

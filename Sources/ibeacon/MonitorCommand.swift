@@ -9,30 +9,43 @@ import Synchronization
 struct MonitorCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "monitor",
-        abstract: "Watch beacon regions and report when each is entered and exited.",
+        abstract: "Watch beacon regions: their state (inside, outside, unknown), entries and exits.",
         discussion: """
             Region monitoring as Core Location does it. A region is every beacon with a \
-            proximity UUID, or a UUID and major, or a UUID, major and minor. It is entered when \
-            any of its beacons is first heard, and exited when none has been heard for \
-            --exit-after seconds (default 30, as on iOS); a region not heard in the first \
-            --exit-after seconds is reported outside. Regions come from --region (repeatable), \
-            from --uuid/--major/--minor, and from profiles (--profile, named by the profile's \
-            name).
+            proximity UUID, or a UUID and major, or a UUID, major and minor, optionally with its \
+            own exit delay (NAME=UUID:MAJOR:MINOR@120s). Regions come from --region \
+            (repeatable), from --uuid/--major/--minor, and from profiles (--profile, named by \
+            the profile's name).
 
-            --min-rssi ignores beacons weaker than a level, judged on each beacon's smoothed \
-            RSSI (an average over its last reports, so one lucky packet does not count). With \
-            hysteresis: entering needs the smoothed RSSI at --min-rssi or above; once inside, \
-            the region stays inside while it is at least --min-rssi minus --hysteresis (default \
-            6 dB), so a beacon at the edge does not flap. Reports without RSSI do not count then.
+            Each region is inside, outside or unknown. Its first determination (after the start, \
+            and after any unknown period) is a state: inside when one of its beacons is heard, \
+            outside when none was in --exit-after seconds of scanning. Then enter is outside to \
+            inside, and exit inside to outside, when none has been heard for --exit-after \
+            seconds (default 30, as on iOS). A region is unknown, with the reason, whenever the \
+            receiver cannot hear: the adapter powered off, removed or reset, the controller being \
+            recovered, the link lost, a capture's own scan enable off, or nothing at all heard \
+            for --watchdog seconds (default 90; the scan is restarted then; 0 turns it off). No \
+            exit timer runs while unknown. A warning says when an exit delay is shorter than \
+            three advertising intervals observed for the region's beacons.
 
-            Prints one line per event (--json: one object with event, region, uuid, major, \
-            minor, rssi, time, t; t counts seconds from the start of the scan, or of a \
-            capture, where time, the UTC wall clock, is null). --exec runs a command per \
-            event with IBEACON_EVENT, IBEACON_REGION, IBEACON_UUID, IBEACON_MAJOR, \
-            IBEACON_MINOR, IBEACON_RSSI and IBEACON_TIME in its environment; it is split into \
-            words like a shell would, but not run by one unless --exec-shell is given. Hooks run one at a time in event order and \
-            never hold up scanning: at most 64 wait, later ones are dropped and logged; one that \
-            runs longer than --exec-timeout is stopped. Its output goes to stderr.
+            --min-rssi ignores beacons weaker than a level, judged on each beacon's RSSI \
+            averaged over time (time constant --smoothing, default 5 s), so one lucky packet \
+            does not count. With hysteresis: counting needs the smoothed RSSI at --min-rssi or \
+            above; once inside, the region stays inside while it is at least --min-rssi minus \
+            --hysteresis (default 6 dB). Reports without RSSI do not count then.
+
+            Prints one line per event (--json: one object with event, state, region, uuid, \
+            major, minor, rssi, time, t, and cause and reason when unknown; t counts seconds \
+            from the start of the scan, or of a capture, where time, the UTC wall clock, is \
+            null), each region's final state when the run ends, and with --state-every a \
+            state line per region that often. --exec runs a command per event with \
+            IBEACON_EVENT (inside, outside, unknown, enter, exit), IBEACON_STATE, \
+            IBEACON_REGION, IBEACON_UUID, IBEACON_MAJOR, IBEACON_MINOR, IBEACON_RSSI, \
+            IBEACON_TIME, IBEACON_T (the source's clock), IBEACON_SILENT_S (exit) and \
+            IBEACON_REASON (unknown) in its environment; it is split into words like a shell \
+            would, but not run by one unless --exec-shell is given. Hooks run one at a time in \
+            event order and never hold up scanning: at most 64 wait, later ones are dropped and \
+            logged; one that runs longer than --exec-timeout is stopped. Its output goes to stderr.
 
             Keeps scanning through controller resets like scan; a btsnoop:FILE capture is read \
             in its own time. SIGINT or SIGTERM end it (exit 0).
@@ -40,7 +53,7 @@ struct MonitorCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("region"), parsing: .singleValue,
-        help: ArgumentHelp("A region: [NAME=]UUID[:MAJOR[:MINOR]]; repeatable.", valueName: "region"))
+        help: ArgumentHelp("A region: [NAME=]UUID[:MAJOR[:MINOR]][@SECONDS]; repeatable.", valueName: "region"))
     var regions: [String] = []
 
     @Option(help: ArgumentHelp("A region by proximity UUID (with --major, --minor).", valueName: "uuid"))
@@ -55,7 +68,10 @@ struct MonitorCommand: AsyncParsableCommand {
         help: ArgumentHelp("The region of a profile's beacon, named by its name; repeatable.", valueName: "file"))
     var profile: [String] = []
 
-    @Option(help: ArgumentHelp("Seconds of silence before a region is exited.", valueName: "seconds"))
+    @Option(
+        help: ArgumentHelp(
+            "Seconds of silence before a region is exited (a region's own: NAME=UUID…@SECONDS).",
+            valueName: "seconds"))
     var exitAfter: Double = 30
 
     @Option(
@@ -65,6 +81,17 @@ struct MonitorCommand: AsyncParsableCommand {
 
     @Option(help: ArgumentHelp("dB below --min-rssi that still keep a region inside.", valueName: "db"))
     var hysteresis: Double = 6
+
+    @Option(help: ArgumentHelp("Time constant of the smoothed RSSI --min-rssi judges.", valueName: "seconds"))
+    var smoothing: Double = 5
+
+    @Option(
+        help: ArgumentHelp(
+            "Restart the scan when no device at all was heard for this long; 0: never.", valueName: "seconds"))
+    var watchdog: Double = 90
+
+    @Option(help: ArgumentHelp("Print every region's state this often; 0: never.", valueName: "seconds"))
+    var stateEvery: Double = 0
 
     @OptionGroup var stopAfter: DurationOption<UntilInterrupted>
 
@@ -89,6 +116,9 @@ struct MonitorCommand: AsyncParsableCommand {
 
     func validate() throws {
         try validateSeconds("--exit-after", exitAfter, 0.1...86400)
+        try validateSeconds("--smoothing", smoothing, 0.1...3600, zeroAllowed: "judge each report alone")
+        try validateSeconds("--watchdog", watchdog, 1...86400, zeroAllowed: "turn it off")
+        try validateSeconds("--state-every", stateEvery, 1...86400, zeroAllowed: "print states only at the end")
         try validateSeconds("--exec-timeout", execTimeout, 0.1...3600)
         guard hysteresis.isFinite, (0...40).contains(hysteresis) else {
             throw ValidationError("--hysteresis must be a number of dB within 0…40, got \(hysteresis)")
@@ -179,8 +209,9 @@ struct MonitorCommand: AsyncParsableCommand {
                 regions: regions,
                 configuration: .init(
                     exitAfter: command.exitAfter, minRSSI: command.minRSSI.map(Double.init),
-                    hysteresis: command.hysteresis),
-                json: command.json, hooks: hooks, mqtt: publisher)
+                    hysteresis: command.hysteresis, smoothing: command.smoothing),
+                json: command.json, hooks: hooks, stateEvery: command.stateEvery, logger: logger,
+                mqtt: publisher)
             logger.notice(
                 "monitoring \(regions.count) region(s) on \(command.device.deviceText): \(regions.map(\.description).joined(separator: ", ")); exit after \(command.exitAfter.clean) s of silence"
             )
@@ -228,12 +259,13 @@ struct MonitorCommand: AsyncParsableCommand {
             // Ticks drive exits and the initial outside: four a second keeps an exit within a
             // quarter of a second of its due time.
             try await source.scan(
-                tickInterval: .milliseconds(250),
+                tickInterval: .milliseconds(250), watchdog: watchdog > 0 ? .seconds(watchdog) : nil,
                 receive: { sightings, t in
                     session.observe(sightings, at: t)
                     if let deadline, t >= deadline { return .stop }
                     return .proceed
                 },
+                reception: { reception, t in session.receive(reception, at: t) },
                 tick: { t in
                     if session.advance(to: t) {
                         SystemdNotifier.notify(
@@ -252,28 +284,36 @@ struct MonitorCommand: AsyncParsableCommand {
 }
 
 /// Ties the region monitor to the output and the hooks. Fed from the scanning thread (reports)
-/// and the command's loop (time passing); every event is printed and handed to the hook runner
-/// at once, in order.
+/// and the command's loop (time passing, the receiver's reception); every event is printed and
+/// handed to the hook runner at once, in order. State lines (`--state-every`, and the last
+/// word of the run) are printed, not handed to hooks.
 final class MonitorSession: Sendable {
     let monitor: Mutex<RegionMonitor>
     let json: Bool
     let hooks: HookRunner?
+    let logger: Logger
     /// Wall-clock seconds (Unix time) at source time 0, and whether the source has started.
     let origin = Mutex<(wallClock: Double, started: Bool)>((0, false))
     /// False for a capture read from a file: its time is not the wall clock's.
     let live = Atomic<Bool>(true)
     let counts = Mutex<[RegionMonitor.Event.Kind: Int]>([:])
     let regionCount: Int
+    /// Seconds between state lines (0: none), and when the next is due.
+    let stateEvery: Double
+    let nextStateLine: Mutex<Double>
     let mqtt: MQTTPublisher?
 
     init(
         regions: [BeaconRegion], configuration: RegionMonitor.Configuration, json: Bool, hooks: HookRunner?,
-        mqtt: MQTTPublisher? = nil
+        stateEvery: Double = 0, logger: Logger, mqtt: MQTTPublisher? = nil
     ) {
         monitor = Mutex(RegionMonitor(regions: regions, configuration: configuration))
         regionCount = regions.count
         self.json = json
         self.hooks = hooks
+        self.stateEvery = stateEvery
+        self.logger = logger
+        nextStateLine = Mutex(stateEvery)
         self.mqtt = mqtt
     }
 
@@ -295,24 +335,51 @@ final class MonitorSession: Sendable {
                 guard let beacon = s.beacon else { continue }
                 for e in m.observe(beacon, rssi: s.rssi, at: t) { emit(e) }
             }
+            if !m.intervalWarnings.isEmpty {
+                for w in m.intervalWarnings { logger.warning("\(w)") }
+                m.intervalWarnings.removeAll()
+            }
         }
     }
 
-    /// Lets time pass; returns true on the first call (scanning has started).
+    /// The receiver can or cannot hear from `t` on.
+    func receive(_ reception: Reception, at t: Double) {
+        start(at: t)
+        monitor.withLock { m in
+            switch reception {
+            case .deaf(let deafness):
+                for e in m.receiverDeaf(deafness, at: t) { emit(e) }
+            case .hearing:
+                guard let was = m.deafness else { return }
+                logger.debug("the receiver hears again (it could not: \(was.reason))")
+                for e in m.receiverHears(at: t) { emit(e) }
+            }
+        }
+    }
+
+    /// Lets time pass (and prints the state lines due); returns true on the first call
+    /// (scanning has started).
     func advance(to t: Double) -> Bool {
         let first = start(at: t)
         monitor.withLock { m in
             for e in m.advance(to: t) { emit(e) }
+            guard stateEvery > 0,
+                nextStateLine.withLock({ next in
+                    guard t >= next else { return false }
+                    next = max(next + stateEvery, t)
+                    return true
+                })
+            else { return }
+            for e in m.statusEvents() { printState(e, final: false) }
         }
         return first
     }
 
     func emit(_ e: RegionMonitor.Event) {
         counts.withLock { $0[e.kind, default: 0] += 1 }
-        // A capture's time is not today's: no wall-clock time for its events.
-        let wall = live.load(ordering: .relaxed) ? origin.withLock { $0.wallClock } + e.time : nil
-        let jsonLine = json || mqtt != nil ? e.json(wallClock: wall) : ""
-        printOut(json ? jsonLine : e.text(wallClock: wall))
+        let wall = wallClock(at: e.time)
+        let jsonLine = json || mqtt != nil ? e.json(wallClock: wall, origin: wallOrigin) : ""
+        printOut(json ? jsonLine : e.text(wallClock: wall, origin: wallOrigin))
         hooks?.submit(label: "\(e.kind.rawValue) of \(e.region.name)", variables: e.hookVariables(wallClock: wall))
         if let mqtt {
             mqtt.publishRegionState(
@@ -323,12 +390,31 @@ final class MonitorSession: Sendable {
         }
     }
 
+    func printState(_ e: RegionMonitor.Event, final: Bool) {
+        let wall = wallClock(at: e.time)
+        printOut(
+            json
+                ? e.json(wallClock: wall, origin: wallOrigin, final: final)
+                : e.text(wallClock: wall, origin: wallOrigin, final: final))
+    }
+
+    /// A capture's time is not today's: no wall-clock time for its events.
+    var wallOrigin: Double? { live.load(ordering: .relaxed) ? origin.withLock { $0.wallClock } : nil }
+    func wallClock(at t: Double) -> Double? { wallOrigin.map { $0 + t } }
+
     func finish(grace: Duration, startQueued: Bool, logger: Logger) async {
+        guard origin.withLock({ $0.started }) else {  // never got as far as scanning
+            await hooks?.finish(grace: grace, startQueued: startQueued)
+            await mqtt?.close()
+            return
+        }
+        // The last word: each region's state as the run ends.
+        for e in monitor.withLock({ $0.statusEvents() }) { printState(e, final: true) }
         await hooks?.finish(grace: grace, startQueued: startQueued)
         await mqtt?.close()
-        guard origin.withLock({ $0.started }) else { return }  // never got as far as scanning
         let c = counts.withLock { $0 }
-        var summary = "\(c[.enter, default: 0]) enter, \(c[.exit, default: 0]) exit, \(c[.outside, default: 0]) outside"
+        let kinds: [RegionMonitor.Event.Kind] = [.inside, .outside, .enter, .exit, .unknown]
+        var summary = kinds.map { "\(c[$0, default: 0]) \($0.rawValue)" }.joined(separator: ", ")
         if let hooks {
             let h = hooks.summary
             summary += "; hooks: \(h.run) run, \(h.failed) failed, \(h.dropped) dropped"
@@ -338,73 +424,101 @@ final class MonitorSession: Sendable {
 }
 
 extension RegionMonitor.Event {
-    /// For `outside` the identity is the region's (no beacon caused it).
+    /// For `outside` and `unknown` the identity is the region's (no beacon caused it).
     var identity: (uuid: String, major: UInt16?, minor: UInt16?) {
         if let beacon { return (beacon.uuidString, beacon.major, beacon.minor) }
         return (region.proximityUUID.uuidString, region.major, region.minor)
     }
 
     /// The region's state after this event, as MQTT publishes it.
-    var presence: RegionPresence {
-        switch kind {
-        case .enter: .inside
-        case .exit, .outside: .outside
-        }
-    }
+    var presence: RegionPresence { RegionPresence(rawValue: state.rawValue) ?? .unknown }
 
     /// Why the region is in that state, in words (the MQTT attributes' `reason`).
     var reason: String {
         let id = identity
         let who = "\(id.uuid) \(id.major.map(String.init) ?? "*") \(id.minor.map(String.init) ?? "*")"
-        switch kind {
-        case .enter: return "heard \(who)" + (rssi.map { " at \($0) dBm" } ?? "")
-        case .exit: return "no beacon heard for \(lastHeard.map { (time - $0).fixed(1) } ?? "?") s"
-        case .outside: return "not heard in the first \(time.fixed(1)) s"
+        switch state {
+        case .inside: return "heard \(who)" + (rssi.map { " at \($0) dBm" } ?? "")
+        case .unknown: return deafness.map { "the receiver cannot hear: \($0)" } ?? "not determined yet"
+        case .outside:
+            if let belowGate { return "heard only below --min-rssi (smoothed \(belowGate.fixed(1)) dBm)" }
+            if let silent { return "no beacon heard for \(silent.fixed(1)) s" }
+            return "not heard for \(exitAfter.clean) s"
         }
     }
 
     /// A wall-clock time to the millisecond, `2026-11-24T07:12:03.123Z`.
     private static func stamp(_ unixSeconds: Double) -> String { iso8601(unixSeconds: unixSeconds, milliseconds: true) }
 
-    /// One compact JSON object, keys in a fixed order; times with exactly 3 decimals.
-    func json(wallClock: Double?) -> String {
+    /// A time for text: the wall clock, or `t+SECONDS s` in a capture.
+    private static func when(_ t: Double, origin: Double?) -> String {
+        origin.map { stamp($0 + t) } ?? "t+\(t.fixed(3)) s"
+    }
+
+    /// One compact JSON object, keys in a fixed order; times with exactly 3 decimals. `final`
+    /// marks the state lines at the end of a run.
+    func json(wallClock: Double?, origin: Double?, final: Bool = false) -> String {
         func string(_ s: String?) -> String { s.map(jsonString) ?? "null" }
         func decimal(_ v: Double, _ digits: Int) -> String { JSONValue.decimal(v, fractionDigits: digits).description }
         func integer(_ v: (some BinaryInteger)?) -> String { v.map { String($0) } ?? "null" }
         let id = identity
         var members = [
-            ("event", string(kind.rawValue)), ("region", string(region.name)), ("uuid", string(id.uuid)),
-            ("major", integer(id.major)), ("minor", integer(id.minor)), ("rssi", integer(rssi)),
-            ("time", string(wallClock.map(Self.stamp))), ("t", decimal(time, 3)),
+            ("event", string(kind.rawValue)), ("state", string(state.rawValue)), ("region", string(region.name)),
+            ("uuid", string(id.uuid)), ("major", integer(id.major)), ("minor", integer(id.minor)),
+            ("rssi", integer(rssi)), ("time", string(wallClock.map(Self.stamp))), ("t", decimal(time, 3)),
         ]
-        if let lastHeard { members.append(("lastHeard", decimal(lastHeard, 3))) }
+        if let lastHeard, kind == .exit || kind == .state { members.append(("lastHeard", decimal(lastHeard, 3))) }
+        if let silent { members.append(("silent", decimal(silent, 3))) }
+        if let belowGate { members.append(("belowGate", decimal(belowGate, 1))) }
+        if let deafness {
+            members += [("cause", string(deafness.cause.rawValue)), ("reason", string(deafness.reason))]
+        }
+        if kind == .state {
+            members += [
+                ("since", decimal(since, 3)), ("sinceTime", string(origin.map { Self.stamp($0 + since) })),
+                ("final", final ? "true" : "false"),
+            ]
+        }
         return "{" + members.map { jsonString($0.0) + ":" + $0.1 }.joined(separator: ",") + "}"
     }
 
-    func text(wallClock: Double?) -> String {
+    func text(wallClock: Double?, origin: Double?, final: Bool = false) -> String {
+        let label = kind == .state && final ? "final" : kind.rawValue
         let head =
-            (wallClock.map(Self.stamp) ?? "t+\(time.fixed(3)) s") + " " + kind.rawValue.padded(7) + " "
+            (wallClock.map(Self.stamp) ?? "t+\(time.fixed(3)) s") + " " + label.padded(7) + " "
             + region.name.escapedForTerminal
         let id = identity
         let who = "\(id.uuid) \(id.major.map(String.init) ?? "*") \(id.minor.map(String.init) ?? "*")"
         let level = rssi.map { "\($0) dBm" } ?? "RSSI n/a"
+        let gate = belowGate.map { "heard only below --min-rssi (smoothed \($0.fixed(1)) dBm)" }
         switch kind {
-        case .enter:
+        case .enter, .inside:
             return "\(head): \(who) at \(level)"
         case .exit:
-            let silent = lastHeard.map { (time - $0).fixed(1) } ?? "?"
+            let silent = silent.map { $0.fixed(1) } ?? "?"
+            if let gate { return "\(head): \(gate) for \(silent) s; last counted \(who) at \(level)" }
             return "\(head): silent for \(silent) s; last heard \(who) at \(level)"
         case .outside:
-            return "\(head): not heard in the first \(time.fixed(1)) s"
+            return "\(head): \(gate ?? "not heard") in \(exitAfter.fixed(1)) s of scanning"
+        case .unknown:
+            return "\(head): \((deafness?.reason ?? "the receiver cannot hear").escapedForTerminal)"
+        case .state:
+            var line = "\(head): \(state.rawValue) since \(Self.when(since, origin: origin))"
+            if let deafness { line += " (\(deafness.reason.escapedForTerminal))" }
+            if state == .unknown && deafness == nil { line += " (not determined yet)" }
+            if let lastHeard { line += "; last heard at \(Self.when(lastHeard, origin: origin))" }
+            return line
         }
     }
 
     func hookVariables(wallClock: Double?) -> [(String, String)] {
         let id = identity
         return [
-            ("IBEACON_EVENT", kind.rawValue), ("IBEACON_REGION", region.name), ("IBEACON_UUID", id.uuid),
-            ("IBEACON_MAJOR", id.major.map(String.init) ?? ""), ("IBEACON_MINOR", id.minor.map(String.init) ?? ""),
-            ("IBEACON_RSSI", rssi.map(String.init) ?? ""), ("IBEACON_TIME", wallClock.map(Self.stamp) ?? ""),
+            ("IBEACON_EVENT", kind.rawValue), ("IBEACON_STATE", state.rawValue), ("IBEACON_REGION", region.name),
+            ("IBEACON_UUID", id.uuid), ("IBEACON_MAJOR", id.major.map(String.init) ?? ""),
+            ("IBEACON_MINOR", id.minor.map(String.init) ?? ""), ("IBEACON_RSSI", rssi.map(String.init) ?? ""),
+            ("IBEACON_TIME", wallClock.map(Self.stamp) ?? ""), ("IBEACON_T", time.fixed(3)),
+            ("IBEACON_SILENT_S", silent.map { $0.fixed(3) } ?? ""), ("IBEACON_REASON", deafness?.reason ?? ""),
         ]
     }
 }

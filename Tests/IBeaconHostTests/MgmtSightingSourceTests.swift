@@ -182,4 +182,63 @@ import Testing
         #expect(kernel.monitors.isEmpty)
         await source.close()
     }
+
+    /// Issue 24: the source says when its receiver cannot hear — a power cycle, the watchdog —
+    /// on the injected clock.
+    @Test func saysWhenTheReceiverCannotHearAndTheWatchdogRestartsTheScan() async throws {
+        let kernel = FakeMgmtKernel()
+        let clock = ManualClock()
+        let client = MgmtClient(transport: kernel, logger: Logger(label: "test"), defaultTimeout: .seconds(5))
+        await client.start()
+        let source = MgmtSightingSource(client: client, index: MgmtIndex(0), clock: clock, logger: Logger(label: "t"))
+        let seen = Mutex<[String]>([])
+        let task = Task {
+            try await source.scan(
+                tickInterval: .seconds(1), watchdog: .seconds(3),
+                receive: { _, time in
+                    seen.withLock { $0.append("report at \(time)") }
+                    return .proceed
+                },
+                reception: { reception, time in
+                    let what =
+                        switch reception {
+                        case .hearing: "hearing"
+                        case .deaf(let d): "deaf (\(d.cause.rawValue): \(d.reason))"
+                        }
+                    seen.withLock { $0.append("\(what) at \(time)") }
+                },
+                tick: { time in time >= 12 ? .stop : .proceed })
+        }
+        #expect(await eventually { kernel.monitors.count == 1 && clock.sleeperCount == 1 })
+        let first = kernel.monitors.keys.first
+        clock.advance(by: .seconds(1))
+        #expect(await eventually { clock.sleeperCount == 1 })
+        kernel.powerOff()
+        #expect(await eventually { seen.withLock { $0 }.count == 1 })
+        // Powered off for longer than the watchdog: the watchdog keeps quiet (deaf already).
+        for _ in 1...4 {
+            clock.advance(by: .seconds(1))
+            #expect(await eventually { clock.sleeperCount == 1 })
+        }
+        kernel.powerOn()
+        #expect(await eventually { seen.withLock { $0 }.count == 2 })
+        // Nothing heard for 3 s after power on: the watchdog fires, the monitor is registered again.
+        for _ in 1...3 {
+            clock.advance(by: .seconds(1))
+            #expect(await eventually { clock.sleeperCount == 1 })
+        }
+        #expect(await eventually { seen.withLock { $0 }.count == 3 && kernel.monitors.keys.first != first })
+        #expect(kernel.monitors.count == 1)
+        #expect(kernel.advertisementHeard(Self.report()))
+        #expect(await eventually { seen.withLock { $0 }.count == 5 })
+        #expect(
+            seen.withLock { $0 } == [
+                "deaf (powered-off: hci0 was powered off) at 1.0", "hearing at 5.0",
+                "deaf (watchdog: no advertisement of any device for 3 s (--watchdog); advertisement monitor registered again) at 8.0",
+                "hearing at 8.0", "report at 8.0",
+            ])
+        clock.advance(by: .seconds(4))
+        try await task.value
+        await source.close()
+    }
 }

@@ -37,6 +37,12 @@ import Testing
         (["--region", uuid, "--exec", "echo 'open"], "unterminated '"),
         (["--region", uuid, "--exec", "  "], "the command is empty"),
         (["--region", "a=\(uuid)", "--region", "a=\(uuid):1"], "two regions are named a"),
+        (["--region", "a=\(uuid):1:2@0s"], "region a=\(uuid):1:2@0s: exit delay @0s is not a number of seconds"),
+        (["--region", "a=\(uuid)@soon"], "exit delay @soon is not a number of seconds within 0.1…86400"),
+        (["--region", uuid, "--watchdog", "0.5"], "--watchdog must be a number of seconds within 1…86400, or 0"),
+        (["--region", uuid, "--watchdog", "nan"], "--watchdog"),
+        (["--region", uuid, "--smoothing", "7200"], "--smoothing must be a number of seconds within 0.1…3600"),
+        (["--region", uuid, "--state-every", "inf"], "--state-every must be a number of seconds within 1…86400"),
     ]
 
     @Test(arguments: usageErrors.indices)

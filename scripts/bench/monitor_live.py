@@ -95,8 +95,8 @@ def main():
                       'beacons': beacons, 'regions': regions, 'cpuMs': round(cpu / 1e6, 1),
                       'coreShare': f'{100 * cpu / 1e9 / wall:.2f} %',
                       'microsecondsPerReport': round(cpu / 1e3 / reports, 2), 'rssAtStartKB': idle_rss,
-                      'peakRssKB': peak_kb, 'enter': kinds.count('enter'), 'exit': kinds.count('exit'),
-                      'outside': kinds.count('outside')}))
+                      'peakRssKB': peak_kb, **{kind: kinds.count(kind)
+                                               for kind in ('inside', 'outside', 'unknown', 'enter', 'exit')}}))
 
 
 if __name__ == '__main__':

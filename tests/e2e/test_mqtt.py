@@ -125,7 +125,7 @@ def test_home_assistant_restart_gets_discovery_and_states_again(ibeacon_bin: Pat
         h = harness_factory('--beacon', BEACON, '--scanner')
         m = Monitor(ibeacon_bin, '--device', h.device_spec, '--region', BAKERY, *mqtt_args(broker))
         try:
-            m.wait_for('enter', 'bakery', timeout=8)
+            m.wait_for('inside', 'bakery', timeout=8)
             assert wait_until(lambda: broker.retained().get(f'{BASE}/region/bakery/state') == 'ON', 5)
             with broker.subscribe('#') as sub:
                 assert wait_until(lambda: len(sub.all()) >= 4, 3)  # the retained store, delivered at once
@@ -152,7 +152,7 @@ def test_broker_killed_and_restarted_gets_the_current_picture_back(ibeacon_bin: 
         m = Monitor(ibeacon_bin, '--device', h.device_spec, '--region', BAKERY, '--exit-after', '2',
                     *mqtt_args(broker))
         try:
-            m.wait_for('enter', 'bakery', timeout=8)
+            m.wait_for('inside', 'bakery', timeout=8)
             assert wait_until(lambda: broker.retained().get(f'{BASE}/region/bakery/state') == 'ON', 5)
             before = broker.retained()
             broker.kill()
@@ -212,7 +212,7 @@ def test_tls_with_a_test_ca_and_a_password_file(ibeacon_bin: Path, harness_facto
         m = Monitor(ibeacon_bin, '--device', h.device_spec, '--region', BAKERY, *mqtt_args(broker, *tls),
                     '--mqtt-password-file', str(password))
         try:
-            m.wait_for('enter', 'bakery', timeout=8)
+            m.wait_for('inside', 'bakery', timeout=8)
             assert wait_until(lambda: broker.retained().get(f'{BASE}/region/bakery/state') == 'ON', 8), m.stderr
         finally:
             assert m.stop(signal.SIGTERM) == 0, m.stderr
@@ -223,7 +223,7 @@ def test_tls_with_a_test_ca_and_a_password_file(ibeacon_bin: Path, harness_facto
         m2 = Monitor(ibeacon_bin, '--device', h2.device_spec, '--region', BAKERY,
                      *mqtt_args(broker, *tls, '--mqtt-base', 'test/other'))
         try:
-            m2.wait_for('enter', 'bakery', timeout=8)
+            m2.wait_for('inside', 'bakery', timeout=8)
             assert wait_until(lambda: 'refused the connection' in m2.stderr, 5), m2.stderr
         finally:
             assert m2.stop(signal.SIGTERM) == 0, m2.stderr
@@ -241,7 +241,7 @@ def test_sigkill_leaves_the_last_will_offline(ibeacon_bin: Path, harness_factory
         h = harness_factory('--beacon', BEACON, '--scanner')
         m = Monitor(ibeacon_bin, '--device', h.device_spec, '--region', BAKERY, *mqtt_args(broker))
         try:
-            m.wait_for('enter', 'bakery', timeout=8)
+            m.wait_for('inside', 'bakery', timeout=8)
             ready = lambda: broker.retained()  # noqa: E731
             assert wait_until(lambda: ready().get(f'{BASE}/advertise/availability') == 'online'
                               and ready().get(f'{BASE}/monitor/availability') == 'online', 5), ready()

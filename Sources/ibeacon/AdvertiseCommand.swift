@@ -57,6 +57,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
     @Flag(help: "Print the status line as JSON.")
     var json = false
 
+    @OptionGroup var mqtt: MQTTOptions
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
@@ -68,22 +69,45 @@ struct AdvertiseCommand: AsyncParsableCommand {
         let logger = logging.makeLogger()
         try await reporting {
             let specs = try profile.map { path in try beaconSpec(path: path, forceRandomAddress: randomAddress) }
-            if let kernel = try await device.kernelPath(logger: logger) {
-                try await advertise(specs, through: kernel, logger: logger)
-            } else {
-                try await advertise(specs, logger: logger)
+            let status = try mqttStatus(specs, logger: logger)
+            do {
+                if let kernel = try await device.kernelPath(logger: logger) {
+                    try await advertise(specs, through: kernel, mqtt: status, logger: logger)
+                } else {
+                    try await advertise(specs, mqtt: status, logger: logger)
+                }
+            } catch {
+                await status?.finish()
+                throw error
             }
+            await status?.finish()
         }
     }
 
+    /// The beacons' MQTT status, connecting; nil without --mqtt.
+    private func mqttStatus(_ specs: [BeaconSpec], logger: Logger) throws -> AdvertiseMQTT? {
+        guard let publisher = try mqtt.makePublisher(command: "advertise", logger: logger) else { return nil }
+        do {
+            try MQTTTopic.checkDistinct(specs.map(AdvertiseMQTT.name(of:)), kind: "profile")
+        } catch {
+            throw CLIError("\(error)", code: Exit.usage)
+        }
+        publisher.start()
+        return AdvertiseMQTT(publisher: publisher, specs: specs, device: device.deviceText)
+    }
+
     /// On hciN managed by the kernel: advertising instances through its management interface.
-    private func advertise(_ specs: [BeaconSpec], through kernel: KernelPath, logger: Logger) async throws {
+    private func advertise(
+        _ specs: [BeaconSpec], through kernel: KernelPath, mqtt: AdvertiseMQTT?, logger: Logger
+    ) async throws {
         if mode != .auto {
             logger.warning("--mode \(mode.rawValue) applies to raw HCI only; the kernel chooses the commands")
         }
         let json = self.json
         try await untilStopped {
-            try await advertiseThroughKernel(kernel, specs: specs, json: json, logger: logger) { line in
+            try await advertiseThroughKernel(
+                kernel, specs: specs, json: json, logger: logger, mqtt: mqtt
+            ) { line in
                 printOut(line)
                 SystemdNotifier.notify(
                     "READY=1\nSTATUS=advertising \(specs.count) beacon(s) on \(kernel.name.escapedForTerminal) through the kernel",
@@ -93,7 +117,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
     }
 
     /// Over raw HCI (raw:hciN, serial, TCP): a session that re-applies advertising after resets.
-    private func advertise(_ specs: [BeaconSpec], logger: Logger) async throws {
+    private func advertise(_ specs: [BeaconSpec], mqtt: AdvertiseMQTT?, logger: Logger) async throws {
         let transportSpec = try device.spec()
         let advertiser = Advertiser(
             beacons: specs, mode: mode, ownsController: transportSpec.isExclusive, logger: logger)
@@ -105,14 +129,23 @@ struct AdvertiseCommand: AsyncParsableCommand {
         let deviceName = device.deviceText
         let json = self.json
         try await untilStopped {
-            try await session.run(onReady: { status in
-                for w in status.warnings { logger.warning("\(w)") }
-                let line = statusLine(status, device: deviceName, json: json)
-                printOut(line)
-                SystemdNotifier.notify(
-                    "READY=1\nSTATUS=advertising \(status.beacons.count) beacon(s) on \(deviceName.escapedForTerminal)",
-                    environment: ProcessInfo.processInfo.environment)
-            })
+            try await session.run(
+                onReady: { status in
+                    for w in status.warnings { logger.warning("\(w)") }
+                    let line = statusLine(status, device: deviceName, json: json)
+                    printOut(line)
+                    mqtt?.update(
+                        .advertising, txPower: status.beacons.map { $0.txPower.map { Int($0) } },
+                        addresses: status.beacons.map { $0.address.description })
+                    SystemdNotifier.notify(
+                        "READY=1\nSTATUS=advertising \(status.beacons.count) beacon(s) on \(deviceName.escapedForTerminal)",
+                        environment: ProcessInfo.processInfo.environment)
+                }, onLost: { cause in mqtt?.update(.recovering, cause: cause) },
+                onRecovered: { status in
+                    mqtt?.update(
+                        .advertising, txPower: status.beacons.map { $0.txPower.map { Int($0) } },
+                        addresses: status.beacons.map { $0.address.description })
+                })
         }
     }
 

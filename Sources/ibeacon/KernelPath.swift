@@ -65,7 +65,8 @@ extension DeviceOptions {
 /// `advertise` through the kernel: registers the beacons as advertising instances and keeps
 /// them there until SIGINT/SIGTERM or the duration ends, then removes them.
 func advertiseThroughKernel(
-    _ path: KernelPath, specs: [BeaconSpec], json: Bool, logger: Logger, onReady: @escaping @Sendable (String) -> Void
+    _ path: KernelPath, specs: [BeaconSpec], json: Bool, logger: Logger, mqtt: AdvertiseMQTT? = nil,
+    onReady: @escaping @Sendable (String) -> Void
 ) async throws {
     guard hasNetAdminCapability() else { throw missingNetAdmin("advertising on \(path.name)") }
     let records = RuntimeRecords.current()
@@ -77,10 +78,15 @@ func advertiseThroughKernel(
         onInstancesChanged: { records.saveInstances($0, adapter: adapter, address: "\(address)", logger: logger) })
     defer { Task { await path.client.close() } }
     startGuardian(adapter: adapter, logger: logger)
-    try await session.run(onReady: { status in
-        for w in status.warnings { logger.warning("\(w)") }
-        onReady(kernelStatusLine(status, device: adapter, json: json))
-    })
+    try await session.run(
+        onReady: { status in
+            for w in status.warnings { logger.warning("\(w)") }
+            onReady(kernelStatusLine(status, device: adapter, json: json))
+            mqtt?.update(
+                .advertising, txPower: status.instances.map { $0.txPower.map { Int($0) } },
+                addresses: status.instances.map { $0.address?.description })
+        }, onLost: { cause in mqtt?.update(.recovering, cause: cause) },
+        onRestored: { mqtt?.update(.advertising) })
 }
 
 /// Starts `ibeacon stop --device hciN --after-exit-of PID` for this process: should it die

@@ -4,8 +4,8 @@ PREFIX ?= /usr/local
 SWIFT ?= swift
 VENV ?= .venv
 PYTHON := $(VENV)/bin/python
-APT_PACKAGES := libbluetooth-dev pkg-config
-TEST_APT_PACKAGES := tshark libcap2-bin
+APT_PACKAGES := libbluetooth-dev libmosquitto-dev pkg-config
+TEST_APT_PACKAGES := tshark libcap2-bin mosquitto mosquitto-clients openssl
 PROFILE ?= profiles/store12.json
 DEVICE ?= hci0
 
@@ -31,10 +31,10 @@ define apt_install
 	fi
 endef
 
-deps: ## install the Debian packages needed to build (libbluetooth-dev)
+deps: ## install the Debian packages needed to build (libbluetooth-dev, libmosquitto-dev)
 	$(call apt_install,$(APT_PACKAGES))
 
-test-deps: deps ## install the Debian packages needed by the tests (tshark)
+test-deps: deps ## install the Debian packages needed by the tests (tshark, mosquitto)
 	$(call apt_install,$(TEST_APT_PACKAGES))
 
 # Release builds link the Swift runtime statically: the binary runs on a machine without the
@@ -102,6 +102,10 @@ install: build ## install to $(PREFIX)/bin, grant capabilities ($(CAPS)), instal
 	  install -D -m 0644 ibeacon-monitor@.service.tmp $(DESTDIR)/etc/systemd/system/ibeacon-monitor@.service && \
 	  rm -f ibeacon-monitor@.service.tmp && \
 	  echo "installed /etc/systemd/system/ibeacon-monitor@.service (regions and hook go in /etc/ibeacon/NAME.monitor)"; \
+	fi
+	@if [ ! -e $(DESTDIR)/etc/default/ibeacon ]; then \
+	  install -D -m 0600 contrib/ibeacon.default $(DESTDIR)/etc/default/ibeacon && \
+	  echo "installed /etc/default/ibeacon (device and MQTT settings, all commented out)"; \
 	fi
 
 uninstall:

@@ -30,11 +30,17 @@ let package = Package(
             pkgConfig: "bluez",
             providers: [.apt(["libbluetooth-dev"])]
         ),
-        // Real I/O: BlueZ HCI socket, H4 over serial/TCP, btsnoop files.
+        // libmosquitto (the Eclipse Mosquitto MQTT client), only imported by IBeaconTransports/Mosquitto.
+        .systemLibrary(
+            name: "CMosquitto",
+            pkgConfig: "libmosquitto",
+            providers: [.apt(["libmosquitto-dev"])]
+        ),
+        // Real I/O: BlueZ HCI socket, H4 over serial/TCP, btsnoop files, the MQTT client.
         .target(
             name: "IBeaconTransports",
             dependencies: [
-                "IBeaconCore", "IBeaconHost", "CBlueZ",
+                "IBeaconCore", "IBeaconHost", "CBlueZ", "CMosquitto",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]

@@ -2,7 +2,7 @@
 BENCH_SECONDS ?= 60
 BENCH_EVENTS ?= 200000
 
-.PHONY: bench bench-decode bench-advertise
+.PHONY: bench bench-decode bench-advertise bench-mqtt
 
 bench: bench-decode bench-advertise ## run the benchmarks of BENCHMARKS.md
 
@@ -37,3 +37,11 @@ soak: deps venv ## 1-hour advertising soak with a controller fault every minute 
 soak-ci: deps venv ## the soak shortened for CI: 2 minutes, a fault every 10 s
 	$(SWIFT) build --product ibeacon
 	$(PYTHON) scripts/soak.py .build/debug/ibeacon 120 10
+
+# MQTT: event-to-broker latency, CPU and memory with 200 regions, then the broker frozen for
+# MQTT_DOWN_SECONDS (600 in BENCHMARKS.md; CI runs 30) and back (scripts/bench/mqtt_monitor.py).
+MQTT_DOWN_SECONDS ?= 600
+bench-mqtt: deps test-deps venv
+	$(SWIFT) build $(RELEASE_FLAGS) --product ibeacon
+	mkdir -p out
+	$(PYTHON) scripts/bench/mqtt_monitor.py .build/release/ibeacon 200 $(MQTT_DOWN_SECONDS) 3 | tee out/bench-mqtt.json

@@ -57,9 +57,13 @@ public protocol Adapter: Sendable {
 
     /// Advertises until the task is cancelled, then takes the advertising off again. Errors
     /// before advertising is first on are thrown; later ones are logged and recovered from.
-    /// `onReady` gets the status once every beacon is on the air (its warnings already logged).
-    func advertise(_ request: AdvertisingRequest, onReady: @escaping @Sendable (AdvertisingStatus) -> Void)
-        async throws
+    /// `onReady` gets the status once every beacon is on the air (its warnings already logged);
+    /// `onLost` the cause when the controller or another program took it away (putting it back
+    /// starts); `onRestored` once it is back, with the new status where the path reports one.
+    func advertise(
+        _ request: AdvertisingRequest, onReady: @escaping @Sendable (AdvertisingStatus) -> Void,
+        onLost: @escaping @Sendable (String) -> Void, onRestored: @escaping @Sendable (AdvertisingStatus?) -> Void
+    ) async throws
 
     /// Takes off advertising that ibeacon (or, over raw HCI, anything) left on; returns the
     /// sentence that says what was done. With `writer`, only what that ibeacon process (now gone)
@@ -71,6 +75,15 @@ public protocol Adapter: Sendable {
 
     /// The receiver `scan`, `calibrate` and `monitor` take their advertising reports from.
     func sightingSource(mode: AdvertisingMode) async throws -> any SightingSource
+}
+
+extension Adapter {
+    /// Advertises, reporting only when advertising is first on.
+    public func advertise(_ request: AdvertisingRequest, onReady: @escaping @Sendable (AdvertisingStatus) -> Void)
+        async throws
+    {
+        try await advertise(request, onReady: onReady, onLost: { _ in }, onRestored: { _ in })
+    }
 }
 
 /// A controller this host talks HCI to: a raw HCI socket (`raw:hciN`, or `hciN` the kernel does
@@ -95,17 +108,19 @@ public struct ControllerAdapter: Adapter {
 
     /// A session that re-applies advertising after resets and reconnects after the link is lost.
     public func advertise(
-        _ request: AdvertisingRequest, onReady: @escaping @Sendable (AdvertisingStatus) -> Void
+        _ request: AdvertisingRequest, onReady: @escaping @Sendable (AdvertisingStatus) -> Void,
+        onLost: @escaping @Sendable (String) -> Void, onRestored: @escaping @Sendable (AdvertisingStatus?) -> Void
     ) async throws {
         let logger = self.logger
         let session = AdvertisingSession(
             advertiser: Advertiser(
                 beacons: request.beacons, mode: request.mode, ownsController: ownsController, logger: logger),
             connect: connect, healthCheckInterval: request.healthCheckInterval, logger: logger)
-        try await session.run(onReady: { status in
-            for w in status.warnings { logger.warning("\(w)") }
-            onReady(status)
-        })
+        try await session.run(
+            onReady: { status in
+                for w in status.warnings { logger.warning("\(w)") }
+                onReady(status)
+            }, onLost: onLost, onRecovered: { onRestored($0) })
     }
 
     /// Turns the controller's advertising off whoever set it, legacy or extended.

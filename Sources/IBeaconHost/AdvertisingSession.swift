@@ -48,9 +48,11 @@ public struct AdvertisingSession: Sendable {
 
     /// Runs until the task is cancelled. Setup errors before the first successful start are
     /// thrown (the caller exits with them); later problems are logged and recovered from.
-    /// `onReady` is called once advertising is first on; `onRecovered` after each recovery.
+    /// `onReady` is called once advertising is first on; `onLost` with the cause when the
+    /// controller lost it (re-applying starts); `onRecovered` after each recovery.
     public func run(
         onReady: @Sendable (AdvertisingStatus) -> Void,
+        onLost: @Sendable (String) -> Void = { _ in },
         onRecovered: @Sendable (AdvertisingStatus) -> Void = { _ in }
     ) async throws {
         var client = try await connect()
@@ -116,17 +118,22 @@ public struct AdvertisingSession: Sendable {
             switch trigger {
             case .adapterDown:
                 logger.warning("\(client.transport.name) went down; advertising will resume when it is back up")
+                onLost("\(client.transport.name) went down")
                 continue
             case .controllerReset(let why):
                 logger.warning("\(why); re-applying advertising")
+                onLost(why)
             case .adapterUp:
                 logger.warning("\(client.transport.name) is up again; re-applying advertising")
+                onLost("\(client.transport.name) went down and up")
             case .healthCheck, .linkClosed:
                 if case .linkClosed(let error) = trigger {
                     logger.warning(
                         "lost \(client.transport.name): \(error?.description ?? "closed"); waiting for it to return")
+                    onLost("lost \(client.transport.name): \(error?.description ?? "closed")")
                 } else {
                     logger.warning("the controller stopped answering; reconnecting")
+                    onLost("the controller stopped answering")
                 }
                 await client.close()
                 guard let c = await reconnect() else { return }

@@ -41,6 +41,17 @@ public struct ProcessEnvironment: Sendable {
         return value
     }
 
+    /// `$IBEACON_MQTT_PASSWORD`, honoured even when elevated, like `NOTIFY_SOCKET`: it only picks
+    /// the password sent to the broker that the same caller names on the command line (`--mqtt`,
+    /// `--mqtt-password-file` could name any file the caller can read), which grants nothing the
+    /// caller could not do without ibeacon; and the systemd units, which run the installed binary
+    /// (file capabilities), take it from /etc/default/ibeacon (root's, 0600), the one place for a
+    /// service's secret that its dynamic user need not be able to read.
+    public var mqttPassword: String? {
+        guard let value = variables["IBEACON_MQTT_PASSWORD"], !value.isEmpty else { return nil }
+        return value
+    }
+
     /// A note for the log when an `IBEACON_*` variable is set but ignored, nil otherwise.
     public func ignoredNote(_ name: String) -> String? {
         guard elevated, let value = variables[name], !value.isEmpty else { return nil }

@@ -41,7 +41,8 @@ public struct KernelAdapter: Adapter {
     /// Registers the beacons as advertising instances and keeps them there until cancelled,
     /// then removes them; records the instance numbers for `stop`.
     public func advertise(
-        _ request: AdvertisingRequest, onReady: @escaping @Sendable (AdvertisingStatus) -> Void
+        _ request: AdvertisingRequest, onReady: @escaping @Sendable (AdvertisingStatus) -> Void,
+        onLost: @escaping @Sendable (String) -> Void, onRestored: @escaping @Sendable (AdvertisingStatus?) -> Void
     ) async throws {
         if request.mode != .auto {
             logger.warning("--mode \(request.mode.rawValue) applies to raw HCI only; the kernel chooses the commands")
@@ -57,10 +58,11 @@ public struct KernelAdapter: Adapter {
             client: client, logger: logger, clock: clock,
             onInstancesChanged: { records.saveInstances($0, adapter: adapter, address: "\(address)", logger: logger) })
         startGuardian(adapter)
-        try await session.run(onReady: { status in
-            for w in status.warnings { logger.warning("\(w)") }
-            onReady(status)
-        })
+        try await session.run(
+            onReady: { status in
+                for w in status.warnings { logger.warning("\(w)") }
+                onReady(status)
+            }, onLost: onLost, onRestored: { onRestored(nil) })
     }
 
     /// Removes the instances that ibeacon processes now gone recorded for this adapter

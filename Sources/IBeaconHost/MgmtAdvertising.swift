@@ -194,7 +194,12 @@ public struct MgmtAdvertisingSession: Sendable {
     private var name: String { index.description }
 
     /// Runs until cancelled. Errors before the first registration are thrown; later ones are logged.
-    public func run(onReady: @Sendable (AdvertisingStatus) -> Void) async throws {
+    /// `onLost` is called with the cause when the kernel or another program took our advertising
+    /// away (putting it back starts), `onRestored` once it is back.
+    public func run(
+        onReady: @Sendable (AdvertisingStatus) -> Void, onLost: @Sendable (String) -> Void = { _ in },
+        onRestored: @Sendable () -> Void = {}
+    ) async throws {
         let info = try await client.execute(MgmtReadControllerInfo(), index: index)
         guard info.supportedSettings.contains(.lowEnergy) else {
             throw AdvertisingError("\(name) does not support Bluetooth Low Energy; it cannot advertise an iBeacon")
@@ -245,6 +250,7 @@ public struct MgmtAdvertisingSession: Sendable {
                 state.powered = powered
                 if !powered {
                     logger.warning("\(name) was powered off (New Settings); waiting for it to be powered on again")
+                    onLost("\(name) was powered off")
                     continue
                 }
                 why = "\(name) was powered on again (New Settings)"
@@ -254,6 +260,7 @@ public struct MgmtAdvertisingSession: Sendable {
                 for i in state.registered.indices { state.registered[i] = nil }
                 onInstancesChanged(state.instances)
                 logger.warning("\(name) was removed (Index Removed); waiting for it to come back")
+                onLost("\(name) was removed")
                 continue
             case .indexAdded(index):
                 state.present = true
@@ -269,6 +276,7 @@ public struct MgmtAdvertisingSession: Sendable {
                 continue
             }
             guard let why, state.powered, state.present else { continue }
+            onLost(why)
             let refresh: Bool
             if case .advertisingRemoved = event {
                 refresh = false
@@ -286,6 +294,7 @@ public struct MgmtAdvertisingSession: Sendable {
                 if !readyReported { warnings = w }
                 reportReadyIfDone(warnings)
                 logger.notice("advertising checked and restored after \(elapsed.formattedSeconds) (\(why))")
+                onRestored()
             } catch {
                 // Logged by `shouldRetryRestoring`, or cancelled during a wait: on the way out.
             }

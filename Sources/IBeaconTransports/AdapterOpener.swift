@@ -186,9 +186,12 @@ struct CaptureAdapter: Adapter {
 
     var name: String { "btsnoop:\(path)" }
 
-    func advertise(_ request: AdvertisingRequest, onReady: @escaping @Sendable (AdvertisingStatus) -> Void)
-        async throws
-    { try await controller.advertise(request, onReady: onReady) }
+    func advertise(
+        _ request: AdvertisingRequest, onReady: @escaping @Sendable (AdvertisingStatus) -> Void,
+        onLost: @escaping @Sendable (String) -> Void, onRestored: @escaping @Sendable (AdvertisingStatus?) -> Void
+    ) async throws {
+        try await controller.advertise(request, onReady: onReady, onLost: onLost, onRestored: onRestored)
+    }
 
     func stopAdvertising(leftBy writer: Int32?) async throws -> String? {
         try await controller.stopAdvertising(leftBy: writer)

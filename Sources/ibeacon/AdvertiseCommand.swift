@@ -57,6 +57,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
     @Flag(help: "Print the status line as JSON.")
     var json = false
 
+    @OptionGroup var mqtt: MQTTOptions
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
@@ -68,19 +69,55 @@ struct AdvertiseCommand: AsyncParsableCommand {
         let logger = logging.makeLogger()
         try await reporting {
             let specs = try profile.map { path in try beaconSpec(path: path, forceRandomAddress: randomAddress) }
-            let adapter = try await device.opener(logger: logger).open()
-            let request = AdvertisingRequest(
-                beacons: specs, mode: mode,
-                healthCheckInterval: checkInterval > 0 ? .milliseconds(Int64(checkInterval * 1000)) : nil)
-            let json = self.json
-            try await untilStopped {
-                try await adapter.advertise(request) { status in
+            let status = try mqttStatus(specs, logger: logger)
+            do {
+                try await advertise(specs, mqtt: status, logger: logger)
+            } catch {
+                await status?.finish()
+                throw error
+            }
+            await status?.finish()
+        }
+    }
+
+    /// The beacons' MQTT status, connecting; nil without --mqtt.
+    private func mqttStatus(_ specs: [BeaconSpec], logger: Logger) throws -> AdvertiseMQTT? {
+        guard let publisher = try mqtt.makePublisher(command: "advertise", logger: logger) else { return nil }
+        do {
+            try MQTTTopic.checkDistinct(specs.map(AdvertiseMQTT.name(of:)), kind: "profile")
+        } catch {
+            throw CLIError("\(error)", code: Exit.usage)
+        }
+        publisher.start()
+        return AdvertiseMQTT(publisher: publisher, specs: specs, device: device.deviceText)
+    }
+
+    /// Advertises on the adapter `--device` names until stopped, printing the status line and
+    /// telling systemd and the MQTT broker (`--mqtt`) what is on the air.
+    private func advertise(_ specs: [BeaconSpec], mqtt: AdvertiseMQTT?, logger: Logger) async throws {
+        let adapter = try await device.opener(logger: logger).open()
+        let request = AdvertisingRequest(
+            beacons: specs, mode: mode,
+            healthCheckInterval: checkInterval > 0 ? .milliseconds(Int64(checkInterval * 1000)) : nil)
+        let json = self.json
+        @Sendable func onAir(_ status: AdvertisingStatus) {
+            mqtt?.update(
+                .advertising, txPower: status.beacons.map { $0.txPower.map { Int($0) } },
+                addresses: status.beacons.map { $0.address?.description })
+        }
+        try await untilStopped {
+            try await adapter.advertise(
+                request,
+                onReady: { status in
                     printOut(statusLine(status, device: adapter.name, json: json))
+                    onAir(status)
                     SystemdNotifier.notify(
                         "READY=1\nSTATUS=advertising \(specs.count) beacon(s) on \(adapter.name.escapedForTerminal)"
                             + (status.commandSet == nil ? " through the kernel" : ""))
-                }
-            }
+                }, onLost: { cause in mqtt?.update(.recovering, cause: cause) },
+                onRestored: { status in
+                    if let status { onAir(status) } else { mqtt?.update(.advertising) }
+                })
         }
     }
 

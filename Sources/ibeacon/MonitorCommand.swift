@@ -111,6 +111,7 @@ struct MonitorCommand: AsyncParsableCommand {
     var execTimeout: Double = 30
 
     @OptionGroup var device: DeviceOptions
+    @OptionGroup var mqtt: MQTTOptions
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
@@ -138,7 +139,8 @@ struct MonitorCommand: AsyncParsableCommand {
                 "give at least one region: --region UUID[:MAJOR[:MINOR]], --uuid UUID or --profile FILE")
         }
         do {
-            _ = try commandLineRegions()
+            let names = try commandLineRegions().map(\.name)
+            if mqtt.url != nil { try MQTTTopic.checkDistinct(names, kind: "region") }
         } catch {
             throw ValidationError("\(error)")
         }
@@ -202,12 +204,14 @@ struct MonitorCommand: AsyncParsableCommand {
                 // what hooks leave running; also as PID 1, where every orphan comes to it).
                 hooks = HookRunner(hook: hook, reaper: ChildReaper(), logger: logger)
             }
+            let publisher = try command.mqttPublisher(regions: regions, logger: logger)
             let session = MonitorSession(
                 regions: regions,
                 configuration: .init(
                     exitAfter: command.exitAfter, minRSSI: command.minRSSI.map(Double.init),
                     hysteresis: command.hysteresis, smoothing: command.smoothing),
-                json: command.json, hooks: hooks, stateEvery: command.stateEvery, logger: logger)
+                json: command.json, hooks: hooks, stateEvery: command.stateEvery, logger: logger,
+                mqtt: publisher)
             logger.notice(
                 "monitoring \(regions.count) region(s) on \(command.device.deviceText): \(regions.map(\.description).joined(separator: ", ")); exit after \(command.exitAfter.clean) s of silence"
             )
@@ -229,6 +233,19 @@ struct MonitorCommand: AsyncParsableCommand {
                 if let failure { throw failure }
             }
         }
+    }
+
+    /// The publisher with the regions announced and connecting; nil without --mqtt.
+    func mqttPublisher(regions: [BeaconRegion], logger: Logger) throws -> MQTTPublisher? {
+        guard let publisher = try mqtt.makePublisher(command: "monitor", logger: logger) else { return nil }
+        do {
+            try MQTTTopic.checkDistinct(regions.map(\.name), kind: "region")
+        } catch {
+            throw CLIError("\(error)", code: Exit.usage)
+        }
+        publisher.addRegions(regions)
+        publisher.start()
+        return publisher
     }
 
     /// Scans and feeds the session until the duration, a signal or the end of the source.
@@ -284,10 +301,11 @@ final class MonitorSession: Sendable {
     /// Seconds between state lines (0: none), and when the next is due.
     let stateEvery: Double
     let nextStateLine: Mutex<Double>
+    let mqtt: MQTTPublisher?
 
     init(
         regions: [BeaconRegion], configuration: RegionMonitor.Configuration, json: Bool, hooks: HookRunner?,
-        stateEvery: Double = 0, logger: Logger
+        stateEvery: Double = 0, logger: Logger, mqtt: MQTTPublisher? = nil
     ) {
         monitor = Mutex(RegionMonitor(regions: regions, configuration: configuration))
         regionCount = regions.count
@@ -296,6 +314,7 @@ final class MonitorSession: Sendable {
         self.stateEvery = stateEvery
         self.logger = logger
         nextStateLine = Mutex(stateEvery)
+        self.mqtt = mqtt
     }
 
     /// The first time the source gives fixes the wall clock of its time 0 (event times are
@@ -359,8 +378,16 @@ final class MonitorSession: Sendable {
     func emit(_ e: RegionMonitor.Event) {
         counts.withLock { $0[e.kind, default: 0] += 1 }
         let wall = wallClock(at: e.time)
-        printOut(json ? e.json(wallClock: wall, origin: wallOrigin) : e.text(wallClock: wall, origin: wallOrigin))
+        let jsonLine = json || mqtt != nil ? e.json(wallClock: wall, origin: wallOrigin) : ""
+        printOut(json ? jsonLine : e.text(wallClock: wall, origin: wallOrigin))
         hooks?.submit(label: "\(e.kind.rawValue) of \(e.region.name)", variables: e.hookVariables(wallClock: wall))
+        if let mqtt {
+            mqtt.publishRegionState(
+                e.region.name, e.presence, reason: e.reason,
+                time: wall.map { iso8601(unixSeconds: $0, milliseconds: true) },
+                identity: e.region.identity)
+            mqtt.publishEvent(json: jsonLine)
+        }
     }
 
     func printState(_ e: RegionMonitor.Event, final: Bool) {
@@ -378,11 +405,13 @@ final class MonitorSession: Sendable {
     func finish(grace: Duration, startQueued: Bool, logger: Logger) async {
         guard origin.withLock({ $0.started }) else {  // never got as far as scanning
             await hooks?.finish(grace: grace, startQueued: startQueued)
+            await mqtt?.close()
             return
         }
         // The last word: each region's state as the run ends.
         for e in monitor.withLock({ $0.statusEvents() }) { printState(e, final: true) }
         await hooks?.finish(grace: grace, startQueued: startQueued)
+        await mqtt?.close()
         let c = counts.withLock { $0 }
         let kinds: [RegionMonitor.Event.Kind] = [.inside, .outside, .enter, .exit, .unknown]
         var summary = kinds.map { "\(c[$0, default: 0]) \($0.rawValue)" }.joined(separator: ", ")
@@ -399,6 +428,23 @@ extension RegionMonitor.Event {
     var identity: (uuid: String, major: UInt16?, minor: UInt16?) {
         if let beacon { return (beacon.uuidString, beacon.major, beacon.minor) }
         return (region.proximityUUID.uuidString, region.major, region.minor)
+    }
+
+    /// The region's state after this event, as MQTT publishes it.
+    var presence: RegionPresence { RegionPresence(rawValue: state.rawValue) ?? .unknown }
+
+    /// Why the region is in that state, in words (the MQTT attributes' `reason`).
+    var reason: String {
+        let id = identity
+        let who = "\(id.uuid) \(id.major.map(String.init) ?? "*") \(id.minor.map(String.init) ?? "*")"
+        switch state {
+        case .inside: return "heard \(who)" + (rssi.map { " at \($0) dBm" } ?? "")
+        case .unknown: return deafness.map { "the receiver cannot hear: \($0)" } ?? "not determined yet"
+        case .outside:
+            if let belowGate { return "heard only below --min-rssi (smoothed \(belowGate.fixed(1)) dBm)" }
+            if let silent { return "no beacon heard for \(silent.fixed(1)) s" }
+            return "not heard for \(exitAfter.clean) s"
+        }
     }
 
     /// A wall-clock time to the millisecond, `2026-11-24T07:12:03.123Z`.

@@ -54,6 +54,7 @@ struct ScanCommand: AsyncParsableCommand {
     var json = false
     @Flag(help: "With --json: one JSON object per advertisement report instead (raw reports).")
     var reports = false
+    @OptionGroup var mqtt: MQTTOptions
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
@@ -93,9 +94,27 @@ struct ScanCommand: AsyncParsableCommand {
         let logger = logging.makeLogger()
         let command = self
         try await reporting {
-            try await runUntilSignalled {
-                try await command.scan(logger: logger)
+            let publisher = try mqtt.makePublisher(command: "scan", logger: logger)
+            publisher?.start()
+            do {
+                try await runUntilSignalled {
+                    try await command.scan(logger: logger, mqtt: publisher)
+                }
+            } catch {
+                await publisher?.close()
+                throw error
             }
+            await publisher?.close()
+        }
+    }
+
+    /// Each ranged beacon's distance to `mqtt_room`: one update a second (beacons not heard in
+    /// the second have no distance and are left out).
+    static func publishRanging(_ update: RangingUpdate, to mqtt: MQTTPublisher) {
+        for b in update.beacons {
+            guard let identity = b.identity, let distance = b.distance else { continue }
+            let id = MQTTPayload.rangingID(identity)
+            mqtt.publishRanging(id: id, name: id, distance: distance, at: update.time)
         }
     }
 
@@ -116,7 +135,7 @@ struct ScanCommand: AsyncParsableCommand {
         return stdoutIsTerminal ? .live : .lines
     }
 
-    func scan(logger: Logger) async throws {
+    func scan(logger: Logger, mqtt: MQTTPublisher? = nil) async throws {
         let source = try await device.opener(logger: logger).openSightingSource(mode: mode)
         // A capture's lines go out in blocks of 64 KiB; a receiver's as each event is heard.
         let flushSize = source.isLive ? 0 : 65536
@@ -124,7 +143,7 @@ struct ScanCommand: AsyncParsableCommand {
         if output == .reports {
             failure = await printReports(source, flushSize: flushSize)
         } else {
-            failure = await range(source, flushSize: flushSize)
+            failure = await range(source, flushSize: flushSize, mqtt: mqtt)
         }
         await source.close()
         if let failure { throw failure }
@@ -132,7 +151,7 @@ struct ScanCommand: AsyncParsableCommand {
 
     /// Ranges on `source`: the live table, a line per beacon per second, or `--json` updates.
     /// Returns the error that ended the scan, after the summary.
-    func range(_ source: any SightingSource, flushSize: Int) async -> (any Error)? {
+    func range(_ source: any SightingSource, flushSize: Int, mqtt: MQTTPublisher? = nil) async -> (any Error)? {
         let output = self.output
         let pending = Mutex(PendingOutput())
         let filter = self.filter
@@ -145,6 +164,7 @@ struct ScanCommand: AsyncParsableCommand {
                     for update in updates { Self.write(update, output, to: &pending) }
                     if pending.count >= flushSize { pending.flush() }
                 }
+                if let mqtt { for update in updates { Self.publishRanging(update, to: mqtt) } }
             },
             tick: { t, latest in
                 pending.withLock { $0.flush() }

@@ -1827,6 +1827,51 @@ stable_address_theengs() {
   stop_pid "$gw" 10; stop_pid "$sub" 5; stop_pid "$mqtt" 5
 }
 
+# MQTT through the kernel path: `advertise --device hci0 --mqtt` next to bluetoothd publishes the
+# beacon's status to a mosquitto in the guest; power off → recovering (OFF), power on → advertising
+# (ON) with the cause; SIGTERM → stopped and availability offline (README "Home Assistant and MQTT").
+retained_mqtt() {  # retained_mqtt PORT TOPIC → the retained payload (empty if none)
+  timeout 5 mosquitto_sub -h 127.0.0.1 -p "$1" -t "$2" --retained-only -W 1 2>/dev/null | head -1
+}
+
+scenario_kernel_mqtt() {
+  need_bin || return
+  need_profile || return
+  command -v mosquitto > /dev/null || { skip "mosquitto not installed (make test-deps)"; return; }
+  ip link set lo up 2>/dev/null
+  local port=18830
+  printf 'listener %s 127.0.0.1\nallow_anonymous true\npersistence false\nuser root\n' "$port" > "$WORK/mosquitto.conf"
+  mosquitto -c "$WORK/mosquitto.conf" > "$WORK/mosquitto.log" 2>&1 &
+  local broker=$!
+  BG_PIDS+=("$broker")
+  bluetoothd_start || { fail "bluetoothd powers hci0 and hci1" "powered" "$(tail -5 "$WORK/bluetoothd.log" | tr '\n' ' ')"; return; }
+  local name base=vm/box
+  name=$(basename "$PROFILE" .json)
+  "$IBEACON_BIN" advertise --device hci0 --profile "$PROFILE" --mqtt "mqtt://127.0.0.1:$port" --mqtt-base "$base" \
+    > "$WORK/mqtt-adv.txt" 2>&1 &
+  local adv=$!
+  BG_PIDS+=("$adv")
+  poll 30 grep -q "through the kernel" "$WORK/mqtt-adv.txt" || { fail "advertiser started" "a status line" "$(tr '\n' ' ' < "$WORK/mqtt-adv.txt")"; stop_pid "$adv" 5; return; }
+  poll 10 eval '[ "$(retained_mqtt $port $base/beacon/$name/state)" = ON ]'
+  check_eq "beacon state retained" "ON" "$(retained_mqtt $port "$base/beacon/$name/state")"
+  check_contains "status advertising" '"status":"advertising"' <(retained_mqtt $port "$base/beacon/$name/attributes")
+  check_eq "availability" "online" "$(retained_mqtt $port "$base/advertise/availability")"
+  btmgmt_tty --index 0 power off > /dev/null
+  poll 10 eval '[ "$(retained_mqtt $port $base/beacon/$name/state)" = OFF ]'
+  check_contains "powered off: recovering with its cause" '"status":"recovering"' <(retained_mqtt $port "$base/beacon/$name/attributes")
+  btmgmt_tty --index 0 power on > /dev/null
+  poll 10 eval '[ "$(retained_mqtt $port $base/beacon/$name/state)" = ON ]'
+  check_eq "powered on: advertising again" "ON" "$(retained_mqtt $port "$base/beacon/$name/state")"
+  check_contains "the last recovery's cause" '"lastRecoveryCause":"hci0 was powered' <(retained_mqtt $port "$base/beacon/$name/attributes")
+  stop_advertiser "$adv" "$WORK/mqtt-adv.txt"
+  check_contains "stopped on SIGTERM" '"status":"stopped"' <(retained_mqtt $port "$base/beacon/$name/attributes")
+  check_eq "offline on a clean exit" "offline" "$(retained_mqtt $port "$base/advertise/availability")"
+  check_eq "no MQTT warning with the broker up throughout" "0" "$(grep -c 'warning.*MQTT' "$WORK/mqtt-adv.txt")"
+  sed 's/^/        advertiser: /' "$WORK/mqtt-adv.txt" | grep -i mqtt | head -5
+  stop_pid "$broker" 5
+  bluetoothd_stop
+}
+
 SCENARIOS=(
   controllers
   encoder_selfcheck
@@ -1850,6 +1895,7 @@ SCENARIOS=(
   kernel_two_advertisers
   kernel_stop_records
   kernel_stable_address
+  kernel_mqtt
   kernel_scan_discovery
   kernel_legacy_rotation
   ibeacon_planted_symlink

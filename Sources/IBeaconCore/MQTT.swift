@@ -1,0 +1,412 @@
+/// The pure parts of publishing to an MQTT broker: the broker URL, safe topic levels, and the
+/// payloads (region states, beacon status, ranging, Home Assistant discovery). No I/O: the
+/// client (libmosquitto) lives in IBeaconTransports, the bookkeeping in IBeaconHost.
+
+/// Why an MQTT setting cannot be used; the message names the setting and says how to fix it.
+public struct MQTTSettingError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+/// A broker address from `--mqtt`: `mqtt://[user@]host[:port]` or `mqtts://…` (TLS).
+///
+/// A password is never taken from the URL (it would show in `ps`, the journal and shell
+/// history): it comes from a file or the environment.
+public struct MQTTBrokerURL: Sendable, Equatable, CustomStringConvertible {
+    public var tls: Bool
+    /// A host name, an IPv4 address, or an IPv6 address (without its brackets).
+    public var host: String
+    public var port: Int
+    public var user: String?
+
+    /// The IANA ports: 1883 for MQTT, 8883 for MQTT over TLS.
+    public static let defaultPort = 1883
+    public static let defaultTLSPort = 8883
+
+    public init(tls: Bool, host: String, port: Int? = nil, user: String? = nil) {
+        self.tls = tls
+        self.host = host
+        self.port = port ?? (tls ? Self.defaultTLSPort : Self.defaultPort)
+        self.user = user
+    }
+
+    /// `mqtts://broker.lan:8883` (no user: it goes to the log).
+    public var description: String {
+        let h = host.contains(":") ? "[\(host)]" : host
+        return "\(tls ? "mqtts" : "mqtt")://\(h):\(port)"
+    }
+
+    /// Where a password goes instead of the URL (the CLI's wording).
+    public static let passwordAdvice =
+        "put the password in a file readable only by the service and give it with --mqtt-password-file FILE, "
+        + "or set IBEACON_MQTT_PASSWORD"
+
+    public init(parsing text: String) throws(MQTTSettingError) {
+        func fail(_ why: String) -> MQTTSettingError {
+            MQTTSettingError("--mqtt \(text): \(why) (expected mqtt://HOST[:PORT] or mqtts://HOST[:PORT])")
+        }
+        guard let colon = text.firstIndex(of: ":"), text[colon...].hasPrefix("://") else { throw fail("no scheme") }
+        let scheme = text[..<colon].lowercased()
+        switch scheme {
+        case "mqtt": tls = false
+        case "mqtts": tls = true
+        default: throw fail("the scheme must be mqtt or mqtts, not \(scheme.isEmpty ? "empty" : scheme)")
+        }
+        var rest = text[colon...].dropFirst(3)
+        if rest.contains(where: { $0 == "?" || $0 == "#" }) { throw fail("a query or fragment has no meaning here") }
+        if let slash = rest.firstIndex(of: "/") {
+            guard rest[slash...] == "/" else {
+                throw fail("a path has no meaning here; topics are set with --mqtt-base")
+            }
+            rest = rest[..<slash]
+        }
+        user = nil
+        if let at = rest.lastIndex(of: "@") {
+            let info = rest[..<at]
+            rest = rest[rest.index(after: at)...]
+            if info.contains(":") {
+                throw MQTTSettingError(
+                    "--mqtt: a password in the URL is refused (it would show in the process list and the logs): "
+                        + Self.passwordAdvice)
+            }
+            guard let decoded = Self.percentDecoded(info), !decoded.isEmpty else {
+                throw fail("the user name is empty or badly %-encoded")
+            }
+            guard !decoded.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+                throw fail("the user name contains a control character")
+            }
+            user = decoded
+        }
+        var portText: Substring?
+        if rest.hasPrefix("[") {
+            guard let close = rest.firstIndex(of: "]") else { throw fail("an IPv6 address lacks its closing ]") }
+            host = String(rest[rest.index(after: rest.startIndex)..<close])
+            let after = rest[rest.index(after: close)...]
+            if !after.isEmpty {
+                guard after.hasPrefix(":") else { throw fail("unexpected text after the IPv6 address") }
+                portText = after.dropFirst()
+            }
+            guard !host.isEmpty, host.allSatisfy({ $0.isHexDigit || $0 == ":" || $0 == "." }) else {
+                throw fail("[\(host)] is not an IPv6 address")
+            }
+        } else {
+            if let colon = rest.firstIndex(of: ":") {
+                portText = rest[rest.index(after: colon)...]
+                rest = rest[..<colon]
+            }
+            host = String(rest)
+            guard !host.isEmpty else { throw fail("no host") }
+            let allowed = host.unicodeScalars.allSatisfy {
+                ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || $0 == "-"
+                    || $0 == "." || $0 == "_"
+            }
+            guard allowed, host.count <= 253 else { throw fail("\(host) is not a host name or address") }
+        }
+        if let portText {
+            guard let p = Int(portText), (1...65535).contains(p), portText.allSatisfy(\.isASCII) else {
+                throw fail("the port must be a number within 1…65535, got \(portText.isEmpty ? "nothing" : portText)")
+            }
+            port = p
+        } else {
+            port = tls ? Self.defaultTLSPort : Self.defaultPort
+        }
+    }
+
+    /// `%41` → `A`; nil when an escape is broken or the result is not UTF-8.
+    static func percentDecoded(_ s: Substring) -> String? {
+        var bytes: [UInt8] = []
+        var i = s.utf8.startIndex
+        let u = s.utf8
+        while i < u.endIndex {
+            let b = u[i]
+            if b == UInt8(ascii: "%") {
+                let h1 = u.index(after: i)
+                guard h1 < u.endIndex, u.index(after: h1) < u.endIndex else { return nil }
+                let h2 = u.index(after: h1)
+                guard let v = UInt8(String(decoding: [u[h1], u[h2]], as: UTF8.self), radix: 16) else { return nil }
+                bytes.append(v)
+                i = u.index(after: h2)
+            } else {
+                bytes.append(b)
+                i = u.index(after: i)
+            }
+        }
+        return String(validating: bytes, as: UTF8.self)
+    }
+}
+
+/// Topic names (MQTT 3.1.1 §4.7): levels separated by `/`, `+` and `#` are wildcards that a
+/// published topic must not contain, and a leading `$` is the broker's own (`$SYS`).
+public enum MQTTTopic {
+    /// One topic level made from a name (a region's, a profile's, a room's): `/`, `+`, `#` and
+    /// control characters (C0, DEL, C1) become `_`, so a name can neither add a level nor act as a
+    /// wildcard; an empty name is `_`, and a leading `$` becomes `_`.
+    public static func level(_ name: String) -> String {
+        var out = ""
+        for scalar in name.unicodeScalars {
+            let v = scalar.value
+            let unsafe = v < 0x20 || (0x7F...0x9F).contains(v) || v == 0x2F || v == 0x2B || v == 0x23
+            out.unicodeScalars.append(unsafe ? "_" : scalar)
+        }
+        if out.hasPrefix("$") { out = "_" + out.dropFirst() }
+        return out.isEmpty ? "_" : out
+    }
+
+    /// An identifier Home Assistant accepts in a discovery topic and as an object id:
+    /// `[a-zA-Z0-9_-]`, every other character `_`.
+    public static func identifier(_ name: String) -> String {
+        let out = String(
+            String.UnicodeScalarView(
+                name.unicodeScalars.map { s in
+                    ("a"..."z").contains(s) || ("A"..."Z").contains(s) || ("0"..."9").contains(s) || s == "-"
+                        || s == "_"
+                        ? s : "_"
+                }))
+        return out.isEmpty ? "_" : out
+    }
+
+    /// Checks a topic prefix given by the user (`--mqtt-base`, `--mqtt-discovery-prefix`):
+    /// non-empty levels, no wildcard, no control character, no leading `$`, at most 200 bytes.
+    public static func validatePrefix(_ text: String, option: String) throws(MQTTSettingError) {
+        func fail(_ why: String) -> MQTTSettingError { MQTTSettingError("\(option) \(text): \(why)") }
+        if text.isEmpty { throw fail("empty") }
+        if text.utf8.count > 200 { throw fail("longer than 200 bytes") }
+        if text.contains("+") || text.contains("#") { throw fail("+ and # are MQTT wildcards, not topic characters") }
+        if text.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }) {
+            throw fail("contains a control character")
+        }
+        if text.hasPrefix("$") { throw fail("topics starting with $ belong to the broker") }
+        if text.split(separator: "/", omittingEmptySubsequences: false).contains(where: \.isEmpty) {
+            throw fail("an empty topic level (a leading, trailing or doubled /)")
+        }
+    }
+
+    /// Refuses names that would share a topic or a Home Assistant object id once made safe
+    /// (`a/b` and `a_b`): each must have its own retained state.
+    public static func checkDistinct(_ names: [String], kind: String) throws(MQTTSettingError) {
+        var seen: [String: String] = [:]
+        for name in names {
+            let id = identifier(name).lowercased()
+            if let other = seen[id], other != name {
+                throw MQTTSettingError(
+                    "the \(kind)s \(JSONWriter.quoted(other)) and \(JSONWriter.quoted(name)) would publish under the same "
+                        + "MQTT topic and Home Assistant id (\(id)): name them apart")
+            }
+            seen[id] = name
+        }
+    }
+}
+
+/// A region's state as Core Location keeps it (FIELD.md "Region state").
+public enum RegionPresence: String, Sendable, Equatable {
+    case inside, outside, unknown
+
+    /// The payload of the region's state topic, as a Home Assistant `binary_sensor` reads it
+    /// with its default `payload_on`/`payload_off`: `ON`, `OFF`, and `None` for unknown.
+    public var payload: String {
+        switch self {
+        case .inside: "ON"
+        case .outside: "OFF"
+        case .unknown: "None"
+        }
+    }
+}
+
+/// An advertised beacon's state: on the air, being put back after the controller lost it, or
+/// taken off the air (the command ended).
+public enum BeaconRunState: String, Sendable, Equatable {
+    case advertising, recovering, stopped
+
+    /// `ON` only while on the air (a `binary_sensor` of device class `running`).
+    public var payload: String { self == .advertising ? "ON" : "OFF" }
+}
+
+/// Where everything goes, from the base topic and the discovery prefix.
+///
+/// ```
+/// <base>/<command>/availability   online | offline            retained; offline is the Last Will
+/// <base>/region/<name>/state      ON | OFF | None             retained
+/// <base>/region/<name>/attributes {"state":"inside",…}        retained
+/// <base>/beacon/<name>/state      ON | OFF                    retained
+/// <base>/beacon/<name>/attributes {"status":"advertising",…}  retained
+/// <base>/event                    each event as --json prints it, not retained
+/// room_presence/<room>            {"id","name","distance"}    not retained (mqtt_room)
+/// <prefix>/binary_sensor/<node>/<object>/config              retained (discovery)
+/// ```
+public struct MQTTLayout: Sendable, Equatable {
+    public var base: String
+    /// The command publishing (`monitor`, `advertise`, `scan`): each has its own availability.
+    public var command: String
+    /// nil: no Home Assistant discovery.
+    public var discoveryPrefix: String?
+    /// This box: the device in Home Assistant, and the `node_id` of its discovery topics.
+    public var node: String
+    public var room: String
+    public var roomTopic: String
+
+    public init(
+        base: String, command: String, discoveryPrefix: String?, node: String, room: String,
+        roomTopic: String = "room_presence"
+    ) {
+        self.base = base
+        self.command = command
+        self.discoveryPrefix = discoveryPrefix
+        self.node = MQTTTopic.identifier(node)
+        self.room = room
+        self.roomTopic = roomTopic
+    }
+
+    public var availabilityTopic: String { "\(base)/\(command)/availability" }
+    public var eventTopic: String { "\(base)/event" }
+    /// Home Assistant announces its restart here (`online`).
+    public var homeAssistantStatusTopic: String? { discoveryPrefix.map { "\($0)/status" } }
+    public var rangingTopic: String { "\(roomTopic)/\(MQTTTopic.level(room))" }
+
+    public func regionStateTopic(_ name: String) -> String { "\(base)/region/\(MQTTTopic.level(name))/state" }
+    public func regionAttributesTopic(_ name: String) -> String {
+        "\(base)/region/\(MQTTTopic.level(name))/attributes"
+    }
+    public func beaconStateTopic(_ name: String) -> String { "\(base)/beacon/\(MQTTTopic.level(name))/state" }
+    public func beaconAttributesTopic(_ name: String) -> String {
+        "\(base)/beacon/\(MQTTTopic.level(name))/attributes"
+    }
+
+    /// The device every entity of this box belongs to (Home Assistant groups them by `identifiers`).
+    public var deviceJSON: JSONValue {
+        .object(
+            JSONObject([
+                ("identifiers", .array([.string("ibeacon_\(node)")])),
+                ("name", .string("ibeacon \(node)")),
+                ("manufacturer", .string("ibeacon")),
+                ("model", .string("ibeacon (Linux)")),
+            ]))
+    }
+
+    /// The discovery message of a region's presence sensor; nil without discovery.
+    public func regionDiscovery(_ name: String) -> (topic: String, payload: String)? {
+        discovery(
+            kind: "region", name: name, displayName: name, deviceClass: "presence",
+            stateTopic: regionStateTopic(name), attributesTopic: regionAttributesTopic(name))
+    }
+
+    /// The discovery message of an advertised beacon's running sensor; nil without discovery.
+    public func beaconDiscovery(_ name: String) -> (topic: String, payload: String)? {
+        discovery(
+            kind: "beacon", name: name, displayName: "\(name) advertising", deviceClass: "running",
+            stateTopic: beaconStateTopic(name), attributesTopic: beaconAttributesTopic(name))
+    }
+
+    /// `<prefix>/binary_sensor/<node>/<kind>_<name>/config` with a `binary_sensor` config in
+    /// Home Assistant's long key names (FIELD.md "MQTT, Home Assistant and the fleet").
+    func discovery(
+        kind: String, name: String, displayName: String, deviceClass: String, stateTopic: String,
+        attributesTopic: String
+    ) -> (topic: String, payload: String)? {
+        guard let discoveryPrefix else { return nil }
+        let object = "\(kind)_\(MQTTTopic.identifier(name))"
+        let config = JSONObject([
+            ("name", .string(displayName)),
+            ("unique_id", .string("ibeacon_\(node)_\(object)")),
+            ("object_id", .string("ibeacon_\(node)_\(object)")),
+            ("device_class", .string(deviceClass)),
+            ("state_topic", .string(stateTopic)),
+            ("payload_on", .string("ON")),
+            ("payload_off", .string("OFF")),
+            ("json_attributes_topic", .string(attributesTopic)),
+            ("availability_topic", .string(availabilityTopic)),
+            ("payload_available", .string("online")),
+            ("payload_not_available", .string("offline")),
+            ("device", deviceJSON),
+        ])
+        return ("\(discoveryPrefix)/binary_sensor/\(node)/\(object)/config", JSONValue.object(config).compactText())
+    }
+}
+
+/// The payloads, one JSON object each, keys in a fixed order.
+public enum MQTTPayload {
+    /// A region's attributes: its state, why, and when (UTC, or null when the time is a capture's).
+    public static func regionAttributes(
+        name: String, state: RegionPresence, reason: String, time: String?, identity: String
+    ) -> String {
+        JSONValue.object(
+            JSONObject([
+                ("region", .string(name)), ("state", .string(state.rawValue)), ("reason", .string(reason)),
+                ("time", time.map(JSONValue.string) ?? .null), ("identity", .string(identity)),
+            ])
+        ).compactText()
+    }
+
+    /// One `mqtt_room` reading: `{"id":…,"name":…,"distance":…}`, the distance in metres with
+    /// two decimals (FIELD.md: Home Assistant's `mqtt_room` reads exactly these keys).
+    public static func ranging(id: String, name: String, distance: Double) -> String {
+        JSONValue.object(
+            JSONObject([
+                ("id", .string(id)), ("name", .string(name)),
+                ("distance", JSONValue.decimal(distance, fractionDigits: 2)),
+            ])
+        ).compactText()
+    }
+
+    /// The `mqtt_room` id of a beacon: `<uuid lower case>-<major>-<minor>`.
+    public static func rangingID(_ beacon: IBeacon) -> String {
+        "\(beacon.uuidString.lowercased())-\(beacon.major)-\(beacon.minor)"
+    }
+
+    /// The same id from a ranged identity.
+    public static func rangingID(_ identity: BeaconIdentity) -> String {
+        "\(identity.proximityUUID.uuidString.lowercased())-\(identity.major)-\(identity.minor)"
+    }
+}
+
+/// What `advertise` says about one beacon: its state, its profile's fields, and its last
+/// recovery (when the controller lost the advertising and it was put back) with the cause.
+public struct AdvertisedBeaconStatus: Sendable, Equatable {
+    /// The profile's name (its file name without `.json` when it has none): the topic level.
+    public var name: String
+    public var state: BeaconRunState
+    public var beacon: IBeacon
+    public var intervalMilliseconds: Int?
+    public var txPower: Int?
+    public var device: String
+    /// The address it advertises from (nil: a new non-resolvable one, or not known).
+    public var address: String?
+    /// When the state last changed (UTC, ISO 8601).
+    public var since: String
+    /// The latest loss of the advertising: when (UTC) and why.
+    public var lastRecovery: String?
+    public var lastRecoveryCause: String?
+
+    public init(
+        name: String, state: BeaconRunState, beacon: IBeacon, intervalMilliseconds: Int?, txPower: Int?,
+        device: String, address: String? = nil, since: String, lastRecovery: String? = nil,
+        lastRecoveryCause: String? = nil
+    ) {
+        self.name = name
+        self.state = state
+        self.beacon = beacon
+        self.intervalMilliseconds = intervalMilliseconds
+        self.txPower = txPower
+        self.device = device
+        self.address = address
+        self.since = since
+        self.lastRecovery = lastRecovery
+        self.lastRecoveryCause = lastRecoveryCause
+    }
+
+    /// The retained attributes: `{"status":"advertising","profile":…,"uuid":…,…}`.
+    public var json: String {
+        func opt(_ v: Int?) -> JSONValue { v.map { .integer(Int64($0)) } ?? .null }
+        func opt(_ s: String?) -> JSONValue { s.map(JSONValue.string) ?? .null }
+        return JSONValue.object(
+            JSONObject([
+                ("status", .string(state.rawValue)), ("profile", .string(name)), ("device", .string(device)),
+                ("address", opt(address)),
+                ("uuid", .string(beacon.uuidString)), ("major", .integer(Int64(beacon.major))),
+                ("minor", .integer(Int64(beacon.minor))), ("measuredPower", .integer(Int64(beacon.measuredPower))),
+                ("intervalMs", opt(intervalMilliseconds)), ("txPower", opt(txPower)), ("since", .string(since)),
+                ("lastRecovery", opt(lastRecovery)), ("lastRecoveryCause", opt(lastRecoveryCause)),
+            ])
+        ).compactText()
+    }
+}

@@ -1,0 +1,355 @@
+import IBeaconCore
+import Logging
+import Synchronization
+
+/// One message to a broker.
+public struct MQTTMessage: Sendable, Equatable {
+    /// How the publisher treats a message that cannot be sent now.
+    public enum Kind: Sendable, Equatable {
+        /// The current value of a topic: kept (only the latest), sent again after every reconnect.
+        case retained
+        /// Kept in order while it cannot be sent, within a bound.
+        case event
+        /// Sent now or never (a distance goes stale).
+        case transient
+    }
+    public var topic: String
+    public var payload: String
+    public var kind: Kind
+    /// Retained on the broker (MQTT RETAIN flag).
+    public var retain: Bool { kind == .retained }
+    public init(topic: String, payload: String, kind: Kind) {
+        self.topic = topic
+        self.payload = payload
+        self.kind = kind
+    }
+}
+
+/// What a client library tells the publisher. Called from the client's own thread.
+public protocol MQTTConnectionHandler: AnyObject, Sendable {
+    /// The broker accepted the connection (CONNACK 0).
+    func connectionUp()
+    /// The connection attempt failed or the connection was lost; `reason` says why.
+    func connectionDown(_ reason: String)
+    /// A message handed to the client has left it (QoS 0: written to the socket).
+    func delivered()
+    /// A message arrived on a subscribed topic.
+    func received(topic: String, payload: String)
+    /// The client's loop came round: time to hand it what is waiting.
+    func idle()
+}
+
+/// A connection to a broker that never blocks its caller (libmosquitto in IBeaconTransports).
+public protocol MQTTConnection: Sendable {
+    /// `mqtt://host:port`, for the log.
+    var brokerDescription: String { get }
+    /// Starts connecting in the background (and reconnecting, with back-off, for ever).
+    func start(handler: any MQTTConnectionHandler)
+    /// Queues a message; false when the client refuses it (not connected).
+    func publish(_ message: MQTTMessage) -> Bool
+    /// Hands over what is queued, disconnects cleanly (no Last Will) and stops, waiting at most `timeout`.
+    func close(timeout: Duration) async
+}
+
+/// What the publisher has to send, and what it must send again after every reconnect: pure
+/// bookkeeping, so the rules are tested without a broker.
+///
+/// - Retained topics keep their *current* payload only. A change while disconnected (or while the
+///   window is full) just replaces it; every connect marks all of them to be sent again, so a
+///   broker restarted without persistence ends up with the same retained picture.
+/// - Events are kept in order while they cannot be sent, at most `eventCapacity`: the oldest are
+///   dropped and counted.
+/// - Transient messages (ranging) are sent when they can be, dropped otherwise: a stale distance
+///   is worth nothing.
+/// - At most `window` messages are in the client at once (sent, not yet delivered): a broker
+///   that stops reading cannot make the client's queue grow.
+public struct MQTTOutbox: Sendable {
+    public let eventCapacity: Int
+    public let window: Int
+
+    /// Retained topics in the order they were first set, and their current payloads.
+    private var retainedOrder: [String] = []
+    private var retained: [String: String] = [:]
+    /// Retained topics to send (again), in order; `dirtySet` mirrors it.
+    private var dirty: [String] = []
+    private var dirtySet: Set<String> = []
+    private var events: [MQTTMessage] = []
+    private var eventsHead = 0
+    private var transient: [MQTTMessage] = []
+
+    public private(set) var connected = false
+    public private(set) var outstanding = 0
+    /// Events dropped because the queue was full, since the start.
+    public private(set) var droppedEvents = 0
+    /// Transient messages dropped (no connection, or the window full).
+    public private(set) var droppedTransient = 0
+
+    public init(eventCapacity: Int = 1000, window: Int = 64) {
+        self.eventCapacity = max(1, eventCapacity)
+        self.window = max(1, window)
+    }
+
+    public var queuedEvents: Int { events.count - eventsHead }
+    public var retainedCount: Int { retainedOrder.count }
+    public func retainedPayload(_ topic: String) -> String? { retained[topic] }
+
+    /// Records a retained topic's current payload; it is sent when it changed (or was never sent).
+    public mutating func setRetained(_ topic: String, _ payload: String) {
+        let old = retained.updateValue(payload, forKey: topic)
+        if old == nil { retainedOrder.append(topic) }
+        if old != payload { markDirty(topic) }
+    }
+
+    public mutating func event(_ message: MQTTMessage) {
+        events.append(message)
+        if queuedEvents > eventCapacity {
+            eventsHead += 1
+            droppedEvents += 1
+        }
+        compactEvents()
+    }
+
+    public mutating func transient(_ message: MQTTMessage) {
+        guard connected, outstanding + transient.count < window else {
+            droppedTransient += 1
+            return
+        }
+        transient.append(message)
+    }
+
+    /// Every retained topic is to be sent again (a new connection, or Home Assistant restarted).
+    public mutating func resendAll() {
+        for topic in retainedOrder { markDirty(topic) }
+    }
+
+    public mutating func connectionUp() {
+        connected = true
+        outstanding = 0
+        resendAll()
+    }
+
+    public mutating func connectionDown() {
+        connected = false
+        outstanding = 0
+        droppedTransient += transient.count
+        transient.removeAll()
+    }
+
+    public mutating func delivered() { outstanding = max(0, outstanding - 1) }
+
+    /// The next message to hand to the client, nil when there is none or it must wait (not
+    /// connected, or `window` messages in the client; `ignoringWindow` on the way out). Order:
+    /// retained topics, then events, then transient messages.
+    public mutating func next(ignoringWindow: Bool = false) -> MQTTMessage? {
+        guard connected, ignoringWindow || outstanding < window else { return nil }
+        let message: MQTTMessage
+        if !dirty.isEmpty {
+            let topic = dirty.removeFirst()
+            dirtySet.remove(topic)
+            message = MQTTMessage(topic: topic, payload: retained[topic] ?? "", kind: .retained)
+        } else if eventsHead < events.count {
+            message = events[eventsHead]
+            eventsHead += 1
+            compactEvents()
+        } else if !transient.isEmpty {
+            message = transient.removeFirst()
+        } else {
+            return nil
+        }
+        outstanding += 1
+        return message
+    }
+
+    /// The client refused `message` (the connection went away meanwhile): keep it for later.
+    public mutating func refused(_ message: MQTTMessage) {
+        outstanding = max(0, outstanding - 1)
+        switch message.kind {
+        case .retained: markDirty(message.topic)
+        case .event: events.insert(message, at: eventsHead)
+        case .transient: droppedTransient += 1
+        }
+    }
+
+    private mutating func markDirty(_ topic: String) {
+        if dirtySet.insert(topic).inserted { dirty.append(topic) }
+    }
+
+    private mutating func compactEvents() {
+        if eventsHead > 256 && eventsHead * 2 > events.count {
+            events.removeFirst(eventsHead)
+            eventsHead = 0
+        }
+    }
+}
+
+/// Publishes what the commands know — region states, events, advertised beacons' status,
+/// ranging — to a broker, with Home Assistant discovery, and never holds up the caller: every
+/// call updates the outbox under a short lock and hands the client what it can take.
+///
+/// The interface the commands use is the four `publish…` calls and `close`; the topics and
+/// payloads are `MQTTLayout`'s.
+public final class MQTTPublisher: MQTTConnectionHandler {
+    public let layout: MQTTLayout
+    let connection: any MQTTConnection
+    let logger: Logger
+    private let outbox: Mutex<MQTTOutbox>
+    /// Held while taking messages from the outbox and handing them to the client, so that two
+    /// threads cannot reorder two payloads of one topic.
+    private let sending = Mutex(())
+    private let outage = Mutex<(down: Bool, since: ContinuousClock.Instant?, everUp: Bool, reason: String)>(
+        (false, nil, false, ""))
+    /// When each ranged beacon was last published (source seconds), for the once-a-second limit.
+    private let lastRanging = Mutex<[String: Double]>([:])
+
+    public init(layout: MQTTLayout, connection: any MQTTConnection, logger: Logger, outbox: MQTTOutbox = MQTTOutbox()) {
+        self.layout = layout
+        self.connection = connection
+        self.logger = logger
+        self.outbox = Mutex(outbox)
+        self.outbox.withLock { $0.setRetained(layout.availabilityTopic, "online") }
+    }
+
+    /// Starts connecting in the background.
+    public func start() { connection.start(handler: self) }
+
+    /// A snapshot of the bookkeeping (tests, the exit summary).
+    public var state: MQTTOutbox { outbox.withLock { $0 } }
+
+    // MARK: The commands' interface
+
+    /// Announces the regions to Home Assistant and sets them unknown until determined.
+    public func addRegions(_ regions: [BeaconRegion]) {
+        outbox.withLock { box in
+            for r in regions {
+                if let d = layout.regionDiscovery(r.name) { box.setRetained(d.topic, d.payload) }
+                setRegion(&box, r.name, .unknown, reason: "monitoring started", time: nil, identity: r.identity)
+            }
+        }
+        pump()
+    }
+
+    /// A region's state changed (or was first determined).
+    public func publishRegionState(
+        _ name: String, _ state: RegionPresence, reason: String, time: String?, identity: String
+    ) {
+        outbox.withLock { setRegion(&$0, name, state, reason: reason, time: time, identity: identity) }
+        pump()
+    }
+
+    private func setRegion(
+        _ box: inout MQTTOutbox, _ name: String, _ state: RegionPresence, reason: String, time: String?,
+        identity: String
+    ) {
+        box.setRetained(layout.regionStateTopic(name), state.payload)
+        box.setRetained(
+            layout.regionAttributesTopic(name),
+            MQTTPayload.regionAttributes(name: name, state: state, reason: reason, time: time, identity: identity))
+    }
+
+    /// One event, exactly the line `--json` prints; not retained.
+    public func publishEvent(json: String) {
+        outbox.withLock { $0.event(MQTTMessage(topic: layout.eventTopic, payload: json, kind: .event)) }
+        pump()
+    }
+
+    /// An advertised beacon's status (discovery is sent with its first status).
+    public func publishBeaconStatus(_ status: AdvertisedBeaconStatus) {
+        outbox.withLock { box in
+            if let d = layout.beaconDiscovery(status.name) { box.setRetained(d.topic, d.payload) }
+            box.setRetained(layout.beaconStateTopic(status.name), status.state.payload)
+            box.setRetained(layout.beaconAttributesTopic(status.name), status.json)
+        }
+        pump()
+    }
+
+    /// One beacon's distance for `mqtt_room`, at most once a second per beacon (`t` in seconds
+    /// of the caller's clock); not retained, not kept while disconnected.
+    public func publishRanging(id: String, name: String, distance: Double, at t: Double) {
+        let due = lastRanging.withLock { last in
+            if let previous = last[id], t - previous < 1, t >= previous { return false }
+            last[id] = t
+            return true
+        }
+        guard due, distance.isFinite else { return }
+        let payload = MQTTPayload.ranging(id: id, name: name, distance: distance)
+        outbox.withLock { $0.transient(MQTTMessage(topic: layout.rangingTopic, payload: payload, kind: .transient)) }
+        pump()
+    }
+
+    /// On the way out: availability `offline` (retained, replacing `online`), what is queued
+    /// handed over, a clean disconnect; at most `timeout`.
+    public func close(timeout: Duration = .seconds(1)) async {
+        outbox.withLock { $0.setRetained(layout.availabilityTopic, "offline") }
+        pump(ignoringWindow: true)
+        await connection.close(timeout: timeout)
+        let s = state
+        if s.droppedEvents > 0 {
+            logger.warning("MQTT: \(s.droppedEvents) event(s) were dropped while the broker could not take them")
+        }
+    }
+
+    // MARK: MQTTConnectionHandler (the client's thread)
+
+    public func connectionUp() {
+        let (wasDown, since, everUp) = outage.withLock { o in
+            let r = (o.down, o.since, o.everUp)
+            o = (false, nil, true, "")
+            return r
+        }
+        let (count, dropped) = outbox.withLock { box in
+            box.connectionUp()
+            return (box.retainedCount, box.droppedEvents)
+        }
+        if !everUp && !wasDown {
+            logger.notice("MQTT: connected to \(connection.brokerDescription)")
+        } else {
+            let away = since.map { " after \($0.duration(to: .now).formattedSeconds)" } ?? ""
+            let lost = dropped > 0 ? "; \(dropped) event(s) dropped so far (queue full)" : ""
+            logger.notice(
+                "MQTT: \(connection.brokerDescription) is back\(away); publishing the \(count) retained topics again\(lost)"
+            )
+        }
+        pump()
+    }
+
+    public func connectionDown(_ reason: String) {
+        outbox.withLock { $0.connectionDown() }
+        let first = outage.withLock { o in
+            if o.down { return false }
+            o.down = true
+            o.since = .now
+            o.reason = reason
+            return true
+        }
+        guard first else { return }
+        let capacity = outbox.withLock { $0.eventCapacity }
+        logger.warning(
+            "MQTT: \(connection.brokerDescription): \(reason); retrying in the background with back-off (states are sent again when it is back, up to \(capacity) events are kept)"
+        )
+    }
+
+    public func delivered() {
+        outbox.withLock { $0.delivered() }
+    }
+
+    public func received(topic: String, payload: String) {
+        guard topic == layout.homeAssistantStatusTopic, payload == "online" else { return }
+        logger.notice("MQTT: Home Assistant restarted (online on \(topic)); publishing discovery and states again")
+        outbox.withLock { $0.resendAll() }
+        pump()
+    }
+
+    public func idle() { pump() }
+
+    /// Hands the client what the outbox lets through now.
+    func pump(ignoringWindow: Bool = false) {
+        sending.withLock { _ in
+            while let message = outbox.withLock({ $0.next(ignoringWindow: ignoringWindow) }) {
+                if !connection.publish(message) {
+                    outbox.withLock { $0.refused(message) }
+                    return
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,263 @@
+import CMosquitto
+import IBeaconCore
+import IBeaconHost
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// How to reach a broker: its URL and the credentials, TLS files and Last Will.
+public struct MQTTClientSettings: Sendable {
+    public var url: MQTTBrokerURL
+    public var user: String?
+    public var password: String?
+    /// TLS: the CA to verify the broker against (nil: the system's, /etc/ssl/certs).
+    public var caFile: String?
+    /// TLS: a client certificate and its key (both or neither).
+    public var certFile: String?
+    public var keyFile: String?
+    public var clientID: String
+    /// Published by the broker when the connection ends without a clean disconnect (retained, QoS 1).
+    public var will: MQTTMessage
+    public var subscriptions: [String]
+    /// Seconds between keep-alive pings; the broker drops (and sends the Will) after 1.5 times that.
+    public var keepalive: Int32
+    /// Seconds to wait for the broker's CONNACK before trying again.
+    public var connectTimeout: Double
+
+    public init(
+        url: MQTTBrokerURL, user: String?, password: String?, caFile: String?, certFile: String?, keyFile: String?,
+        clientID: String, will: MQTTMessage, subscriptions: [String], keepalive: Int32 = 30,
+        connectTimeout: Double = 10
+    ) {
+        self.url = url
+        self.user = user
+        self.password = password
+        self.caFile = caFile
+        self.certFile = certFile
+        self.keyFile = keyFile
+        self.clientID = clientID
+        self.will = will
+        self.subscriptions = subscriptions
+        self.keepalive = keepalive
+        self.connectTimeout = connectTimeout
+    }
+}
+
+/// `mosquitto_lib_init` once per process (it is not thread-safe).
+private let mosquittoLibrary: Void = { _ = mosquitto_lib_init() }()
+
+/// The callbacks' view of a connection: its handler and whether CONNACK 0 has been seen.
+private final class MosquittoCallbacks: @unchecked Sendable {
+    // Set once in `start` before the loop thread exists; read on that thread only.
+    var handler: (any MQTTConnectionHandler)?
+    let connected = Atomic(false)
+    let closing = Atomic(false)
+    var subscriptions: [String] = []
+}
+
+/// An MQTT connection through libmosquitto (Eclipse Mosquitto's C client) that never blocks
+/// its callers: connecting, reconnecting, TLS handshakes and socket writes happen on a thread of
+/// its own; `publish` only queues.
+///
+/// The thread runs `mosquitto_loop` itself rather than `mosquitto_loop_start`: libmosquitto's
+/// own loop (`mosquitto_loop_forever`) stops reconnecting for good after a DNS failure
+/// (MOSQ_ERR_EAI), a TLS error or a refused login, and a box must keep trying through a
+/// network outage or a broker restarted with its ACLs half loaded. Back-off: 1 s doubling to 30 s.
+public final class MosquittoConnection: MQTTConnection, @unchecked Sendable {
+    /// `mosquitto *`, created in `init`, used from any thread (libmosquitto locks inside; the
+    /// client is put in threaded mode so `publish` never writes to the socket itself).
+    private let mosq: OpaquePointer
+    private let callbacks = MosquittoCallbacks()
+    private let settings: MQTTClientSettings
+    private let stopping = Atomic(false)
+    private let finished = Atomic(false)
+    private let started = Atomic(false)
+
+    public var brokerDescription: String { settings.url.description }
+
+    /// Sets the client up (credentials, TLS, Last Will); connects only in `start`. Throws when a
+    /// TLS file cannot be used (`mosquitto_tls_set`).
+    public init(settings: MQTTClientSettings) throws(MQTTSettingError) {
+        _ = mosquittoLibrary
+        self.settings = settings
+        guard let m = mosquitto_new(settings.clientID, true, nil) else {
+            throw MQTTSettingError("cannot create an MQTT client (mosquitto_new: \(String(cString: strerror(errno))))")
+        }
+        mosq = m
+        mosquitto_user_data_set(m, Unmanaged.passUnretained(callbacks).toOpaque())
+        _ = mosquitto_threaded_set(m, true)
+        if settings.user != nil || settings.password != nil {
+            _ = mosquitto_username_pw_set(m, settings.user, settings.password)
+        }
+        let will = Array(settings.will.payload.utf8)
+        _ = mosquitto_will_set(m, settings.will.topic, Int32(will.count), will, 1, true)
+        if settings.url.tls {
+            let rc = mosquitto_tls_set(
+                m, settings.caFile, settings.caFile == nil ? "/etc/ssl/certs" : nil, settings.certFile,
+                settings.keyFile, nil)
+            if rc != MOSQ_ERR_SUCCESS.rawValue {
+                mosquitto_destroy(m)
+                throw MQTTSettingError(
+                    "the TLS settings cannot be used (mosquitto_tls_set: \(Self.describe(rc))): check --mqtt-ca, "
+                        + "--mqtt-cert and --mqtt-key (PEM files, readable, the key matching the certificate)")
+            }
+        }
+        Self.installCallbacks(m)
+    }
+
+    private static func installCallbacks(_ m: OpaquePointer) {
+        mosquitto_connect_callback_set(m) { m, obj, rc in
+            guard let obj else { return }
+            let cb = Unmanaged<MosquittoCallbacks>.fromOpaque(obj).takeUnretainedValue()
+            if rc == 0 {
+                // Subscribed again on every connect: a clean session forgets them.
+                for topic in cb.subscriptions { _ = mosquitto_subscribe(m, nil, topic, 0) }
+                cb.connected.store(true, ordering: .sequentiallyConsistent)
+                cb.handler?.connectionUp()
+            } else {
+                cb.handler?.connectionDown(
+                    "the broker refused the connection: \(String(cString: mosquitto_connack_string(rc)))")
+            }
+        }
+        mosquitto_disconnect_callback_set(m) { _, obj, rc in
+            guard let obj else { return }
+            let cb = Unmanaged<MosquittoCallbacks>.fromOpaque(obj).takeUnretainedValue()
+            let was = cb.connected.exchange(false, ordering: .sequentiallyConsistent)
+            if was && !cb.closing.load(ordering: .sequentiallyConsistent) {
+                cb.handler?.connectionDown("connection lost (\(MosquittoConnection.describe(rc)))")
+            }
+        }
+        mosquitto_publish_callback_set(m) { _, obj, _ in
+            guard let obj else { return }
+            Unmanaged<MosquittoCallbacks>.fromOpaque(obj).takeUnretainedValue().handler?.delivered()
+        }
+        mosquitto_message_callback_set(m) { _, obj, message in
+            guard let obj, let message, let topic = message.pointee.topic else { return }
+            let cb = Unmanaged<MosquittoCallbacks>.fromOpaque(obj).takeUnretainedValue()
+            let count = Int(max(0, message.pointee.payloadlen))
+            let bytes =
+                message.pointee.payload.map {
+                    Array(UnsafeRawBufferPointer(start: $0, count: count))
+                } ?? []
+            cb.handler?.received(topic: String(cString: topic), payload: String(decoding: bytes, as: UTF8.self))
+        }
+    }
+
+    /// `mosquitto_strerror`, or the errno text for MOSQ_ERR_ERRNO.
+    static func describe(_ rc: Int32) -> String {
+        if rc == MOSQ_ERR_ERRNO.rawValue { return String(cString: strerror(errno)) }
+        return String(cString: mosquitto_strerror(rc))
+    }
+
+    public func start(handler: any MQTTConnectionHandler) {
+        guard !started.exchange(true, ordering: .sequentiallyConsistent) else { return }
+        callbacks.handler = handler
+        callbacks.subscriptions = settings.subscriptions
+        var thread = pthread_t()
+        let context = Unmanaged.passRetained(self).toOpaque()
+        let rc = pthread_create(
+            &thread, nil,
+            { arg in
+                guard let arg else { return nil }
+                Unmanaged<MosquittoConnection>.fromOpaque(arg).takeRetainedValue().run()
+                return nil
+            }, context)
+        if rc == 0 {
+            pthread_detach(thread)
+        } else {
+            Unmanaged<MosquittoConnection>.fromOpaque(context).release()
+            finished.store(true, ordering: .sequentiallyConsistent)
+            handler.connectionDown("cannot start the MQTT thread (pthread_create: \(String(cString: strerror(rc))))")
+        }
+    }
+
+    public func publish(_ message: MQTTMessage) -> Bool {
+        guard callbacks.connected.load(ordering: .sequentiallyConsistent) else { return false }
+        let payload = Array(message.payload.utf8)
+        let rc = mosquitto_publish(mosq, nil, message.topic, Int32(payload.count), payload, 0, message.retain)
+        return rc == MOSQ_ERR_SUCCESS.rawValue
+    }
+
+    public func close(timeout: Duration) async {
+        callbacks.closing.store(true, ordering: .sequentiallyConsistent)
+        if callbacks.connected.load(ordering: .sequentiallyConsistent) {
+            _ = mosquitto_disconnect(mosq)
+        } else {
+            stopping.store(true, ordering: .sequentiallyConsistent)
+        }
+        let clock = ContinuousClock()
+        let deadline = clock.now + timeout
+        while !finished.load(ordering: .sequentiallyConsistent) && started.load(ordering: .sequentiallyConsistent)
+            && clock.now < deadline
+        {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        stopping.store(true, ordering: .sequentiallyConsistent)
+    }
+
+    /// Seconds on the monotonic clock.
+    private static func monotonic() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+
+    /// Sleeps `seconds` in 50 ms steps, returning early when stopping.
+    private func pause(_ seconds: Double) {
+        let end = Self.monotonic() + seconds
+        while !stopping.load(ordering: .sequentiallyConsistent) && Self.monotonic() < end {
+            usleep(50_000)
+        }
+    }
+
+    /// The client's thread: connect, loop, and on any failure wait and reconnect, until closed.
+    private func run() {
+        defer { finished.store(true, ordering: .sequentiallyConsistent) }
+        let backoff = (first: 1.0, maximum: 30.0)
+        var delay = backoff.first
+        var attemptStarted = Self.monotonic()
+        var rc = mosquitto_connect_async(mosq, settings.url.host, Int32(settings.url.port), settings.keepalive)
+        var socketOpen = rc == MOSQ_ERR_SUCCESS.rawValue
+        if !socketOpen { callbacks.handler?.connectionDown("cannot connect (\(Self.describe(rc)))") }
+        while !stopping.load(ordering: .sequentiallyConsistent) {
+            if !socketOpen {
+                if callbacks.closing.load(ordering: .sequentiallyConsistent) { return }
+                pause(delay)
+                delay = min(delay * 2, backoff.maximum)
+                if stopping.load(ordering: .sequentiallyConsistent) { return }
+                attemptStarted = Self.monotonic()
+                rc = mosquitto_reconnect_async(mosq)
+                socketOpen = rc == MOSQ_ERR_SUCCESS.rawValue
+                if !socketOpen {
+                    callbacks.handler?.connectionDown("cannot connect (\(Self.describe(rc)))")
+                    continue
+                }
+            }
+            rc = mosquitto_loop(mosq, 250, 1)
+            if rc != MOSQ_ERR_SUCCESS.rawValue {
+                socketOpen = false
+                if callbacks.closing.load(ordering: .sequentiallyConsistent) { return }
+                if !callbacks.connected.load(ordering: .sequentiallyConsistent) {
+                    callbacks.handler?.connectionDown("cannot connect (\(Self.describe(rc)))")
+                }
+                continue
+            }
+            if callbacks.closing.load(ordering: .sequentiallyConsistent) {
+                continue  // handing over the last messages and the DISCONNECT: no timeout to judge
+            } else if callbacks.connected.load(ordering: .sequentiallyConsistent) {
+                delay = backoff.first
+            } else if Self.monotonic() - attemptStarted > settings.connectTimeout {
+                // A listener that never answers the CONNECT: try again (reconnecting closes the socket).
+                callbacks.handler?.connectionDown(
+                    "no answer to the MQTT CONNECT within \(Int(settings.connectTimeout)) s")
+                socketOpen = false
+                continue
+            }
+            callbacks.handler?.idle()
+        }
+    }
+}

@@ -1,0 +1,162 @@
+import FoundationEssentials
+import Testing
+
+@testable import IBeaconCore
+
+@Suite struct MQTTBrokerURLTests {
+    @Test func defaultsAndExplicitPorts() throws {
+        let plain = try MQTTBrokerURL(parsing: "mqtt://broker.lan")
+        #expect(plain == MQTTBrokerURL(tls: false, host: "broker.lan", port: 1883))
+        let tls = try MQTTBrokerURL(parsing: "MQTTS://10.0.0.2:8884/")
+        #expect(tls == MQTTBrokerURL(tls: true, host: "10.0.0.2", port: 8884))
+        #expect(try MQTTBrokerURL(parsing: "mqtts://h").port == 8883)
+        let v6 = try MQTTBrokerURL(parsing: "mqtt://[fe80::1]:1884")
+        #expect(v6.host == "fe80::1" && v6.port == 1884 && v6.description == "mqtt://[fe80::1]:1884")
+        let user = try MQTTBrokerURL(parsing: "mqtt://store%2012@broker")
+        #expect(user.user == "store 12" && user.description == "mqtt://broker:1883")
+    }
+
+    @Test func aPasswordInTheURLIsRefusedSayingWhereToPutIt() {
+        #expect {
+            try MQTTBrokerURL(parsing: "mqtt://box:s3cret@broker")
+        } throws: { error in
+            let text = "\(error)"
+            return text.contains("password in the URL is refused") && text.contains("--mqtt-password-file")
+                && text.contains("IBEACON_MQTT_PASSWORD") && !text.contains("s3cret")
+        }
+    }
+
+    @Test(arguments: [
+        ("broker:1883", "no scheme"),
+        ("http://broker", "scheme must be mqtt or mqtts"),
+        ("mqtt://", "no host"),
+        ("mqtt://broker:0", "within 1…65535"),
+        ("mqtt://broker:65536", "within 1…65535"),
+        ("mqtt://broker:", "got nothing"),
+        ("mqtt://broker:12ab", "within 1…65535"),
+        ("mqtt://broker/ibeacon", "--mqtt-base"),
+        ("mqtt://broker?x=1", "query or fragment"),
+        ("mqtt://bro ker", "not a host name"),
+        ("mqtt://[fe80::1", "closing ]"),
+        ("mqtt://[zz]", "not an IPv6 address"),
+        ("mqtt://@broker", "user name is empty"),
+        ("mqtt://%zz@broker", "badly %-encoded"),
+        ("mqtt://a%0Ab@broker", "control character"),
+    ])
+    func unusableURLsSayWhy(_ text: String, _ words: String) {
+        #expect {
+            try MQTTBrokerURL(parsing: text)
+        } throws: { error in
+            "\(error)".contains(words) && "\(error)".contains("--mqtt \(text)")
+        }
+    }
+}
+
+@Suite struct MQTTTopicTests {
+    @Test func aNameBecomesExactlyOneSafeLevel() {
+        #expect(MQTTTopic.level("bakery") == "bakery")
+        #expect(MQTTTopic.level("a/b+c#d") == "a_b_c_d")
+        #expect(MQTTTopic.level("tab\there\u{0}\u{7F}\u{85}") == "tab_here___")
+        #expect(MQTTTopic.level("") == "_")
+        #expect(MQTTTopic.level("$SYS") == "_SYS")
+        #expect(MQTTTopic.level("Bäckerei café") == "Bäckerei café")  // UTF-8 is fine in topics
+    }
+
+    @Test func homeAssistantIdentifiersAreAlphanumeric() {
+        #expect(MQTTTopic.identifier("Bäckerei 2/nord") == "B_ckerei_2_nord")
+        #expect(MQTTTopic.identifier("store-12_a") == "store-12_a")
+        #expect(MQTTTopic.identifier("") == "_")
+    }
+
+    @Test(arguments: [
+        ("", "empty"), ("a/+/b", "wildcards"), ("a/#", "wildcards"), ("/a", "empty topic level"),
+        ("a/", "empty topic level"), ("a//b", "empty topic level"), ("$SYS/x", "belong to the broker"),
+        ("a\u{1}b", "control character"), (String(repeating: "x", count: 201), "longer than 200"),
+    ])
+    func unusablePrefixes(_ text: String, _ words: String) {
+        #expect { try MQTTTopic.validatePrefix(text, option: "--mqtt-base") } throws: { "\($0)".contains(words) }
+    }
+
+    @Test func namesThatWouldShareATopicAreRefused() throws {
+        try MQTTTopic.checkDistinct(["bakery", "deli", "a/b"], kind: "region")
+        #expect {
+            try MQTTTopic.checkDistinct(["a/b", "a_b"], kind: "region")
+        } throws: { "\($0)".contains("\"a/b\" and \"a_b\"") && "\($0)".contains("name them apart") }
+        #expect(throws: MQTTSettingError.self) { try MQTTTopic.checkDistinct(["Deli", "deli"], kind: "region") }
+    }
+}
+
+@Suite struct MQTTPayloadTests {
+    let layout = MQTTLayout(
+        base: "ibeacon/box1", command: "monitor", discoveryPrefix: "homeassistant", node: "box-1.lan",
+        room: "kitchen/2")
+
+    @Test func topicsOfTheLayout() {
+        #expect(layout.availabilityTopic == "ibeacon/box1/monitor/availability")
+        #expect(layout.regionStateTopic("a/b") == "ibeacon/box1/region/a_b/state")
+        #expect(layout.regionAttributesTopic("deli") == "ibeacon/box1/region/deli/attributes")
+        #expect(layout.beaconStateTopic("front#door") == "ibeacon/box1/beacon/front_door/state")
+        #expect(layout.eventTopic == "ibeacon/box1/event")
+        #expect(layout.rangingTopic == "room_presence/kitchen_2")
+        #expect(layout.homeAssistantStatusTopic == "homeassistant/status")
+        #expect(layout.node == "box-1_lan")
+    }
+
+    /// The keys and values Home Assistant's binary_sensor discovery reads (FIELD.md).
+    @Test func regionDiscoveryIsAPresenceBinarySensorOfThisBox() throws {
+        let d = try #require(layout.regionDiscovery("a/b"))
+        #expect(d.topic == "homeassistant/binary_sensor/box-1_lan/region_a_b/config")
+        let config = try #require(try JSONValue.parse(Array(d.payload.utf8)).objectValue)
+        #expect(config["state_topic"] == .string("ibeacon/box1/region/a_b/state"))
+        #expect(config["unique_id"] == .string("ibeacon_box-1_lan_region_a_b"))
+        #expect(config["device_class"] == .string("presence"))
+        #expect(config["payload_on"] == .string("ON") && config["payload_off"] == .string("OFF"))
+        #expect(config["availability_topic"] == .string("ibeacon/box1/monitor/availability"))
+        #expect(config["json_attributes_topic"] == .string("ibeacon/box1/region/a_b/attributes"))
+        let device = try #require(config["device"]?.objectValue)
+        #expect(device["identifiers"] == .array([.string("ibeacon_box-1_lan")]))
+        let beacon = try #require(layout.beaconDiscovery("front door"))
+        #expect(beacon.topic == "homeassistant/binary_sensor/box-1_lan/beacon_front_door/config")
+        #expect(beacon.payload.contains(#""device_class":"running""#))
+        var off = layout
+        off.discoveryPrefix = nil
+        #expect(off.regionDiscovery("x") == nil && off.homeAssistantStatusTopic == nil)
+    }
+
+    @Test func statePayloadsAreWhatABinarySensorReads() {
+        #expect(RegionPresence.inside.payload == "ON")
+        #expect(RegionPresence.outside.payload == "OFF")
+        #expect(RegionPresence.unknown.payload == "None")
+        #expect(BeaconRunState.advertising.payload == "ON")
+        #expect(BeaconRunState.recovering.payload == "OFF" && BeaconRunState.stopped.payload == "OFF")
+    }
+
+    @Test func rangingIsTheMqttRoomObject() {
+        #expect(
+            MQTTPayload.ranging(id: "x-1-2", name: "x", distance: 2.0) == #"{"id":"x-1-2","name":"x","distance":2.00}"#)
+        let b = IBeacon(
+            proximityUUID: UUID(uuidString: "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0")!, major: 0x0102, minor: 0x0304,
+            measuredPower: -59)
+        #expect(MQTTPayload.rangingID(b) == "e2c56db5-dffb-48d2-b060-d0f5a71096e0-258-772")
+    }
+
+    @Test func attributesCarryStateReasonAndTime() {
+        let text = MQTTPayload.regionAttributes(
+            name: "deli", state: .unknown, reason: "monitoring started", time: nil, identity: "E2C5:1")
+        #expect(
+            text
+                == #"{"region":"deli","state":"unknown","reason":"monitoring started","time":null,"identity":"E2C5:1"}"#
+        )
+        let b = IBeacon(
+            proximityUUID: UUID(uuidString: "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0")!, major: 0x0102, minor: 0x0304,
+            measuredPower: -59)
+        let status = AdvertisedBeaconStatus(
+            name: "door", state: .recovering, beacon: b, intervalMilliseconds: 100, txPower: nil, device: "hci0",
+            since: "2026-11-26T10:00:00.000Z", lastRecovery: "2026-11-26T10:00:00.000Z",
+            lastRecoveryCause: "HCI Reset by another host")
+        let object = try? JSONValue.parse(Array(status.json.utf8)).objectValue
+        #expect(object?["status"] == .string("recovering") && object?["major"] == .integer(258))
+        #expect(object?["measuredPower"] == .integer(-59) && object?["txPower"] == .null)
+        #expect(object?["lastRecoveryCause"] == .string("HCI Reset by another host"))
+    }
+}

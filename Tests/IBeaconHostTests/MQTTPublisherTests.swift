@@ -1,0 +1,193 @@
+import FoundationEssentials
+import IBeaconCore
+import IBeaconTestSupport
+import Logging
+import Synchronization
+import Testing
+
+@testable import IBeaconHost
+
+private func retained(_ topic: String, _ payload: String) -> MQTTMessage {
+    MQTTMessage(topic: topic, payload: payload, kind: .retained)
+}
+
+private func event(_ n: Int) -> MQTTMessage { MQTTMessage(topic: "b/event", payload: "\(n)", kind: .event) }
+
+private func drain(_ box: inout MQTTOutbox) -> [MQTTMessage] {
+    var out: [MQTTMessage] = []
+    while let m = box.next() {
+        out.append(m)
+        box.delivered()
+    }
+    return out
+}
+
+@Suite struct MQTTOutboxTests {
+    @Test func whileDisconnectedOnlyTheCurrentStateOfEachTopicIsKept() {
+        var box = MQTTOutbox()
+        box.setRetained("b/avail", "online")
+        box.setRetained("b/region/a/state", "None")
+        box.setRetained("b/region/a/state", "ON")
+        box.setRetained("b/region/a/state", "OFF")
+        #expect(box.next() == nil)  // not connected
+        box.connectionUp()
+        #expect(drain(&box) == [retained("b/avail", "online"), retained("b/region/a/state", "OFF")])
+    }
+
+    /// A broker restarted without persistence has forgotten everything: every connect sends
+    /// every retained topic again, unchanged ones included.
+    @Test func everyConnectSendsEveryRetainedTopicAgain() {
+        var box = MQTTOutbox()
+        box.setRetained("b/avail", "online")
+        box.setRetained("b/region/a/state", "ON")
+        box.connectionUp()
+        #expect(drain(&box).count == 2)
+        box.setRetained("b/region/a/state", "ON")  // unchanged: nothing to send
+        #expect(box.next() == nil)
+        box.connectionDown()
+        box.connectionUp()
+        #expect(drain(&box) == [retained("b/avail", "online"), retained("b/region/a/state", "ON")])
+        box.resendAll()  // Home Assistant restarted
+        #expect(drain(&box).count == 2)
+    }
+
+    @Test func eventsAreBoundedTheOldestDroppedAndCounted() {
+        var box = MQTTOutbox(eventCapacity: 5)
+        for n in 1...12 { box.event(event(n)) }
+        #expect(box.queuedEvents == 5 && box.droppedEvents == 7)
+        box.connectionUp()
+        #expect(drain(&box).map(\.payload) == ["8", "9", "10", "11", "12"])
+    }
+
+    @Test func memoryStaysBoundedAgainstABrokerThatTakesNothing() {
+        var box = MQTTOutbox(eventCapacity: 100, window: 8)
+        box.connectionUp()
+        for n in 1...100_000 {
+            box.event(event(n))
+            box.setRetained("b/region/\(n % 200)/state", n % 2 == 0 ? "ON" : "OFF")
+            _ = box.next()  // handed to the client, never delivered
+        }
+        #expect(box.outstanding == 8)  // the window: the client's queue cannot grow
+        #expect(box.queuedEvents == 100 && box.retainedCount == 200)
+        #expect(box.droppedEvents == 100_000 - 100)
+    }
+
+    @Test func theWindowHoldsBackUntilDelivered() {
+        var box = MQTTOutbox(window: 2)
+        box.connectionUp()
+        for n in 1...4 { box.event(event(n)) }
+        #expect(box.next()?.payload == "1" && box.next()?.payload == "2")
+        #expect(box.next() == nil)
+        box.delivered()
+        #expect(box.next()?.payload == "3")
+        #expect(box.next(ignoringWindow: true)?.payload == "4")  // on the way out
+    }
+
+    @Test func transientMessagesAreSentNowOrNever() {
+        var box = MQTTOutbox(window: 1)
+        box.transient(MQTTMessage(topic: "room_presence/k", payload: "a", kind: .transient))
+        #expect(box.droppedTransient == 1)
+        box.connectionUp()
+        box.transient(MQTTMessage(topic: "room_presence/k", payload: "b", kind: .transient))
+        box.transient(MQTTMessage(topic: "room_presence/k", payload: "c", kind: .transient))  // window full
+        #expect(box.next()?.payload == "b" && box.droppedTransient == 2)
+    }
+
+    @Test func aRefusedMessageIsKeptInItsPlace() {
+        var box = MQTTOutbox()
+        box.connectionUp()
+        box.event(event(1))
+        box.event(event(2))
+        let first = box.next()!
+        box.refused(first)
+        box.setRetained("b/x", "1")
+        let m = box.next()!
+        box.refused(m)
+        #expect(drain(&box).map(\.payload) == ["1", "1", "2"])
+    }
+}
+
+/// A connection that records what it is given and is driven by the test.
+private final class FakeConnection: MQTTConnection, Sendable {
+    let sent = Mutex<[MQTTMessage]>([])
+    let up = Atomic(false)
+    let handler = Mutex<(any MQTTConnectionHandler)?>(nil)
+    var brokerDescription: String { "mqtt://fake:1883" }
+    func start(handler: any MQTTConnectionHandler) { self.handler.withLock { $0 = handler } }
+    func publish(_ message: MQTTMessage) -> Bool {
+        guard up.load(ordering: .relaxed) else { return false }
+        sent.withLock { $0.append(message) }
+        return true
+    }
+    func close(timeout: Duration) async {}
+    func connect() {
+        up.store(true, ordering: .relaxed)
+        handler.withLock { $0 }?.connectionUp()
+    }
+    func drop(_ reason: String) {
+        up.store(false, ordering: .relaxed)
+        handler.withLock { $0 }?.connectionDown(reason)
+    }
+}
+
+@Suite struct MQTTPublisherTests {
+    let layout = MQTTLayout(base: "t/box", command: "monitor", discoveryPrefix: "ha", node: "box", room: "box")
+
+    @Test func oneLogLinePerOutageAndOneWhenBack() throws {
+        let log = RecordingLog()
+        let connection = FakeConnection()
+        let publisher = MQTTPublisher(layout: layout, connection: connection, logger: log.logger)
+        publisher.addRegions([try BeaconRegion(parsing: "deli=E2C56DB5-DFFB-48D2-B060-D0F5A71096E0")])
+        publisher.start()
+        for _ in 1...5 { connection.drop("cannot connect (Connection refused)") }  // five attempts
+        connection.connect()
+        connection.drop("connection lost (The connection was lost.)")
+        connection.drop("cannot connect (Connection refused)")
+        connection.connect()
+        let mqttLines = log.messages.filter { $0.contains("MQTT") }
+        #expect(mqttLines.count == 4, "\(mqttLines)")
+        #expect(mqttLines[0].hasPrefix("warning: MQTT: mqtt://fake:1883: cannot connect (Connection refused)"))
+        #expect(mqttLines[1].contains("is back after") && mqttLines[3].contains("is back after"))
+        #expect(mqttLines[2].contains("connection lost"))
+    }
+
+    @Test func afterEveryReconnectTheCurrentPictureIsSentAgain() throws {
+        let connection = FakeConnection()
+        let publisher = MQTTPublisher(layout: layout, connection: connection, logger: RecordingLog().logger)
+        publisher.addRegions([try BeaconRegion(parsing: "deli=E2C56DB5-DFFB-48D2-B060-D0F5A71096E0")])
+        publisher.start()
+        connection.connect()
+        publisher.publishRegionState("deli", .inside, reason: "heard", time: nil, identity: "x")
+        connection.drop("connection lost")
+        publisher.publishRegionState("deli", .outside, reason: "silent", time: nil, identity: "x")
+        publisher.publishEvent(json: #"{"event":"exit"}"#)
+        connection.sent.withLock { $0.removeAll() }
+        connection.connect()
+        let sent = connection.sent.withLock { $0 }
+        let topics = sent.map(\.topic)
+        #expect(topics.contains("ha/binary_sensor/box/region_deli/config"))
+        #expect(sent.contains(retained("t/box/region/deli/state", "OFF")))
+        #expect(sent.contains(retained("t/box/monitor/availability", "online")))
+        #expect(sent.last == MQTTMessage(topic: "t/box/event", payload: #"{"event":"exit"}"#, kind: .event))
+        // Home Assistant restarting asks for all of it again.
+        connection.sent.withLock { $0.removeAll() }
+        publisher.received(topic: "ha/status", payload: "online")
+        #expect(connection.sent.withLock { $0.count } == 4)
+        publisher.received(topic: "ha/status", payload: "offline")
+        #expect(connection.sent.withLock { $0.count } == 4)
+    }
+
+    @Test func rangingAtMostOnceASecondPerBeacon() {
+        let connection = FakeConnection()
+        let publisher = MQTTPublisher(layout: layout, connection: connection, logger: RecordingLog().logger)
+        publisher.start()
+        connection.connect()
+        connection.sent.withLock { $0.removeAll() }
+        for t in stride(from: 0.0, to: 3.0, by: 0.25) {
+            publisher.publishRanging(id: "a", name: "a", distance: 1.5, at: t)
+            publisher.publishRanging(id: "b", name: "b", distance: 2.5, at: t)
+        }
+        let sent = connection.sent.withLock { $0 }
+        #expect(sent.count == 6 && sent.allSatisfy { $0.topic == "room_presence/box" && !$0.retain })
+    }
+}

@@ -58,8 +58,10 @@ let package = Package(
         // Calibration simulation (`make calsim`): the accuracy table in BENCHMARKS.md.
         .executableTarget(
             name: "ibeacon-calsim", dependencies: ["IBeaconCore", "IBeaconHost", "IBeaconTestSupport"]),
-        // Scripted transport, behavioural fake controller, manual clock.
-        .target(name: "IBeaconTestSupport", dependencies: ["IBeaconCore", "IBeaconHost"]),
+        // Scripted transport, behavioural fake controller, manual clock, recording log.
+        .target(
+            name: "IBeaconTestSupport",
+            dependencies: ["IBeaconCore", "IBeaconHost", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "IBeaconCoreTests", dependencies: ["IBeaconCore", "IBeaconTestSupport"]),
         .testTarget(name: "IBeaconHostTests", dependencies: ["IBeaconHost", "IBeaconTestSupport"]),
         .testTarget(name: "IBeaconTransportsTests", dependencies: ["IBeaconTransports", "IBeaconTestSupport"]),

@@ -28,6 +28,21 @@ public enum LECommandSet: String, Sendable, Hashable {
     case extended
 }
 
+/// The unit advertising intervals and scan intervals/windows are counted in: one slot is
+/// 0.625 ms (Core 5.4 Vol 4 Part E §7.8.5, §7.8.10).
+public enum Slots {
+    public static let unitMilliseconds = 0.625
+
+    /// `slots` in milliseconds.
+    public static func milliseconds<T: BinaryInteger>(_ slots: T) -> Double { Double(slots) * unitMilliseconds }
+
+    /// `20 ms…10240 ms (32…16384 slots of 0.625 ms)`: a range of slots, for messages.
+    static func rangeText<T: BinaryInteger>(_ r: ClosedRange<T>) -> String {
+        "\(formatMilliseconds(milliseconds(r.lowerBound)))…\(formatMilliseconds(milliseconds(r.upperBound)))"
+            + " (\(r.lowerBound)…\(r.upperBound) slots of 0.625 ms)"
+    }
+}
+
 /// Prints milliseconds without a trailing `.0`: multiples of 0.625 are exact in binary.
 private func formatMilliseconds(_ ms: Double) -> String {
     ms == ms.rounded() && abs(ms) < 1e15 ? "\(Int64(ms)) ms" : "\(ms) ms"
@@ -51,11 +66,7 @@ public struct AdvertisingInterval: Hashable, Sendable, Comparable, CustomStringC
         set == .legacy ? "Core 5.4 Vol 4 Part E §7.8.5" : "Core 5.4 Vol 4 Part E §7.8.53"
     }
 
-    private static func allowedText(_ set: LECommandSet) -> String {
-        let r = range(for: set)
-        return "\(formatMilliseconds(Double(r.lowerBound) * 0.625))…\(formatMilliseconds(Double(r.upperBound) * 0.625))"
-            + " (\(r.lowerBound)…\(r.upperBound) slots of 0.625 ms)"
-    }
+    private static func allowedText(_ set: LECommandSet) -> String { Slots.rangeText(range(for: set)) }
 
     /// From a slot count, validated against the range of `set`.
     public init(slots: UInt32, for set: LECommandSet = .legacy) throws(ParameterError) {
@@ -82,7 +93,7 @@ public struct AdvertisingInterval: Hashable, Sendable, Comparable, CustomStringC
         try self.init(slots: UInt32((milliseconds * 8 + 2) / 5), for: set)  // round(ms / 0.625)
     }
 
-    public var milliseconds: Double { Double(slots) * 0.625 }
+    public var milliseconds: Double { Slots.milliseconds(slots) }
 
     /// `100 ms (160 slots)`.
     public var description: String { "\(formatMilliseconds(milliseconds)) (\(slots) slots)" }
@@ -107,11 +118,7 @@ public struct ScanTiming: Hashable, Sendable, Comparable, CustomStringConvertibl
         set == .legacy ? "Core 5.4 Vol 4 Part E §7.8.10" : "Core 5.4 Vol 4 Part E §7.8.64"
     }
 
-    private static func allowedText(_ set: LECommandSet) -> String {
-        let r = range(for: set)
-        return "\(formatMilliseconds(Double(r.lowerBound) * 0.625))…\(formatMilliseconds(Double(r.upperBound) * 0.625))"
-            + " (\(r.lowerBound)…\(r.upperBound) slots of 0.625 ms)"
-    }
+    private static func allowedText(_ set: LECommandSet) -> String { Slots.rangeText(range(for: set)) }
 
     public init(slots: UInt16, for set: LECommandSet = .legacy) throws(ParameterError) {
         guard Self.range(for: set).contains(slots) else {
@@ -125,7 +132,7 @@ public struct ScanTiming: Hashable, Sendable, Comparable, CustomStringConvertibl
     /// From milliseconds, rounded to the nearest 0.625 ms slot (2.5 ms → 4 slots).
     public init(milliseconds: Double, for set: LECommandSet = .legacy) throws(ParameterError) {
         let r = Self.range(for: set)
-        let slots = (milliseconds / 0.625).rounded()
+        let slots = (milliseconds / Slots.unitMilliseconds).rounded()
         guard slots.isFinite, slots >= Double(r.lowerBound), slots <= Double(r.upperBound) else {
             throw .outOfRange(
                 what: "scan interval/window", value: "\(milliseconds) ms", allowed: Self.allowedText(set),
@@ -134,7 +141,7 @@ public struct ScanTiming: Hashable, Sendable, Comparable, CustomStringConvertibl
         self.slots = UInt16(slots)
     }
 
-    public var milliseconds: Double { Double(slots) * 0.625 }
+    public var milliseconds: Double { Slots.milliseconds(slots) }
 
     /// `60 ms (96 slots)`.
     public var description: String { "\(formatMilliseconds(milliseconds)) (\(slots) slots)" }

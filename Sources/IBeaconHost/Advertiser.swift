@@ -68,24 +68,68 @@ public struct BeaconSpec: Sendable, Equatable {
     }
 }
 
-/// What was set up, for the status line.
+/// What was set up, for the status line, whatever the path (`Adapter`): a controller this host
+/// programs over HCI, or the kernel's advertising instances.
 public struct AdvertisingStatus: Sendable {
-    public struct Beacon: Sendable {
-        public var spec: BeaconSpec
-        public var address: BDAddress
-        public var handle: UInt8?
-        /// The TX power the controller uses, when it says.
-        public var txPower: Int8?
+    /// Where one beacon went on the air.
+    public enum Placement: Sendable, Equatable {
+        /// On a controller this host programs over HCI: the address it advertises from, and its
+        /// advertising set (extended commands; nil for legacy).
+        case controller(address: BDAddress, handle: UInt8?)
+        /// An advertising instance of the kernel's, registered with `method`, connectable or not;
+        /// `address` is the one on the air when the kernel's rule fixes it (the adapter's identity
+        /// address when connectable), nil when the kernel makes a new non-resolvable one.
+        case kernelInstance(UInt8, method: MgmtAdvertisingMethod, connectable: Bool, address: BDAddress?)
     }
 
-    public var commandSet: LECommandSet
-    public var controllerAddress: BDAddress
+    public struct Beacon: Sendable, Equatable {
+        public var spec: BeaconSpec
+        public var placement: Placement
+        /// The TX power the controller uses, when it says; nil when it does not (through the
+        /// kernel also when the kernel reports the power as unknown, 127).
+        public var txPower: Int8?
+
+        public init(spec: BeaconSpec, placement: Placement, txPower: Int8?) {
+            self.spec = spec
+            self.placement = placement
+            self.txPower = txPower
+        }
+
+        /// The address it advertises from, when known.
+        public var address: BDAddress? {
+            switch placement {
+            case .controller(let address, _), .kernelInstance(_, _, _, let address?): address
+            case .kernelInstance: nil
+            }
+        }
+
+        /// Whether it advertises connectable: only a kernel instance registered so (raw HCI
+        /// always advertises non-connectable).
+        public var connectable: Bool {
+            if case .kernelInstance(_, _, let connectable, _) = placement { connectable } else { false }
+        }
+
+        /// The kernel's instance number, through the kernel.
+        public var instance: UInt8? {
+            if case .kernelInstance(let instance, _, _, _) = placement { instance } else { nil }
+        }
+    }
+
+    /// The HCI command set in use; nil through the kernel, which chooses the commands.
+    public var commandSet: LECommandSet?
     public var beacons: [Beacon]
     /// Things the user should know (TX power not honoured, calibrated at another TX power).
     public var warnings: [String]
+
+    public init(commandSet: LECommandSet?, beacons: [Beacon], warnings: [String]) {
+        self.commandSet = commandSet
+        self.beacons = beacons
+        self.warnings = warnings
+    }
 }
 
-/// A problem with the request itself, independent of any controller error.
+/// A problem with the request itself, independent of any controller error (or, through the
+/// kernel, why it cannot advertise besides a command failing).
 public struct AdvertisingError: Error, Sendable, CustomStringConvertible {
     public var message: String
     public init(_ message: String) { self.message = message }
@@ -210,10 +254,10 @@ public struct Advertiser: Sendable {
                     + "the controller transmits at \(power.map { "\($0) dBm" } ?? "its own fixed level")")
         }
         if let warning = calibrationWarning(spec, inUse: power) { warnings.append(warning) }
+        let placement = AdvertisingStatus.Placement.controller(
+            address: spec.randomAddress ?? controllerAddress, handle: nil)
         return AdvertisingStatus(
-            commandSet: .legacy, controllerAddress: controllerAddress,
-            beacons: [.init(spec: spec, address: spec.randomAddress ?? controllerAddress, handle: nil, txPower: power)],
-            warnings: warnings)
+            commandSet: .legacy, beacons: [.init(spec: spec, placement: placement, txPower: power)], warnings: warnings)
     }
 
     private func startExtended(on client: ControllerClient, controllerAddress: BDAddress) async throws
@@ -248,12 +292,12 @@ public struct Advertiser: Sendable {
                     "\(spec.label): requested TX power \(requested) dBm, the controller selected \(selected) dBm")
             }
             if let warning = calibrationWarning(spec, inUse: selected) { warnings.append(warning) }
-            status.append(
-                .init(spec: spec, address: spec.randomAddress ?? controllerAddress, handle: handle, txPower: selected))
+            let placement = AdvertisingStatus.Placement.controller(
+                address: spec.randomAddress ?? controllerAddress, handle: handle)
+            status.append(.init(spec: spec, placement: placement, txPower: selected))
         }
         _ = try await client.execute(Self.extendedEnableCommand(count: beacons.count))
-        return AdvertisingStatus(
-            commandSet: .extended, controllerAddress: controllerAddress, beacons: status, warnings: warnings)
+        return AdvertisingStatus(commandSet: .extended, beacons: status, warnings: warnings)
     }
 
     /// Measured power tracks TX power about 1:1, so a profile calibrated at another TX power is off.

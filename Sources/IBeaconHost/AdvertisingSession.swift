@@ -147,7 +147,7 @@ public struct AdvertisingSession: Sendable {
                 onRecovered(s)
             }
         }
-        await advertiser.stop(on: client, commandSet: status.commandSet)
+        await advertiser.stop(on: client, commandSet: status.commandSet ?? .legacy)
         await client.close()
     }
 

@@ -131,6 +131,10 @@ public struct CalibrationResult: Sendable {
     public var apple: PhoneCalibrationEstimate?
     /// The robust centre (offset not applied).
     public var robust: MeasuredPowerEstimate?
+    /// `.apple`: how many of its own relative standard errors the half-width had to clear the
+    /// precision by at the end (`settings.slowAssurance` once slow variation was seen); nil for
+    /// `.robust`, which stops by `StoppingRule`.
+    public var stoppingMargin: Double? = nil
 
     /// The integer dBm written as `measuredPower`.
     public var measuredPower: Int { Int(estimate.rounded()) }
@@ -262,9 +266,8 @@ public struct CalibrationCollector: Sendable {
             {
                 noisySeen = true
             }
-            let assurance = slowSeen ? max(settings.assurance, settings.slowAssurance) : settings.assurance
             if let e = lastApple,
-                e.halfWidth95 * (1 + assurance * e.halfWidthRelativeError) <= settings.precision,
+                e.halfWidth95 * (1 + currentAssurance * e.halfWidthRelativeError) <= settings.precision,
                 e.drift?.isLarge != true, !e.transientOngoing
             {
                 streak += 1
@@ -277,6 +280,12 @@ public struct CalibrationCollector: Sendable {
             }
         }
         return time >= maximum ? .done : .more
+    }
+
+    /// How many of its own relative standard errors the half-width must clear the precision by
+    /// now (`.apple`): `settings.slowAssurance` once slow variation was seen.
+    var currentAssurance: Double {
+        slowSeen ? max(settings.assurance, settings.slowAssurance) : settings.assurance
     }
 
     /// The shortest run that may stop on precision now: Apple's minimum, or
@@ -317,7 +326,8 @@ public struct CalibrationCollector: Sendable {
         return CalibrationResult(
             estimate: chosen.value + settings.offset, halfWidth95: chosen.halfWidth95, spread: spread,
             method: chosen.method, histogram: histogram, precisionReached: reachedPrecision, address: address,
-            seconds: time, offset: settings.offset, apple: apple, robust: robust)
+            seconds: time, offset: settings.offset, apple: apple, robust: robust,
+            stoppingMargin: settings.method == .apple ? currentAssurance : nil)
     }
 }
 

@@ -64,7 +64,7 @@ public enum ControllerEvent: Sendable {
     /// Asked for by `wake()`.
     case wake
     /// The link to the controller ended: with the transport's error, or nil when it ended
-    /// normally (closed by us, or the end of a replayed capture).
+    /// normally (closed by us).
     case linkClosed(TransportError?)
 }
 
@@ -113,16 +113,15 @@ public actor ControllerClient {
 
     public init(
         transport: any HCITransport, logger: Logger, clock: any Clock<Duration> = ContinuousClock(),
-        defaultTimeout: Duration = .seconds(2), eventCapacity: Int? = EventQueue.defaultCapacity
+        defaultTimeout: Duration = .seconds(2), eventCapacity: Int = EventQueue.defaultCapacity
     ) {
         self.transport = transport
         self.logger = logger
         self.clock = clock
         elapsed = stopwatch(on: clock)
         self.defaultTimeout = defaultTimeout
-        // Bounded for a live controller, which can send faster than any consumer handles (or than
-        // `info`, which reads none); nil for a replayed capture, whose events are all wanted and
-        // whose size the file bounds.
+        // Bounded: a controller can send faster than any consumer handles (or than `info`, which
+        // reads none).
         eventQueue = EventQueue(capacity: eventCapacity)
         events = ControllerEvents(queue: eventQueue)
     }
@@ -362,8 +361,8 @@ public actor ControllerClient {
 
     private func linkEnded(_ error: TransportError?) {
         guard linkError == nil else { return }
-        // A stream that finishes without an error is a closed client or the end of a replayed
-        // capture; transports report a peer that went away by throwing.
+        // A stream that finishes without an error is a closed client; transports report a peer
+        // that went away by throwing.
         linkError = error ?? TransportError(.disconnected, "the connection to \(transport.name) has ended")
         if let (id, opcode) = outstanding.current {
             finish(

@@ -67,11 +67,9 @@ public final class EventQueue: Sendable {
     /// Most other events waiting at once.
     public let reserve: Int
 
-    /// `capacity` nil: no limit and no coalescing (a replayed capture, whose events are all
-    /// wanted and whose size the file bounds).
-    public init(capacity: Int? = EventQueue.defaultCapacity, reserve: Int = EventQueue.defaultReserve) {
-        self.capacity = capacity ?? .max
-        self.reserve = capacity == nil ? .max : reserve
+    public init(capacity: Int = EventQueue.defaultCapacity, reserve: Int = EventQueue.defaultReserve) {
+        self.capacity = capacity
+        self.reserve = reserve
     }
 
     static func isReport(_ event: HCIEvent) -> Bool {
@@ -90,7 +88,6 @@ public final class EventQueue: Sendable {
         let (outcome, handOver): (Outcome, (CheckedContinuation<ControllerEvent?, Never>, ControllerEvent?)?) =
             state.withLock { s in
                 if s.finished { return (.dropped, nil) }
-                let limited = capacity != .max
                 switch event {
                 case .wake:
                     if s.wakeWaiting { return (.coalesced, nil) }
@@ -99,10 +96,10 @@ public final class EventQueue: Sendable {
                     if s.reports >= capacity { return (.dropped, nil) }
                     s.reports += 1
                 case .event(let e):
-                    if limited && s.waitingOthers.contains(e) { return (.coalesced, nil) }
+                    if s.waitingOthers.contains(e) { return (.coalesced, nil) }
                     if s.others >= reserve { return (.dropped, nil) }
                     s.others += 1
-                    if limited { s.waitingOthers.insert(e) }
+                    s.waitingOthers.insert(e)
                 case .linkClosed:
                     s.finished = true
                 }

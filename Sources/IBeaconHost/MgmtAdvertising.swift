@@ -15,7 +15,8 @@ public struct MgmtInstance: Sendable, Equatable {
     public var spec: BeaconSpec
     public var instance: UInt8
     public var method: MgmtAdvertisingMethod
-    /// The power the controller selected, when the kernel says (extended parameters only).
+    /// The power the controller selected, when the kernel says (extended parameters only, and
+    /// not its "unknown", 127).
     public var txPower: Int8?
     /// Registered with the Connectable flag (for `BeaconAddress.identity`).
     public var connectable = false
@@ -44,20 +45,6 @@ public struct MgmtAdapterAddressing: Sendable, Equatable {
     }
 }
 
-/// What is on the air after a successful start, for the status line.
-public struct MgmtAdvertisingStatus: Sendable {
-    public var index: MgmtIndex
-    public var instances: [MgmtInstance]
-    public var warnings: [String]
-}
-
-/// Why the management path cannot advertise (besides a command failing).
-public struct MgmtAdvertisingError: Error, Sendable, CustomStringConvertible {
-    public var message: String
-    public init(_ message: String) { self.message = message }
-    public var description: String { message }
-}
-
 /// Registers iBeacons as kernel advertising instances and takes them away again, touching
 /// only instance numbers it registered itself.
 public struct MgmtAdvertiser: Sendable {
@@ -75,11 +62,11 @@ public struct MgmtAdvertiser: Sendable {
     /// not in `reserved`. Never 0 (reserved by mgmt-api.txt).
     public static func freeInstances(
         _ count: Int, features: MgmtReadAdvertisingFeatures.ReturnParameters, reserved: Set<UInt8> = []
-    ) throws(MgmtAdvertisingError) -> [UInt8] {
+    ) throws(AdvertisingError) -> [UInt8] {
         let used = Set(features.instances).union(reserved)
         let free = features.maxInstances == 0 ? [] : (1...features.maxInstances).filter { !used.contains($0) }
         guard free.count >= count else {
-            throw MgmtAdvertisingError(
+            throw AdvertisingError(
                 "the kernel has \(free.count) free advertising instance(s) of \(features.maxInstances) "
                     + "(in use: \(features.instances.map(String.init).joined(separator: ", "))), "
                     + "\(count) needed; remove other advertisements (`btmgmt rm-adv N`) or advertise fewer profiles")
@@ -108,8 +95,9 @@ public struct MgmtAdvertiser: Sendable {
                 index: index)
             _ = try await client.execute(
                 MgmtAddExtendedAdvertisingData(instance: instance, advertisingData: data), index: index)
+            let known = rp.txPower == MgmtAddExtendedAdvertisingParameters.unknownTxPower ? nil : rp.txPower
             return MgmtInstance(
-                spec: spec, instance: instance, method: .extendedParameters, txPower: rp.txPower,
+                spec: spec, instance: instance, method: .extendedParameters, txPower: known,
                 connectable: connectable, address: onAir)
         } catch MgmtError.commandFailed(_, _, let status) where status == .unknownCommand || status == .notSupported {
             let why =
@@ -209,12 +197,12 @@ public struct MgmtAdvertisingSession: Sendable {
     /// `onLost` is called with the cause when the kernel or another program took our advertising
     /// away (putting it back starts), `onRestored` once it is back.
     public func run(
-        onReady: @Sendable (MgmtAdvertisingStatus) -> Void, onLost: @Sendable (String) -> Void = { _ in },
+        onReady: @Sendable (AdvertisingStatus) -> Void, onLost: @Sendable (String) -> Void = { _ in },
         onRestored: @Sendable () -> Void = {}
     ) async throws {
         let info = try await client.execute(MgmtReadControllerInfo(), index: index)
         guard info.supportedSettings.contains(.lowEnergy) else {
-            throw MgmtAdvertisingError("\(name) does not support Bluetooth Low Energy; it cannot advertise an iBeacon")
+            throw AdvertisingError("\(name) does not support Bluetooth Low Energy; it cannot advertise an iBeacon")
         }
         var state = State(
             registered: Array(repeating: nil, count: advertiser.beacons.count),
@@ -223,8 +211,14 @@ public struct MgmtAdvertisingSession: Sendable {
         func reportReadyIfDone(_ warnings: [String]) {
             guard !readyReported, state.registered.allSatisfy({ $0 != nil }) else { return }
             readyReported = true
-            onReady(
-                MgmtAdvertisingStatus(index: index, instances: state.registered.compactMap { $0 }, warnings: warnings))
+            let beacons = state.registered.compactMap { $0 }.map { i in
+                AdvertisingStatus.Beacon(
+                    spec: i.spec,
+                    placement: .kernelInstance(
+                        i.instance, method: i.method, connectable: i.connectable, address: i.address),
+                    txPower: i.txPower)
+            }
+            onReady(AdvertisingStatus(commandSet: nil, beacons: beacons, warnings: warnings))
         }
         var warnings: [String] = []
         if state.powered {

@@ -20,6 +20,10 @@ public protocol SightingSource: Sendable {
     /// What to call the receiver in messages: `hci0`, `tcp:127.0.0.1:9000`, a capture's path.
     var name: String { get }
 
+    /// False for a capture read from a file: its time is the recording's, and what it gives can
+    /// be read as fast as the file allows (true by default).
+    var isLive: Bool { get }
+
     /// The receiver's own address, when it can be known (recorded with a calibration).
     func receiverAddress() async throws -> BDAddress?
 
@@ -53,6 +57,8 @@ public protocol SightingSource: Sendable {
 }
 
 extension SightingSource {
+    public var isLive: Bool { true }
+
     /// Scans without a watchdog, not told whether the receiver can hear (`scan`, `calibrate`).
     public func scan(
         tickInterval: Duration,
@@ -223,7 +229,7 @@ public struct ControllerSightingSource: SightingSource {
                         }
                     case .linkClosed(nil):
                         _ = try await tick(now())
-                        break loop  // the end of a replayed capture
+                        break loop  // closed
                     case .linkClosed(let error?):
                         tracker.deaf(Deafness(.link, "the link to \(client.transport.name) was lost"), at: now())
                         throw error

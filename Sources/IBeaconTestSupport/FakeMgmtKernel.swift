@@ -37,6 +37,10 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
     public var maxInstances: UInt8 = 5
     /// False: Add Extended Advertising Parameters answers Unknown Command (kernel < 5.12).
     public var supportsExtendedParameters = true
+    /// True: the controller has no LE extended advertising, so the kernel programs it with the
+    /// legacy commands and answers Add Extended Advertising Parameters with the TX power
+    /// `MgmtAddExtendedAdvertisingParameters.unknownTxPower` (127, HCI_TX_POWER_INVALID).
+    public var legacyOnlyController = false
     /// Commands the kernel takes and never answers (its command queue stuck behind a controller
     /// that does not reply); the client's timeout is what ends them.
     public var unansweredOpcodes: Set<MgmtOpcode> = []
@@ -275,7 +279,8 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
                 _instances[instance] = Instance(
                     flags: f, minInterval: f.contains(.useIntervals) ? minInterval : nil,
                     txPower: f.contains(.useTxPower) ? tx : nil, data: [], owner: "test", address: onAirAddress(f))
-                return (.success, [instance, UInt8(bitPattern: f.contains(.useTxPower) ? tx : 0), 31, 31])
+                let selected = legacyOnlyController ? 127 : f.contains(.useTxPower) ? tx : 0
+                return (.success, [instance, UInt8(bitPattern: selected), 31, 31])
             case .addExtendedAdvertisingData:
                 guard let instance = try? r.readUInt8(), _instances[instance] != nil,
                     let length = try? r.readUInt8(), (try? r.readUInt8()) != nil,

@@ -169,6 +169,8 @@ public struct CaptureSightingSource: SightingSource {
 
     public var name: String { "btsnoop:\(path)" }
 
+    public var isLive: Bool { false }
+
     /// Seconds of capture time after a record that are ticked through in full; see the type.
     public static let tickedSilence = 60.0
 

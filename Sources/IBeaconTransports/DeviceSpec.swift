@@ -11,7 +11,7 @@ public enum SerialFlowControl: Sendable, Hashable {
 /// Which controller to talk to, as the user wrote it with `--device`.
 ///
 /// Accepted forms: `hciN` (or plain `N`), `raw:hciN`, `serial:PATH[,BAUD][,rtscts]`,
-/// `tcp:HOST:PORT` (`tcp:[::1]:PORT` for IPv6), `btsnoop:FILE` (offline replay of a capture).
+/// `tcp:HOST:PORT` (`tcp:[::1]:PORT` for IPv6), `btsnoop:FILE` (a capture, read as a receiver).
 public enum DeviceSpec: Sendable, Hashable, CustomStringConvertible {
     /// A BlueZ adapter. `advertise`, `stop`, `info` reach it through the kernel's management
     /// interface when the kernel manages it; `raw` (spelled `raw:hciN`) forces the raw HCI socket.
@@ -20,7 +20,7 @@ public enum DeviceSpec: Sendable, Hashable, CustomStringConvertible {
     case serial(path: String, baudRate: Int, flowControl: SerialFlowControl)
     /// An H4 controller behind a TCP socket (e.g. Bumble's `tcp-server:` transport).
     case tcp(host: String, port: UInt16)
-    /// A btsnoop capture replayed as if it were a controller.
+    /// A btsnoop capture, read as a receiver (`CaptureSightingSource`); it cannot be programmed.
     case btsnoop(path: String)
 
     /// The serial speed when none is given.

@@ -148,7 +148,7 @@ public final class H4StreamTransport: HCITransport {
             Sys.close(fd)
             throw TransportError(
                 .badSpecification, "\(path) is not a serial device (not a terminal)",
-                hint: "name a tty such as /dev/ttyACM0; replay a capture with btsnoop:FILE",
+                hint: "name a tty such as /dev/ttyACM0; a capture is read with btsnoop:FILE",
                 errno: Errno.inappropriateIOCTLForDevice.rawValue)
         } catch {
             Sys.close(fd)

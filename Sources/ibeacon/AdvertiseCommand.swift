@@ -71,11 +71,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
             let specs = try profile.map { path in try beaconSpec(path: path, forceRandomAddress: randomAddress) }
             let status = try mqttStatus(specs, logger: logger)
             do {
-                if let kernel = try await device.kernelPath(logger: logger) {
-                    try await advertise(specs, through: kernel, mqtt: status, logger: logger)
-                } else {
-                    try await advertise(specs, mqtt: status, logger: logger)
-                }
+                try await advertise(specs, mqtt: status, logger: logger)
             } catch {
                 await status?.finish()
                 throw error
@@ -96,55 +92,31 @@ struct AdvertiseCommand: AsyncParsableCommand {
         return AdvertiseMQTT(publisher: publisher, specs: specs, device: device.deviceText)
     }
 
-    /// On hciN managed by the kernel: advertising instances through its management interface.
-    private func advertise(
-        _ specs: [BeaconSpec], through kernel: KernelPath, mqtt: AdvertiseMQTT?, logger: Logger
-    ) async throws {
-        if mode != .auto {
-            logger.warning("--mode \(mode.rawValue) applies to raw HCI only; the kernel chooses the commands")
-        }
-        let json = self.json
-        try await untilStopped {
-            try await advertiseThroughKernel(
-                kernel, specs: specs, json: json, logger: logger, mqtt: mqtt
-            ) { line in
-                printOut(line)
-                SystemdNotifier.notify(
-                    "READY=1\nSTATUS=advertising \(specs.count) beacon(s) on \(kernel.name.escapedForTerminal) through the kernel",
-                    environment: ProcessInfo.processInfo.environment)
-            }
-        }
-    }
-
-    /// Over raw HCI (raw:hciN, serial, TCP): a session that re-applies advertising after resets.
+    /// Advertises on the adapter `--device` names until stopped, printing the status line and
+    /// telling systemd and the MQTT broker (`--mqtt`) what is on the air.
     private func advertise(_ specs: [BeaconSpec], mqtt: AdvertiseMQTT?, logger: Logger) async throws {
-        let transportSpec = try device.spec()
-        let advertiser = Advertiser(
-            beacons: specs, mode: mode, ownsController: transportSpec.isExclusive, logger: logger)
-        let device = self.device
-        let session = AdvertisingSession(
-            advertiser: advertiser, connect: { try await device.connect(logger: logger) },
-            healthCheckInterval: checkInterval > 0 ? .milliseconds(Int64(checkInterval * 1000)) : nil,
-            logger: logger)
-        let deviceName = device.deviceText
+        let adapter = try await device.opener(logger: logger).open()
+        let request = AdvertisingRequest(
+            beacons: specs, mode: mode,
+            healthCheckInterval: checkInterval > 0 ? .milliseconds(Int64(checkInterval * 1000)) : nil)
         let json = self.json
+        @Sendable func onAir(_ status: AdvertisingStatus) {
+            mqtt?.update(
+                .advertising, txPower: status.beacons.map { $0.txPower.map { Int($0) } },
+                addresses: status.beacons.map { $0.address?.description })
+        }
         try await untilStopped {
-            try await session.run(
+            try await adapter.advertise(
+                request,
                 onReady: { status in
-                    for w in status.warnings { logger.warning("\(w)") }
-                    let line = statusLine(status, device: deviceName, json: json)
-                    printOut(line)
-                    mqtt?.update(
-                        .advertising, txPower: status.beacons.map { $0.txPower.map { Int($0) } },
-                        addresses: status.beacons.map { $0.address.description })
+                    printOut(statusLine(status, device: adapter.name, json: json))
+                    onAir(status)
                     SystemdNotifier.notify(
-                        "READY=1\nSTATUS=advertising \(status.beacons.count) beacon(s) on \(deviceName.escapedForTerminal)",
-                        environment: ProcessInfo.processInfo.environment)
+                        "READY=1\nSTATUS=advertising \(specs.count) beacon(s) on \(adapter.name.escapedForTerminal)"
+                            + (status.commandSet == nil ? " through the kernel" : ""))
                 }, onLost: { cause in mqtt?.update(.recovering, cause: cause) },
-                onRecovered: { status in
-                    mqtt?.update(
-                        .advertising, txPower: status.beacons.map { $0.txPower.map { Int($0) } },
-                        addresses: status.beacons.map { $0.address.description })
+                onRestored: { status in
+                    if let status { onAir(status) } else { mqtt?.update(.advertising) }
                 })
         }
     }
@@ -190,22 +162,65 @@ func beaconAddress(_ kind: Profile.AddressKind, beacon: IBeacon) -> BeaconAddres
     }
 }
 
+/// The status line of each beacon on the air: on a controller this host programs, or as an
+/// advertising instance of the kernel's (whose interval and TX power the kernel may choose).
 func statusLine(_ status: AdvertisingStatus, device: String, json: Bool) -> String {
     status.beacons.map { b in
-        let beacon = b.spec.beacon
-        let tx = b.txPower.map { "\($0) dBm" } ?? "not reported"
-        if json {
-            return jsonLine([
-                "event": "advertising", "device": device, "address": b.address.description,
-                "uuid": beacon.uuidString, "major": Int(beacon.major), "minor": Int(beacon.minor),
-                "measuredPower": Int(beacon.measuredPower), "intervalMs": b.spec.intervalMilliseconds,
-                "mode": status.commandSet.rawValue, "txPower": b.txPower.map { Int($0) }, "profile": b.spec.label,
-            ])
+        switch b.placement {
+        case .controller(let address, _):
+            return controllerLine(b, address: address, commandSet: status.commandSet, device: device, json: json)
+        case .kernelInstance(let instance, let method, let connectable, _):
+            return kernelInstanceLine(
+                b, instance: instance, method: method.rawValue, extended: method == .extendedParameters,
+                connectable: connectable, device: device, json: json)
         }
-        return "advertising \(b.spec.label) on \(device) from \(b.address): \(beacon.uuidString) "
-            + "major \(beacon.major) minor \(beacon.minor), measured power \(beacon.measuredPower) dBm, "
-            + "every \(b.spec.intervalMilliseconds) ms, \(status.commandSet.rawValue), TX power \(tx)"
     }.joined(separator: "\n")
+}
+
+private func controllerLine(
+    _ b: AdvertisingStatus.Beacon, address: BDAddress, commandSet: LECommandSet?, device: String, json: Bool
+) -> String {
+    let beacon = b.spec.beacon
+    let mode = commandSet?.rawValue ?? ""
+    if json {
+        return jsonLine([
+            "event": "advertising", "device": device, "address": address.description,
+            "uuid": beacon.uuidString, "major": Int(beacon.major), "minor": Int(beacon.minor),
+            "measuredPower": Int(beacon.measuredPower), "intervalMs": b.spec.intervalMilliseconds,
+            "mode": mode, "txPower": b.txPower.map { Int($0) }, "profile": b.spec.label,
+        ])
+    }
+    let tx = b.txPower.map { "\($0) dBm" } ?? "not reported"
+    return "advertising \(b.spec.label) on \(device) from \(address): \(beacon.uuidString) "
+        + "major \(beacon.major) minor \(beacon.minor), measured power \(beacon.measuredPower) dBm, "
+        + "every \(b.spec.intervalMilliseconds) ms, \(mode), TX power \(tx)"
+}
+
+private func kernelInstanceLine(
+    _ b: AdvertisingStatus.Beacon, instance: UInt8, method: String, extended: Bool, connectable: Bool,
+    device: String, json: Bool
+) -> String {
+    let beacon = b.spec.beacon
+    let address = b.address?.description
+    if json {
+        return jsonLine([
+            "event": "advertising", "device": device, "path": "mgmt", "instance": Int(instance),
+            "address": address, "connectable": connectable, "method": method, "uuid": beacon.uuidString,
+            "major": Int(beacon.major),
+            "minor": Int(beacon.minor), "measuredPower": Int(beacon.measuredPower),
+            "intervalMs": extended ? b.spec.intervalMilliseconds : nil,
+            "txPower": b.txPower.map { Int($0) }, "profile": b.spec.label,
+        ])
+    }
+    // Add Advertising reports no power (the kernel chooses it); Add Extended Advertising
+    // Parameters reports the controller's, or that it does not know it.
+    let tx = b.txPower.map { "\($0) dBm" } ?? (extended ? "unknown" : "chosen by the kernel")
+    let interval = extended ? "every \(b.spec.intervalMilliseconds) ms" : "at the kernel's default interval"
+    let from = address.map { "from \($0)" } ?? "from a new non-resolvable address"
+    return "advertising \(b.spec.label) on \(device) through the kernel (instance \(instance)) \(from)"
+        + "\(connectable ? ", connectable" : ""): "
+        + "\(beacon.uuidString) major \(beacon.major) minor \(beacon.minor), measured power "
+        + "\(beacon.measuredPower) dBm, \(interval), TX power \(tx)"
 }
 
 struct StopCommand: AsyncParsableCommand {
@@ -238,14 +253,9 @@ struct StopCommand: AsyncParsableCommand {
                 try await guardAdvertiser(pid, logger: logger)
                 return
             }
-            if let kernel = try await device.kernelPath(logger: logger) {
-                printOut(try await stopThroughKernel(kernel, logger: logger))
-                return
+            if let line = try await device.opener(logger: logger).open().stopAdvertising(leftBy: nil) {
+                printOut(line)
             }
-            let client = try await device.connect(logger: logger)
-            let commandSet = try await Advertiser.stopAny(on: client, logger: logger)
-            await client.close()
-            printOut("advertising off on \(device.deviceText) (\(commandSet.rawValue) commands)")
         }
     }
 
@@ -257,8 +267,8 @@ struct StopCommand: AsyncParsableCommand {
         while let now = processes.identity(pid), now.startTime == startTime {
             try await Task.sleep(for: .milliseconds(200))
         }
-        guard let kernel = try await device.kernelPath(logger: logger) else { return }
-        let line = try await stopThroughKernel(kernel, logger: logger, writer: pid)
+        // Only the kernel path keeps records (raw HCI answers nil).
+        guard let line = try await device.opener(logger: logger).open().stopAdvertising(leftBy: pid) else { return }
         if line.hasPrefix("removed") {
             logger.warning("ibeacon advertise (pid \(pid)) ended without cleaning up: \(line)")
         }

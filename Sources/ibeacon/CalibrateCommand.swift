@@ -118,12 +118,12 @@ struct CalibrateCommand: AsyncParsableCommand {
         let target = calibrationTarget(existing: destination.existing)
         let (result, receiverAddress) = try await measure(target, protecting: destination.path, logger: logger)
         let record = CalibrationRecord(
-            timestamp: iso8601(unixSeconds: Date().timeIntervalSince1970, milliseconds: false),
+            timestamp: iso8601(unixSeconds: ProcessContext.unixTime, milliseconds: false),
             samples: result.sampleCount, estimate: result.estimate, interval95: result.halfWidth95,
             spread: result.spread, method: result.method, receiver: device.deviceText,
             receiverAddress: receiverAddress?.description ?? "unknown", offset: offset,
             txPower: destination.existing?.txPower.map { Int($0) })
-        let reason = Self.refusal(result, precision: precision, duration: duration)
+        let reason = result.refusal(precision: precision, duration: duration)
         let refusal = force ? nil : reason
         if json {
             let written = !dryRun && destination.path != nil && refusal == nil
@@ -141,7 +141,8 @@ struct CalibrateCommand: AsyncParsableCommand {
         if let refusal {
             let path = destination.path
             throw CLIError(
-                refusal.message + (path == nil || dryRun ? "" : "; \(path!) is unchanged"), code: refusal.code)
+                refusal.message + (path == nil || dryRun ? "" : "; \(path!) is unchanged"),
+                code: refusal.kind == .drift ? Exit.calibrationDrift : Exit.calibrationImprecise)
         }
         if force && !json, let reason {
             logger.warning("--force: writing although \(reason.message)")
@@ -156,7 +157,7 @@ struct CalibrateCommand: AsyncParsableCommand {
     /// A capture was recorded by some receiver at some time: its measurement can be shown, but
     /// written into a profile it would pass for a calibration made here and now.
     func refuseWritingACapture() throws {
-        if case .btsnoop = try device.spec(), !dryRun {
+        if try device.spec().isCapture, !dryRun {
             throw CLIError(
                 "calibrate reads \(device.deviceText) only with --dry-run: a capture's measurement is shown, "
                     + "not written into a profile (calibrate with a live receiver to write measuredPower)",
@@ -226,7 +227,7 @@ struct CalibrateCommand: AsyncParsableCommand {
     func measure(
         _ target: CalibrationTarget, protecting path: String?, logger: Logger
     ) async throws -> (CalibrationResult, receiverAddress: BDAddress?) {
-        let source = try await device.openSightingSource(logger: logger, protecting: path)
+        let source = try await device.opener(logger: logger, protecting: path).openSightingSource()
         let receiverAddress: BDAddress?
         do {
             receiverAddress = try await source.receiverAddress()
@@ -264,7 +265,7 @@ struct CalibrateCommand: AsyncParsableCommand {
     /// --json: the result as one object.
     func printJSON(
         _ result: CalibrationResult, target: CalibrationTarget, destination: Destination,
-        refusal: (reason: String, message: String, code: Int32)?, written: Bool
+        refusal: CalibrationRefusal?, written: Bool
     ) {
         let offset = self.offset
         printOut(
@@ -291,7 +292,7 @@ struct CalibrateCommand: AsyncParsableCommand {
                 "transients": (result.apple?.transients ?? []).map {
                     jsonObject(["start": $0.start, "seconds": $0.seconds, "shift": $0.shift])
                 },
-                "refused": refusal?.reason, "forced": force,
+                "refused": refusal?.kind.rawValue, "forced": force,
                 "previousMeasuredPower": destination.existing.map { Int($0.measuredPower) }, "written": written,
                 "file": destination.path,
                 "histogram": result.histogram.bins.map { jsonObject(["dBm": $0.dBm, "count": $0.count]) },
@@ -353,65 +354,6 @@ struct CalibrateCommand: AsyncParsableCommand {
             let was = destination.existing.map { " (was \($0.measuredPower) dBm)" } ?? ""
             printOut("wrote measuredPower \(result.measuredPower) dBm to \(path)\(was)")
         }
-    }
-
-    /// Why a result is not written without --force, with what to do about it.
-    static func refusal(_ result: CalibrationResult, precision: Double, duration: Double)
-        -> (reason: String, message: String, code: Int32)?
-    {
-        if result.driftIsLarge, let d = result.apple?.drift {
-            return (
-                "drift",
-                "the level moved \(d.difference.signedFixed(1)) dB between the first and second half of the run "
-                    + "(z = \(d.z.fixed(1))): something changed during the measurement (a person, a door, the "
-                    + "receiver moved); hold still, move away from people and calibrate again, or --force to write "
-                    + "\(result.measuredPower) dBm anyway",
-                Exit.calibrationDrift
-            )
-        }
-        if !result.precisionReached, let a = result.apple, a.transientOngoing, let t = a.transients.last {
-            return (
-                "drift",
-                "the level moved \(t.shift.signedFixed(1)) dB "
-                    + "\(formatSeconds(result.seconds.rounded(.down) - Double(t.start))) before the end of the run and "
-                    + "had not come back (a person in the way, a door, the receiver moved); hold still, move away "
-                    + "from people and calibrate again, or --force to write \(result.measuredPower) dBm anyway",
-                Exit.calibrationDrift
-            )
-        }
-        if !result.precisionReached {
-            var advice = "hold the receiver still, move away from people"
-            // The half-width shrinks as 1/√time: how long the same spread would need.
-            let noisy = CalibrationSettings()
-            if let fast = result.apple?.withinSecondSpread, fast >= noisy.noisySpread,
-                result.seconds < noisy.noisyMinimumDuration
-            {
-                advice +=
-                    ", or run longer (--duration \(noisy.noisyMinimumDuration.clean) at least: the reports "
-                    + "spread \(fast.fixed(1)) dB within each second: under fading that strong slow variation takes a minute "
-                    + "to show)"
-            } else if result.halfWidth95.isFinite, result.halfWidth95 > 0, result.seconds >= 1 {
-                let needed = result.seconds * (result.halfWidth95 / precision) * (result.halfWidth95 / precision) * 1.2
-                advice +=
-                    needed > 300
-                    ? ", or run much longer (--duration 300 or more)"
-                    : ", or run longer (about --duration \(Int(max(10, needed).rounded(.up))))"
-            } else {
-                advice += ", or run longer (--duration 10 at least)"
-            }
-            let reached =
-                result.seconds < 10
-                ? "the run ended after \(formatSeconds(result.seconds)), before the 10 s minimum"
-                : "the 95 % interval is ±\(result.halfWidth95.fixed(2)) dB after \(formatSeconds(result.seconds)), "
-                    + "wider than --precision \(precision.clean) dB"
-            return (
-                "precision",
-                "precision not reached: \(reached); nothing written — \(advice); or --force to write "
-                    + "\(result.measuredPower) dBm anyway",
-                Exit.calibrationImprecise
-            )
-        }
-        return nil
     }
 }
 

@@ -104,24 +104,8 @@ func classify(_ error: any Error) -> (message: String, code: Int32) {
         case .transport(let t): return (e.description, exitCode(for: t.kind))
         case .closed: return (e.description, Exit.ioError)
         }
-    case let e as MgmtError:
-        switch e {
-        case .commandFailed(_, _, let status):
-            switch status {
-            case .permissionDenied: return (e.description, Exit.permission)
-            case .invalidIndex, .rfkilled, .notSupported: return (e.description, Exit.unavailable)
-            case .busy: return (e.description, Exit.tempFail)
-            default: return (e.description, Exit.controllerError)
-            }
-        case .badReply: return (e.description, Exit.controllerError)
-        case .timeout: return (e.description, Exit.tempFail)
-        case .transport(let t): return (e.description, exitCode(for: t.kind))
-        case .closed: return (e.description, Exit.ioError)
-        }
-    case let e as MgmtAdvertisingError:
-        return (e.description, Exit.unavailable)
-    case let e as MgmtParameterError:
-        return (e.description, Exit.dataError)
+    case let e as any ClassifiedError:
+        return (e.description, exitCode(for: e.failureKind))
     case let e as DecodingError:
         return (e.description, Exit.dataError)
     case let e as CalibrationError:
@@ -136,6 +120,18 @@ func classify(_ error: any Error) -> (message: String, code: Int32) {
         return (e.description, Exit.dataError)
     default:
         return ("internal error: \(error)", Exit.software)
+    }
+}
+
+func exitCode(for kind: FailureKind) -> Int32 {
+    switch kind {
+    case .badData: Exit.dataError
+    case .unavailable: Exit.unavailable
+    case .permission: Exit.permission
+    case .tempFail: Exit.tempFail
+    case .rejected: Exit.controllerError
+    case .io: Exit.ioError
+    case .transport(let t): exitCode(for: t)
     }
 }
 

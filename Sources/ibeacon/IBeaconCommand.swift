@@ -11,10 +11,13 @@ struct IBeaconCommand: AsyncParsableCommand {
             run on a second receiver held 1 m away, measures and writes its measured power.
 
             DEVICES (--device, or $IBEACON_DEVICE; default hci0)
-              hciN                         BlueZ adapter through the raw HCI socket
+              hciN                         BlueZ adapter, through the kernel's management
+                                           interface when the kernel manages it
+              raw:hciN                     BlueZ adapter through the raw HCI socket
               serial:PATH[,BAUD][,rtscts]  H4 over a UART (HCI-UART firmware; 115200)
               tcp:HOST:PORT                H4 over TCP (emulators such as Bumble)
-              btsnoop:FILE                 replay a capture (scan and calibrate only)
+              btsnoop:FILE                 a capture, read as a receiver (scan, monitor,
+                                           calibrate --dry-run)
 
             \(Exit.helpText)
             """,

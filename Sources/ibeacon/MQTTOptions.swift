@@ -193,7 +193,7 @@ final class AdvertiseMQTT: Sendable {
     func update(
         _ newState: BeaconRunState, txPower: [Int?]? = nil, addresses: [String?]? = nil, cause: String? = nil
     ) {
-        let now = iso8601(unixSeconds: wallClockNow(), milliseconds: true)
+        let now = iso8601(unixSeconds: ProcessContext.unixTime, milliseconds: true)
         let s = state.withLock { s in
             s.state = newState
             if let txPower { s.txPower = txPower }

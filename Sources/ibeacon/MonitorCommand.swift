@@ -250,8 +250,8 @@ struct MonitorCommand: AsyncParsableCommand {
 
     /// Scans and feeds the session until the duration, a signal or the end of the source.
     func monitor(_ session: MonitorSession, logger: Logger) async throws {
-        let source = try await device.openSightingSource(mode: mode, logger: logger)
-        if source.name.hasPrefix("btsnoop:") { session.live.store(false, ordering: .relaxed) }
+        let source = try await device.opener(logger: logger).openSightingSource(mode: mode)
+        if !source.isLive { session.live.store(false, ordering: .relaxed) }
         let deadline = stopAfter.seconds
         let deviceText = device.deviceText
         var failure: (any Error)?
@@ -269,8 +269,8 @@ struct MonitorCommand: AsyncParsableCommand {
                 tick: { t in
                     if session.advance(to: t) {
                         SystemdNotifier.notify(
-                            "READY=1\nSTATUS=monitoring \(session.regionCount) region(s) on \(deviceText.escapedForTerminal)",
-                            environment: processEnvironment())
+                            "READY=1\nSTATUS=monitoring \(session.regionCount) region(s) on \(deviceText.escapedForTerminal)"
+                        )
                     }
                     if let deadline, t >= deadline { return .stop }
                     return .proceed
@@ -323,7 +323,7 @@ final class MonitorSession: Sendable {
     func start(at t: Double) -> Bool {
         origin.withLock { origin in
             if origin.started { return false }
-            origin = (wallClockNow() - t, true)
+            origin = (ProcessContext.unixTime - t, true)
             return true
         }
     }
@@ -521,28 +521,4 @@ extension RegionMonitor.Event {
             ("IBEACON_SILENT_S", silent.map { $0.fixed(3) } ?? ""), ("IBEACON_REASON", deafness?.reason ?? ""),
         ]
     }
-}
-
-/// Unix time now, in seconds (`clock_gettime(CLOCK_REALTIME)`).
-func wallClockNow() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_REALTIME, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-}
-
-/// This process's environment as a dictionary.
-func processEnvironment() -> [String: String] {
-    var out: [String: String] = [:]
-    var p = environ
-    while let entry = p.pointee {
-        let s = String(cString: entry)
-        if let eq = s.firstIndex(of: "=") { out[String(s[..<eq])] = String(s[s.index(after: eq)...]) }
-        p += 1
-    }
-    return out
-}
-
-extension Double {
-    /// `30` rather than `30.0`; other values as they are.
-    var clean: String { self == rounded() && abs(self) < 1e15 ? String(Int64(self)) : String(self) }
 }

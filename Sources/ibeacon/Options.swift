@@ -194,84 +194,12 @@ struct DeviceOptions: ParsableArguments {
 
     func spec() throws -> DeviceSpec { try DeviceSpec(parsing: deviceText) }
 
-    /// Opens the transport (wrapped by the btsnoop recorder when asked) and starts a client.
-    /// `protecting` is a file the capture must never be (the profile being written).
-    func connect(logger: Logger, protecting: String? = nil) async throws -> ControllerClient {
-        let spec = try spec()
-        // The capture file first: refusing it must not cost a connection.
-        let recorder = try btsnoop.map {
-            try BTSnoopFileRecorder(path: $0, overwrite: overwriteBtsnoop, avoiding: protecting, logger: logger)
-        }
-        var transport: any HCITransport
-        do {
-            transport = try openTransport(spec, logger: logger)
-        } catch {
-            recorder?.close()
-            throw error
-        }
-        if let recorder {
-            transport = RecordingTransport(wrapping: transport, recorder: recorder)
-        }
-        // A replayed capture keeps all its events (its file bounds them); a live controller's
-        // waiting events are bounded.
-        let isReplay = if case .btsnoop = spec { true } else { false }
-        let client = ControllerClient(
-            transport: transport, logger: logger, defaultTimeout: .milliseconds(Int64(timeout * 1000)),
-            eventCapacity: isReplay ? nil : EventQueue.defaultCapacity)
-        await client.start()
-        return client
-    }
-
-    /// The receiver `scan`, `calibrate` and `monitor` take their advertising reports from: a
-    /// controller, or a capture read record by record (`btsnoop:FILE`). `protecting`: as for `connect`.
-    func openSightingSource(
-        mode: AdvertisingMode = .auto, logger: Logger, protecting: String? = nil
-    ) async throws -> any SightingSource {
-        let spec = try spec()
-        if case .btsnoop(let path) = spec {
-            if btsnoop != nil {
-                throw CLIError(
-                    "--btsnoop records the packets of a controller; \(spec) is a capture, read as it is: drop --btsnoop",
-                    code: Exit.usage)
-            }
-            return try CaptureSightingSource(path: path, controllerIndex: index, logger: logger)
-        }
-        if let index {
-            throw CLIError(
-                "--index \(index) picks a controller in a btsnoop:FILE capture, not in \(spec)", code: Exit.usage)
-        }
-        // hciN managed by the kernel: scan through its management interface (an advertisement
-        // monitor), next to bluetoothd; raw:hciN, serial and TCP stay on HCI.
-        if let path = try await kernelPath(logger: logger) {
-            // Powered off (no bluetoothd powers it): a monitor would wait for someone to power
-            // the adapter; raw HCI scans now, as it always did.
-            let info = try? await path.client.execute(MgmtReadControllerInfo(), index: MgmtIndex(path.index))
-            guard let info, info.currentSettings.contains(.powered) else {
-                await path.client.close()
-                logger.notice(
-                    "\(path.name) is powered off in the kernel (no bluetoothd powered it): scanning through raw HCI")
-                let client = try await connect(logger: logger, protecting: protecting)
-                return ControllerSightingSource(
-                    client: client, scanner: Scanner(mode: mode, ownsController: spec.isExclusive, logger: logger))
-            }
-            guard hasNetAdminCapability() else {
-                await path.client.close()
-                throw missingNetAdmin("scanning on \(path.name)")
-            }
-            if mode != .auto {
-                logger.notice(
-                    "--mode \(mode.rawValue) applies to raw HCI; through the kernel it picks the scanning commands (--device raw:\(path.name) to choose)"
-                )
-            }
-            return MgmtSightingSource(
-                client: path.client, index: MgmtIndex(path.index),
-                scanWindowRecords: RuntimeRecords.current().scanWindowRecords(adapter: path.name, logger: logger),
-                logger: logger
-            )
-        }
-        let client = try await connect(logger: logger, protecting: protecting)
-        return ControllerSightingSource(
-            client: client, scanner: Scanner(mode: mode, ownsController: spec.isExclusive, logger: logger))
+    /// The one way to the controller: `AdapterOpener` picks the path (kernel or raw HCI) from
+    /// `--device`. `protecting` is a file the btsnoop recording must never be (the profile being written).
+    func opener(logger: Logger, protecting: String? = nil) -> AdapterOpener {
+        AdapterOpener(
+            device: deviceText, timeout: .milliseconds(Int64(timeout * 1000)), btsnoop: btsnoop,
+            overwriteBtsnoop: overwriteBtsnoop, captureIndex: index, protecting: protecting, logger: logger)
     }
 }
 

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import IBeaconCore
 import IBeaconHost
+import IBeaconTransports
 
 #if canImport(Glibc)
     import Glibc
@@ -58,7 +59,7 @@ var stdoutIsTerminal: Bool { isatty(STDOUT_FILENO) != 0 }
 /// is followed), else `$COLUMNS`, else 80.
 func terminalWidth() -> Int {
     if let columns = Sys.terminalColumns(STDOUT_FILENO) { return columns }
-    if let text = ProcessInfo.processInfo.environment["COLUMNS"], let columns = Int(text), columns > 0 {
+    if let text = ProcessContext.variable("COLUMNS"), let columns = Int(text), columns > 0 {
         return columns
     }
     return 80

@@ -136,11 +136,9 @@ struct ScanCommand: AsyncParsableCommand {
     }
 
     func scan(logger: Logger, mqtt: MQTTPublisher? = nil) async throws {
-        let source = try await device.openSightingSource(mode: mode, logger: logger)
+        let source = try await device.opener(logger: logger).openSightingSource(mode: mode)
         // A capture's lines go out in blocks of 64 KiB; a receiver's as each event is heard.
-        var buffered = false
-        if case .btsnoop = try device.spec() { buffered = true }
-        let flushSize = buffered ? 65536 : 0
+        let flushSize = source.isLive ? 0 : 65536
         let failure: (any Error)?
         if output == .reports {
             failure = await printReports(source, flushSize: flushSize)
@@ -303,17 +301,6 @@ struct ScanCommand: AsyncParsableCommand {
         var footer = "\(beacons.count) transmitter(s), \(now.fixed(0)) s"
         if footer.count > layout.width ?? footer.count { footer = String(footer.prefix(layout.width ?? 0)) }
         printTerminalControl("\u{1B}[H\u{1B}[2J", lines.joined(separator: "\n") + "\n" + footer)
-    }
-}
-
-extension DeviceSpec {
-    /// True for transports this host has to itself (serial, TCP): it may Reset the controller
-    /// and set event masks. A BlueZ adapter is shared with the kernel.
-    var isExclusive: Bool {
-        switch self {
-        case .hci, .btsnoop: false
-        case .serial, .tcp: true
-        }
     }
 }
 

@@ -101,7 +101,7 @@ func startedClient(
             #expect(status.beacons.first?.address == expected)
             // Non-connectable either way: ADV_NONCONN_IND (legacy type 3, extended properties 0x0010).
             #expect(extended ? fake.advertisingSets[0]?.properties == 0x0010 : fake.legacy.properties == 3)
-            await advertiser.stop(on: client, commandSet: status.commandSet)
+            await advertiser.stop(on: client, commandSet: try #require(status.commandSet))
         }
         await client.close()
     }

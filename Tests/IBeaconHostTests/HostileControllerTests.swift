@@ -6,31 +6,6 @@ import Testing
 
 @testable import IBeaconHost
 
-/// Counts the warnings logged through it.
-final class WarningCounter: Sendable {
-    let warnings = Mutex<[String]>([])
-
-    var logger: Logger {
-        var l = Logger(label: "test") { _ in Handler(counter: self) }
-        l.logLevel = .warning
-        return l
-    }
-
-    struct Handler: LogHandler {
-        let counter: WarningCounter
-        var metadataProvider: Logger.MetadataProvider?
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .warning
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-        func log(event: LogEvent) {
-            if event.level >= .warning { counter.warnings.withLock { $0.append("\(event.message)") } }
-        }
-    }
-}
-
 /// Runs `body`, or gives up after `seconds`: nil then (the body is left running). A hang is a
 /// failure to report, not a test run that never ends.
 func within<T: Sendable>(_ seconds: Double, _ body: @escaping @Sendable () async -> T) async -> T? {
@@ -185,21 +160,21 @@ func drain(_ client: ControllerClient) async -> [ControllerEvent] {
     }
 
     @Test func malformedEventWarningsAreRateLimited() async throws {
-        let counter = WarningCounter()
+        let counter = RecordingLog(level: .warning)
         let fake = FakeController()
         let client = ControllerClient(transport: fake, logger: counter.logger)
         await client.start()
         for _ in 0..<2000 { fake.inject(malformedMetaPacket) }
         fake.dropLink()
         _ = await drain(client)
-        let warnings = counter.warnings.withLock { $0 }.filter { $0.contains("malformed") }
+        let warnings = counter.messages(atLeast: .warning).filter { $0.contains("malformed") }
         // The first five, then one line with the count of the rest.
         #expect(warnings.count == 6, "\(warnings.count) warnings")
         #expect(warnings.last?.contains("1995 more malformed events") == true, "\(warnings.last ?? "")")
     }
 
     @Test func theWarningWindowIsTimedOnTheInjectedClock() async throws {
-        let counter = WarningCounter()
+        let counter = RecordingLog(level: .warning)
         let fake = FakeController()
         let clock = ManualClock()
         let client = ControllerClient(transport: fake, logger: counter.logger, clock: clock)
@@ -207,7 +182,7 @@ func drain(_ client: ControllerClient) async -> [ControllerEvent] {
         func inject(_ n: Int) async throws -> [String] {
             for _ in 0..<n { fake.inject(malformedMetaPacket) }
             _ = try await client.execute(ReadBDAddr())  // answered after them: all received
-            return counter.warnings.withLock { $0 }.filter { $0.contains("malformed") }
+            return counter.messages(atLeast: .warning).filter { $0.contains("malformed") }
         }
         #expect(try await inject(7).count == 5)  // a burst of five, two left out
         clock.advance(by: .milliseconds(9_999))

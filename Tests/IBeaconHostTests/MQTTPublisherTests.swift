@@ -1,5 +1,6 @@
 import FoundationEssentials
 import IBeaconCore
+import IBeaconTestSupport
 import Logging
 import Synchronization
 import Testing
@@ -133,7 +134,7 @@ private final class FakeConnection: MQTTConnection, Sendable {
     let layout = MQTTLayout(base: "t/box", command: "monitor", discoveryPrefix: "ha", node: "box", room: "box")
 
     @Test func oneLogLinePerOutageAndOneWhenBack() throws {
-        let log = LogRecorder()
+        let log = RecordingLog()
         let connection = FakeConnection()
         let publisher = MQTTPublisher(layout: layout, connection: connection, logger: log.logger)
         publisher.addRegions([try BeaconRegion(parsing: "deli=E2C56DB5-DFFB-48D2-B060-D0F5A71096E0")])
@@ -152,7 +153,7 @@ private final class FakeConnection: MQTTConnection, Sendable {
 
     @Test func afterEveryReconnectTheCurrentPictureIsSentAgain() throws {
         let connection = FakeConnection()
-        let publisher = MQTTPublisher(layout: layout, connection: connection, logger: LogRecorder().logger)
+        let publisher = MQTTPublisher(layout: layout, connection: connection, logger: RecordingLog().logger)
         publisher.addRegions([try BeaconRegion(parsing: "deli=E2C56DB5-DFFB-48D2-B060-D0F5A71096E0")])
         publisher.start()
         connection.connect()
@@ -178,7 +179,7 @@ private final class FakeConnection: MQTTConnection, Sendable {
 
     @Test func rangingAtMostOnceASecondPerBeacon() {
         let connection = FakeConnection()
-        let publisher = MQTTPublisher(layout: layout, connection: connection, logger: LogRecorder().logger)
+        let publisher = MQTTPublisher(layout: layout, connection: connection, logger: RecordingLog().logger)
         publisher.start()
         connection.connect()
         connection.sent.withLock { $0.removeAll() }

@@ -21,11 +21,11 @@ import Testing
     static func withSession(
         _ kernel: FakeMgmtKernel, beacons: [BeaconSpec], clock: any Clock<Duration> = ContinuousClock(),
         logger: Logger = Logger(label: "test"),
-        _ body: @Sendable (_ ready: @Sendable () -> MgmtAdvertisingStatus?) async throws -> Void
+        _ body: @Sendable (_ ready: @Sendable () -> AdvertisingStatus?) async throws -> Void
     ) async throws {
         let client = MgmtClient(transport: kernel, logger: Logger(label: "test"), defaultTimeout: .seconds(5))
         await client.start()
-        let status = Mutex<MgmtAdvertisingStatus?>(nil)
+        let status = Mutex<AdvertisingStatus?>(nil)
         let session = MgmtAdvertisingSession(
             advertiser: MgmtAdvertiser(beacons: beacons, index: MgmtIndex(0), logger: Logger(label: "test")),
             client: client, logger: logger, clock: clock)
@@ -44,7 +44,7 @@ import Testing
         ) {
             ready in
             #expect(await eventually { ready() != nil })
-            #expect(ready()?.instances.map(\.instance) == [2, 3])
+            #expect(ready()?.beacons.map(\.instance) == [2, 3])
             let instances = kernel.instances
             #expect(instances[1]?.owner == "btmgmt")
             #expect(instances[2]?.minInterval == 160)
@@ -91,7 +91,7 @@ import Testing
 
     @Test func waitsWhilePoweredOffAndRegistersOnPowerOn() async throws {
         let kernel = FakeMgmtKernel(powered: false)
-        let log = LogRecorder()
+        let log = RecordingLog()
         try await Self.withSession(kernel, beacons: [Self.spec(minor: 3)], logger: log.logger) { ready in
             // Said once it has read the adapter's settings and decided to wait.
             #expect(await eventually { log.messages.contains { $0.hasPrefix("warning: hci0 is powered off") } })
@@ -123,7 +123,7 @@ import Testing
     @Test func retriesPuttingTheAdvertisingBackAfter100msThen200msOnTheInjectedClock() async throws {
         let kernel = FakeMgmtKernel()
         let clock = ManualClock()
-        let log = LogRecorder()
+        let log = RecordingLog()
         let adds: @Sendable () -> Int = { kernel.opcodes.filter { $0 == .addExtendedAdvertisingParameters }.count }
         try await Self.withSession(kernel, beacons: [Self.spec(minor: 3)], clock: clock, logger: log.logger) {
             ready in
@@ -161,7 +161,7 @@ import Testing
     @Test func givesUpWithAnErrorAfterSixAttemptsAndKeepsRunning() async throws {
         let kernel = FakeMgmtKernel()
         let clock = ManualClock()
-        let log = LogRecorder()
+        let log = RecordingLog()
         try await Self.withSession(kernel, beacons: [Self.spec(minor: 3)], clock: clock, logger: log.logger) {
             ready in
             #expect(await eventually { ready() != nil })
@@ -220,16 +220,35 @@ import Testing
         await client.close()
     }
 
+    /// On a controller without extended advertising the kernel answers with TX power 127, its
+    /// "unknown" (HCI_TX_POWER_INVALID): not a power, so the status has none (the status line
+    /// says "TX power unknown", not "127 dBm").
+    @Test func aTxPowerTheKernelCannotKnowIsUnknownNot127dBm() async throws {
+        let kernel = FakeMgmtKernel()
+        kernel.legacyOnlyController = true
+        try await Self.withSession(kernel, beacons: [Self.spec(minor: 3, txPower: -4)]) { ready in
+            #expect(await eventually { ready() != nil })
+            #expect(
+                ready()?.beacons.first?.placement
+                    == .kernelInstance(
+                        1, method: .extendedParameters, connectable: true, address: FakeMgmtKernel.identityAddress))
+            #expect(ready()?.beacons.first?.txPower == nil)
+        }
+    }
+
     @Test func fallsBackToAddAdvertisingOnAnOlderKernel() async throws {
         let kernel = FakeMgmtKernel()
         kernel.supportsExtendedParameters = false
         try await Self.withSession(kernel, beacons: [Self.spec(minor: 3)]) { ready in
             #expect(await eventually { ready() != nil })
-            #expect(ready()?.instances.first?.method == .addAdvertising)
+            #expect(
+                ready()?.beacons.first?.placement
+                    == .kernelInstance(
+                        1, method: .addAdvertising, connectable: true, address: FakeMgmtKernel.identityAddress))
             #expect(kernel.opcodes.contains(.addAdvertising))
             #expect(kernel.instances[1]?.minInterval == nil)
             #expect(kernel.instances[1]?.flags == [.connectable])
-            #expect(ready()?.instances.first?.address == FakeMgmtKernel.identityAddress)
+            #expect(ready()?.beacons.first?.address == FakeMgmtKernel.identityAddress)
         }
     }
 
@@ -244,14 +263,14 @@ import Testing
     /// Two runs of `advertise` with `spec` on one kernel (a restart in between, as systemd does):
     /// what the kernel put on the air, and what each run's status said.
     static func twoRuns(_ kernel: FakeMgmtKernel, _ spec: BeaconSpec) async throws -> [(
-        onAir: BDAddress?, status: MgmtInstance?, warnings: [String]
+        onAir: BDAddress?, status: AdvertisingStatus.Beacon?, warnings: [String]
     )] {
-        let runs = Mutex<[(BDAddress?, MgmtInstance?, [String])]>([])
+        let runs = Mutex<[(BDAddress?, AdvertisingStatus.Beacon?, [String])]>([])
         for run in 0..<2 {
             if run > 0 { kernel.reopen() }
             try await withSession(kernel, beacons: [spec]) { ready in
                 #expect(await eventually { ready() != nil })
-                let run = (kernel.instances[1]?.address, ready()?.instances.first, ready()?.warnings ?? [])
+                let run = (kernel.instances[1]?.address, ready()?.beacons.first, ready()?.warnings ?? [])
                 runs.withLock { $0.append(run) }
             }
             #expect(kernel.instances.isEmpty)
@@ -319,7 +338,7 @@ import Testing
         let features = MgmtReadAdvertisingFeatures.ReturnParameters(
             supportedFlags: [], maxAdvertisingDataLength: 31, maxScanResponseLength: 31, maxInstances: 2,
             instances: [1, 2])
-        #expect(throws: MgmtAdvertisingError.self) { try MgmtAdvertiser.freeInstances(1, features: features) }
+        #expect(throws: AdvertisingError.self) { try MgmtAdvertiser.freeInstances(1, features: features) }
         let some = MgmtReadAdvertisingFeatures.ReturnParameters(
             supportedFlags: [], maxAdvertisingDataLength: 31, maxScanResponseLength: 31, maxInstances: 4,
             instances: [2])
@@ -342,34 +361,9 @@ import Testing
             try await Task.sleep(for: .seconds(10))
             run.cancel()
         }
-        await #expect(throws: MgmtAdvertisingError.self) { try await run.value }
+        await #expect(throws: AdvertisingError.self) { try await run.value }
         watchdog.cancel()
         #expect(kernel.instances.keys.sorted() == [1])
         await client.close()
-    }
-}
-
-/// Keeps every message logged through it as "level: message".
-final class LogRecorder: Sendable {
-    private let recorded = Mutex<[String]>([])
-    var messages: [String] { recorded.withLock { $0 } }
-
-    var logger: Logger {
-        var l = Logger(label: "test") { _ in Handler(recorder: self) }
-        l.logLevel = .trace
-        return l
-    }
-
-    struct Handler: LogHandler {
-        let recorder: LogRecorder
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-        func log(event: LogEvent) {
-            recorder.recorded.withLock { $0.append("\(event.level): \(event.message)") }
-        }
     }
 }

@@ -6,36 +6,6 @@ import Testing
 
 @testable import IBeaconTransports
 
-/// Keeps every message logged through it, for assertions.
-final class RecordingLog: Sendable {
-    let messages = Mutex<[(Logger.Level, String)]>([])
-
-    var logger: Logger {
-        var logger = Logger(label: "test") { _ in Handler(log: self) }
-        logger.logLevel = .trace
-        return logger
-    }
-
-    func contains(_ level: Logger.Level, _ text: String) -> Bool {
-        messages.withLock { $0.contains { $0.0 == level && $0.1.contains(text) } }
-    }
-
-    var all: String { messages.withLock { $0.map { "\($0.0): \($0.1)" }.joined(separator: "\n") } }
-
-    struct Handler: LogHandler {
-        let log: RecordingLog
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-        func log(event: LogEvent) {
-            log.messages.withLock { $0.append((event.level, event.message.description)) }
-        }
-    }
-}
-
 @Suite(.serialized) struct HookRunnerTests {
     func waitUntil(seconds: Double = 10, _ condition: () -> Bool) async throws {
         let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
@@ -221,7 +191,7 @@ final class RecordingLog: Sendable {
         runner.submit(label: "event 0", variables: variables)
         try await waitUntil { (try? readWholeFile("\(dir)/runs"))?.isEmpty == false }
         for i in 1..<20_001 { runner.submit(label: "event \(i)", variables: variables) }
-        func dropLines() -> Int { log.messages.withLock { $0.filter { $0.1.hasPrefix("hook queue full") }.count } }
+        func dropLines() -> Int { log.messages(atLeast: .trace).filter { $0.hasPrefix("hook queue full") }.count }
         #expect(runner.summary.dropped == 19_998)
         #expect(dropLines() == 5)
         clock.advance(by: .seconds(11))

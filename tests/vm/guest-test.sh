@@ -1332,6 +1332,13 @@ PYEOF
   local a=$!
   BG_PIDS+=("$a")
   poll 30 grep -q "through the kernel" "$WORK/rot-a.txt"
+  # The kernel answers Add Extended Advertising Parameters on a legacy controller with TX power
+  # 127, its "unknown": the status line says unknown, never "127 dBm".
+  if grep -q "TX power unknown" "$WORK/rot-a.txt" && ! grep -q "127 dBm" "$WORK/rot-a.txt"; then
+    pass "a legacy controller's TX power through the kernel is unknown, not 127 dBm" "$(grep -o 'TX power [a-z0-9 -]*' "$WORK/rot-a.txt" | head -1)"
+  else
+    fail "a legacy controller's TX power through the kernel is unknown, not 127 dBm" "TX power unknown" "$(grep 'through the kernel' "$WORK/rot-a.txt")"
+  fi
   sleep 1
   local t0 t1 alone both
   t0=$(mono); sleep 4; t1=$(mono)

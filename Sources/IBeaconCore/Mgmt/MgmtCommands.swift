@@ -332,7 +332,8 @@ public struct MgmtRemoveAdvertising: MgmtCommand {
 public struct MgmtAddExtendedAdvertisingParameters: MgmtCommand {
     public struct ReturnParameters: Sendable, Equatable {
         public var instance: UInt8
-        /// The power the controller selected.
+        /// The power the controller selected; `unknownTxPower` when the kernel cannot say (a
+        /// controller without LE extended advertising, programmed with the legacy commands).
         public var txPower: Int8
         public var maxAdvertisingDataLength: UInt8
         public var maxScanResponseLength: UInt8
@@ -354,6 +355,8 @@ public struct MgmtAddExtendedAdvertisingParameters: MgmtCommand {
     public static let txPowerRange: ClosedRange<Int8> = -127...20
     /// TxPower when the host has no preference (not flagged, so the kernel ignores it).
     public static let noTxPowerPreference: Int8 = 127
+    /// The TxPower the kernel returns when it does not know the power (HCI_TX_POWER_INVALID).
+    public static let unknownTxPower: Int8 = 127
 
     /// Legacy PDUs (no secondary PHY flag), with the interval and, when given, the TX power
     /// flagged as set by the caller. `connectable` sets the Connectable flag: the kernel then

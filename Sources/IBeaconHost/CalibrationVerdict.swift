@@ -1,0 +1,86 @@
+import IBeaconCore
+
+/// Why a calibration result is not written without `--force`, with what to do about it: the
+/// policy of `calibrate`, here where it is unit-tested.
+public struct CalibrationRefusal: Sendable, Equatable {
+    public enum Kind: String, Sendable {
+        /// The level moved during the run (exit 81).
+        case drift
+        /// The precision was not reached by the end of the run (exit 80).
+        case precision
+    }
+
+    public var kind: Kind
+    public var message: String
+}
+
+extension CalibrationResult {
+    /// Why this result is not written (nil: it is); `precision` and `duration` are the run's
+    /// `--precision` and `--duration`.
+    public func refusal(precision: Double, duration: Double) -> CalibrationRefusal? {
+        if driftIsLarge, let d = apple?.drift {
+            return CalibrationRefusal(
+                kind: .drift,
+                message:
+                    "the level moved \(d.difference.signedFixed(1)) dB between the first and second half of the run "
+                    + "(z = \(d.z.fixed(1))): something changed during the measurement (a person, a door, the "
+                    + "receiver moved); hold still, move away from people and calibrate again, or --force to write "
+                    + "\(measuredPower) dBm anyway")
+        }
+        if !precisionReached, let a = apple, a.transientOngoing, let t = a.transients.last {
+            return CalibrationRefusal(
+                kind: .drift,
+                message: "the level moved \(t.shift.signedFixed(1)) dB "
+                    + "\(formatSeconds(seconds.rounded(.down) - Double(t.start))) before the end of the run and "
+                    + "had not come back (a person in the way, a door, the receiver moved); hold still, move away "
+                    + "from people and calibrate again, or --force to write \(measuredPower) dBm anyway")
+        }
+        if precisionReached { return nil }
+        return CalibrationRefusal(
+            kind: .precision,
+            message: "precision not reached: \(unmetPrecision(precision)); nothing written — "
+                + "\(precisionAdvice(precision)); or --force to write \(measuredPower) dBm anyway")
+    }
+
+    /// What was not met: the minimum duration, the interval itself, or (the interval within the
+    /// precision) the margin the stopping rule keeps once slow variation was seen.
+    func unmetPrecision(_ precision: Double) -> String {
+        if seconds < 10 {
+            return "the run ended after \(formatSeconds(seconds)), before the 10 s minimum"
+        }
+        let interval = "the 95 % interval is ±\(halfWidth95.fixed(2)) dB after \(formatSeconds(seconds))"
+        if let margin = stoppingMargin, margin > 0, halfWidth95 <= precision, let a = apple {
+            let widened = halfWidth95 * (1 + margin * a.halfWidthRelativeError)
+            return interval + ", within --precision \(precision.clean) dB but not by the margin kept once slow "
+                + "variation was seen (±\(widened.fixed(2)) dB with it)"
+        }
+        return interval + ", wider than --precision \(precision.clean) dB"
+    }
+
+    /// How to reach the precision: hold still, and run longer (how much longer when it can tell).
+    func precisionAdvice(_ precision: Double) -> String {
+        var advice = "hold the receiver still, move away from people"
+        // The half-width shrinks as 1/√time: how long the same spread would need.
+        let noisy = CalibrationSettings()
+        if let fast = apple?.withinSecondSpread, fast >= noisy.noisySpread, seconds < noisy.noisyMinimumDuration {
+            advice +=
+                ", or run longer (--duration \(noisy.noisyMinimumDuration.clean) at least: the reports "
+                + "spread \(fast.fixed(1)) dB within each second: under fading that strong slow variation takes a minute "
+                + "to show)"
+        } else if halfWidth95.isFinite, halfWidth95 > 0, seconds >= 1 {
+            let needed = seconds * (halfWidth95 / precision) * (halfWidth95 / precision) * 1.2
+            advice +=
+                needed > 300
+                ? ", or run much longer (--duration 300 or more)"
+                : ", or run longer (about --duration \(Int(max(10, needed).rounded(.up))))"
+        } else {
+            advice += ", or run longer (--duration 10 at least)"
+        }
+        return advice
+    }
+}
+
+extension Double {
+    /// `30` rather than `30.0`; other values as they are: a number as the user would write it.
+    public var clean: String { self == rounded() && abs(self) < 1e15 ? String(Int64(self)) : String(self) }
+}

@@ -1,0 +1,47 @@
+import IBeaconCore
+
+/// What kind of failure an error is, whatever the controller path that raised it: the CLI maps
+/// each kind to one exit code, so the errors of a new path need no new mapping there.
+public enum FailureKind: Sendable, Equatable {
+    /// Malformed input or parameters (exit 65).
+    case badData
+    /// The adapter or a feature is not there (exit 69).
+    case unavailable
+    /// Permission denied (exit 77).
+    case permission
+    /// Busy or no answer in time: try again later (exit 75).
+    case tempFail
+    /// The controller or the kernel refused a command, or answered it malformed (exit 76).
+    case rejected
+    /// The link ended (exit 74).
+    case io
+    /// As the transport's failure of this kind.
+    case transport(TransportError.Kind)
+}
+
+/// An error that says what kind of failure it is.
+public protocol ClassifiedError: Error, CustomStringConvertible {
+    var failureKind: FailureKind { get }
+}
+
+extension MgmtError: ClassifiedError {
+    public var failureKind: FailureKind {
+        switch self {
+        case .commandFailed(_, _, let status):
+            switch status {
+            case .permissionDenied: .permission
+            case .invalidIndex, .rfkilled, .notSupported: .unavailable
+            case .busy: .tempFail
+            default: .rejected
+            }
+        case .badReply: .rejected
+        case .timeout: .tempFail
+        case .transport(let t): .transport(t.kind)
+        case .closed: .io
+        }
+    }
+}
+
+extension MgmtParameterError: ClassifiedError {
+    public var failureKind: FailureKind { .badData }
+}

@@ -81,10 +81,11 @@ def test_a_hostile_profile_name_is_escaped_on_stdout_and_in_the_log(ibeacon_bin:
     assert proc.returncode == 0, proc.stderr
     for stream in (proc.stdout, proc.stderr):
         assert not any(c in stream for c in '\x1b\x07\x9b\u202e'), repr(stream)
-    # One event line: the newline in the name did not forge a second one.
+    # One event line (the first determination is a state, issue 24) and the final state line,
+    # each one line whatever the name holds.
     lines = proc.stdout.splitlines()
-    assert len(lines) == 1, lines
-    assert lines[0].startswith('t+0.000 s enter   bakery\\u{1B}]0;owned\\u{7}\\u{1B}[31m\\u{202E}\\u{9B}2J\\u{A}t+0.000 s'), lines
+    assert [line.split()[2] for line in lines] == ['inside', 'final'], lines
+    assert lines[0].startswith('t+0.000 s inside  bakery\\u{1B}]0;owned\\u{7}\\u{1B}[31m\\u{202E}\\u{9B}2J\\u{A}t+0.000 s'), lines
     # Log lines too: every stderr line is one entry (none starts with the forged text).
     assert 'monitoring 1 region(s)' in proc.stderr and 'bakery\\u{1B}]0;owned' in proc.stderr, proc.stderr
     assert not any(line.startswith('t+0.000 s exit') for line in proc.stderr.splitlines())
@@ -93,7 +94,7 @@ def test_a_hostile_profile_name_is_escaped_on_stdout_and_in_the_log(ibeacon_bin:
                          '--device', f'btsnoop:{cap}'], capture_output=True, text=True, timeout=30)
     assert js.returncode == 0, js.stderr
     assert not any(c in js.stdout for c in '\x1b\x07\x9b\u202e')
-    assert [json.loads(line)['region'] for line in js.stdout.splitlines()] == [HOSTILE]
+    assert [json.loads(line)['region'] for line in js.stdout.splitlines()] == [HOSTILE, HOSTILE]  # inside, final
 
 
 # --- item 5: a jump of 9e12 s in a 154-byte capture --------------------------------------------
@@ -110,7 +111,7 @@ def test_a_capture_whose_time_jumps_by_9e12_s_finishes(ibeacon_bin: Path, tmp_pa
     if command == 'scan':
         assert [json.loads(line)['t'] for line in proc.stdout.splitlines()] == [0, 9e12]
     else:
-        assert [line.split()[2] for line in proc.stdout.splitlines()] == ['enter', 'exit', 'enter'], proc.stdout
+        assert [line.split()[2] for line in proc.stdout.splitlines()] == ['inside', 'exit', 'unknown', 'inside', 'final'], proc.stdout
 
 
 # --- hooks ------------------------------------------------------------------------------------

@@ -1,3 +1,4 @@
+import Glibc
 import IBeaconHost
 
 /// What a command may ask of the process it runs in — its environment and the wall clock —
@@ -14,6 +15,12 @@ public enum ProcessContext {
 
     /// Unix time now, in seconds (`clock_gettime(CLOCK_REALTIME)`, microseconds).
     public static var unixTime: Double { Double(Sys.realtimeMicroseconds()) / 1e6 }
+
+    /// This machine's host name (`gethostname(2)`), `localhost` when it has none.
+    public static var hostName: String { Sys.hostName() ?? "localhost" }
+
+    /// This process's id (`getpid(2)`).
+    public static var processID: Int32 { getpid() }
 }
 
 extension SystemdNotifier {

@@ -10,6 +10,14 @@ import SystemPackage
 // `Errno`. Only this module imports `CBlueZ`, so Core and Host build without libbluetooth.
 
 extension Sys {
+    /// `gethostname(2)`: this machine's host name, nil when it cannot be read or is empty.
+    static func hostName() -> String? {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return nil }
+        let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return name.isEmpty ? nil : name
+    }
+
     /// `pipe2(2)` with `O_CLOEXEC`.
     static func pipe() throws(Errno) -> (readEnd: FileDescriptor, writeEnd: FileDescriptor) {
         try FileDescriptor.pipe(options: .closeOnExec)

@@ -10,9 +10,6 @@ import Synchronization
 #else
     import Foundation
 #endif
-#if canImport(Glibc)
-    import Glibc
-#endif
 
 /// `--mqtt URL` and its settings, shared by `monitor`, `advertise` and `scan`: where to publish
 /// states, events and ranging, and how Home Assistant finds them (README "Home Assistant and MQTT").
@@ -115,12 +112,7 @@ struct MQTTOptions: ParsableArguments {
     }
 
     /// This box's name: the host name, as `gethostname(2)` gives it.
-    static var hostName: String {
-        var buffer = [CChar](repeating: 0, count: 256)
-        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "localhost" }
-        let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        return name.isEmpty ? "localhost" : name
-    }
+    static var hostName: String { ProcessContext.hostName }
 
     /// `--mqtt-name` (the systemd units give it per instance).
     var name: String? { processName }
@@ -153,7 +145,8 @@ struct MQTTOptions: ParsableArguments {
         let layout = layout(command: command)
         let settings = MQTTClientSettings(
             url: broker, user: user ?? broker.user, password: try password(), caFile: caFile, certFile: certFile,
-            keyFile: keyFile, clientID: "ibeacon-\(MQTTTopic.identifier(Self.hostName))-\(command)-\(getpid())",
+            keyFile: keyFile,
+            clientID: "ibeacon-\(MQTTTopic.identifier(Self.hostName))-\(command)-\(ProcessContext.processID)",
             will: MQTTMessage(topic: layout.availabilityTopic, payload: "offline", kind: .retained),
             subscriptions: layout.homeAssistantStatusTopic.map { [$0] } ?? [])
         let connection: MosquittoConnection

@@ -32,9 +32,9 @@ import Testing
     ]
 
     @Test(arguments: cases.indices)
-    func outOfRangeIsAUsageError(_ index: Int) throws {
+    func outOfRangeIsAUsageError(_ index: Int) async throws {
         let (arguments, message) = Self.cases[index]
-        let result = try ibeacon(arguments)
+        let result = try await ibeacon(arguments)
         #expect(!result.crashed)
         #expect(result.status == 64, "\(arguments): \(result.stderr)")
         #expect(result.stderr.split(separator: "\n").first.map(String.init) == "Error: " + message, "\(result.stderr)")

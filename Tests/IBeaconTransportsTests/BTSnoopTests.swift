@@ -76,23 +76,27 @@ import Testing
         recorder.record(Vectors.report1, direction: .received)
         recorder.record(Vectors.report2, direction: .received)
         recorder.close()
-        let lines = try runTShark(path, fields: ["bthci_cmd.opcode", "bthci_evt.code"])
+        let lines = try await runTShark(path, fields: ["bthci_cmd.opcode", "bthci_evt.code"])
         #expect(lines == ["0x0c03\t", "\t0x0e", "0x200c\t", "\t0x0e", "\t0x3e", "\t0x3e"])
     }
 }
 
-/// Runs tshark on `path` and returns its lines of `-T fields` output.
-func runTShark(_ path: String, fields: [String]) throws -> [String] {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/tshark")
-    process.arguments = ["-r", path, "-T", "fields"] + fields.flatMap { ["-e", $0] }
-    let output = Pipe()
-    process.standardOutput = output
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    #expect(process.terminationStatus == 0)
+/// Runs tshark on `path` and returns its lines of `-T fields` output. Waited for on a thread of
+/// its own: tshark takes a second or more to start, a pool thread's worth of other suites' tasks.
+func runTShark(_ path: String, fields: [String]) async throws -> [String] {
+    let (status, data) = try await onOwnThread { () throws -> (Int32, Data) in
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/tshark")
+        process.arguments = ["-r", path, "-T", "fields"] + fields.flatMap { ["-e", $0] }
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, data)
+    }
+    #expect(status == 0)
     return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
 }
 

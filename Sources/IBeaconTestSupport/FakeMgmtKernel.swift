@@ -85,11 +85,11 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
     /// Another program (bluetoothd, `btmgmt connectable on`) changes the adapter's Connectable
     /// setting; the client sees New Settings.
     public func setConnectable(_ on: Bool) {
-        let powered = lock.withLock {
+        let settings = lock.withLock {
             _connectable = on
-            return _powered
+            return currentSettings(powered: _powered)
         }
-        emit(.newSettings(index: Self.index, settings(powered: powered)))
+        emit(.newSettings(index: Self.index, settings))
     }
 
     /// The address the kernel would advertise an instance with `flags` from (lock held).
@@ -181,8 +181,11 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
 
     /// Powers the adapter off (New Settings); like the kernel, instances without a timeout stay.
     public func powerOff() {
-        lock.withLock { _powered = false }
-        emit(.newSettings(index: Self.index, settings(powered: false)))
+        let settings = lock.withLock {
+            _powered = false
+            return currentSettings(powered: false)
+        }
+        emit(.newSettings(index: Self.index, settings))
     }
 
     /// The next `times` Add Extended Advertising Parameters / Add Advertising answer `status`
@@ -195,18 +198,19 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
     /// Powers the adapter on; like the kernel, programs the instances again (a non-connectable
     /// one gets a new non-resolvable address).
     public func powerOn() {
-        lock.withLock {
+        let settings = lock.withLock {
             _powered = true
             for (number, instance) in _instances { _instances[number]?.address = onAirAddress(instance.flags) }
+            return currentSettings(powered: true)
         }
-        emit(.newSettings(index: Self.index, settings(powered: true)))
+        emit(.newSettings(index: Self.index, settings))
     }
 
-    /// Current_Settings (New Settings, Read Controller Information).
-    private func settings(powered: Bool) -> MgmtSettings {
+    /// Current_Settings, for New Settings and Read Controller Information (lock held).
+    private func currentSettings(powered: Bool) -> MgmtSettings {
         var settings: MgmtSettings = [.lowEnergy]
         if powered { settings.insert(.powered) }
-        if lock.withLock({ _connectable }) { settings.insert(.connectable) }
+        if _connectable { settings.insert(.connectable) }
         return settings
     }
 
@@ -311,10 +315,7 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
         w.uint8(Self.bluetoothVersion)
         w.uint16LE(Self.manufacturer)
         w.uint32LE(Self.supportedSettings.rawValue)
-        var current: MgmtSettings = [.lowEnergy]
-        if _powered { current.insert(.powered) }
-        if _connectable { current.insert(.connectable) }
-        w.uint32LE(current.rawValue)
+        w.uint32LE(currentSettings(powered: _powered).rawValue)
         w.uint24LE(0)  // Class_Of_Device
         w.append(Self.emptyNames)
         return Answer(success: w.bytes)

@@ -337,3 +337,95 @@ import Testing
         #expect(throws: DecodingError.self) { try MgmtEvent(MgmtPacket(decoding: short)) }
     }
 }
+
+/// The table (`MgmtTable.swift`): every view of a command or event comes from its row.
+@Suite struct MgmtTableTests {
+    @Test func commandRowsAreUniqueAndNameTheOpcodes() {
+        let specs = MgmtCommandSpec.commands.map { $0.spec }
+        #expect(Set(specs.map(\.opcode)).count == specs.count)
+        #expect(Set(specs.map(\.name)).count == specs.count)
+        #expect(specs.map(\.opcode.rawValue) == specs.map(\.opcode.rawValue).sorted())
+        for spec in specs {
+            #expect(spec.opcode.spec?.name == spec.name)
+            #expect(spec.opcode.description == "\(spec.name) (\(spec.opcode.hex))")
+        }
+        #expect(MgmtOpcode.addAdvertising.name == "Add Advertising")
+        #expect(MgmtOpcode(rawValue: 0x0099).spec == nil)
+    }
+
+    /// What the encoders write is what the rows (and so the kernel's handler table) admit.
+    @Test func everyEncodedCommandHasALengthItsRowAdmits() throws {
+        let interval = try AdvertisingInterval(milliseconds: 100, for: .extended)
+        let commands: [any MgmtCommand] = [
+            MgmtReadVersion(), MgmtReadIndexList(), MgmtReadControllerInfo(), MgmtReadAdvertisingFeatures(),
+            try MgmtAddAdvertising(instance: 1, advertisingData: [0x02, 0x01, 0x06], scanResponse: [0x01]),
+            try MgmtRemoveAdvertising(instance: 1), MgmtReadDefaultSystemConfiguration(),
+            try MgmtSetDefaultSystemConfiguration([
+                MgmtSystemParameter(type: MgmtSystemParameter.leScanWindowAdvMonitor, uint16: 0x0060)
+            ]),
+            try MgmtAddAdvPatternsMonitor(patterns: [.iBeacon, .iBeacon]), try MgmtRemoveAdvMonitor(handle: 1),
+            try MgmtAddExtendedAdvertisingParameters(instance: 1, interval: interval, txPower: -4),
+            try MgmtAddExtendedAdvertisingData(instance: 1, advertisingData: [0x02, 0x01, 0x06]),
+        ]
+        #expect(commands.count == MgmtCommandSpec.commands.count)
+        for command in commands {
+            let spec = type(of: command).spec
+            #expect(spec.parameters.admits(command.encodeParameters().count), "\(spec.name)")
+        }
+    }
+
+    @Test func repliesAreCheckedAgainstTheRowFirst() {
+        // Add Extended Advertising Parameters returns exactly 4 bytes: 2 is short, whatever field it stops in.
+        #expect(
+            throws: DecodingError.truncated(
+                what: "Add Extended Advertising Parameters return parameters", needed: 4, available: 2)
+        ) {
+            try MgmtAddExtendedAdvertisingParameters.decodeReturn([0x02, 0xFC])
+        }
+        // Read Controller Information is exactly 280 bytes.
+        #expect(throws: DecodingError.trailingBytes(what: "Read Controller Information return parameters", count: 1)) {
+            try MgmtReadControllerInfo.decodeReturn([UInt8](repeating: 0, count: 281))
+        }
+    }
+
+    /// One event of every row: the fake kernel's encoder and the decoder agree.
+    @Test func everyEventRoundTrips() throws {
+        let report = MgmtDeviceFound(
+            address: BDAddress("C6:05:04:03:02:01")!, addressType: MgmtDeviceFound.leRandomAddress, rssi: -59,
+            flags: 4, data: [0x02, 0x01, 0x06])
+        let hci1 = MgmtIndex(1)
+        let events: [MgmtEvent] = [
+            .commandComplete(index: hci1, opcode: .addAdvertising, status: .success, returnParameters: [0x01]),
+            .commandStatus(index: .none, opcode: .addAdvertising, status: .invalidParameters),
+            .controllerError(index: hci1, code: 0x2A),
+            .indexAdded(hci1),
+            .indexRemoved(hci1),
+            .newSettings(index: hci1, [.powered, .lowEnergy]),
+            .deviceFound(index: hci1, report),
+            .advertisingAdded(index: hci1, instance: 4),
+            .advertisingRemoved(index: hci1, instance: 2),
+            .advMonitorDeviceFound(index: hci1, handle: MgmtEvent.unmatchedMonitorHandle, report),
+        ]
+        #expect(events.map { MgmtEventCode(rawValue: $0.packet.code) } == MgmtEventSpec.events.map(\.code))
+        for event in events {
+            let packet = event.packet
+            #expect(MgmtEventCode(rawValue: packet.code).spec?.parameters.admits(packet.parameters.count) == true)
+            #expect(try MgmtEvent(MgmtPacket(decoding: packet.bytes)) == event)
+        }
+        #expect(MgmtEventCode.advertisingAdded.description == "Advertising Added (0x0023)")
+        #expect(MgmtEventCode(rawValue: 0x0099).description == "management event 0x0099")
+    }
+
+    @Test func anEventOfALengthItsRowRefusesThrows() {
+        let indexRemovedWithAByte = MgmtPacket(
+            code: MgmtEventCode.indexRemoved.rawValue, index: MgmtIndex(0), parameters: [0x01])
+        #expect(throws: DecodingError.trailingBytes(what: "Index Removed (0x0005) parameters", count: 1)) {
+            try MgmtEvent(indexRemovedWithAByte)
+        }
+        let newSettingsShort = MgmtPacket(
+            code: MgmtEventCode.newSettings.rawValue, index: MgmtIndex(0), parameters: [0x01, 0x02, 0x00])
+        #expect(throws: DecodingError.truncated(what: "New Settings (0x0006) parameters", needed: 4, available: 3)) {
+            try MgmtEvent(newSettingsShort)
+        }
+    }
+}

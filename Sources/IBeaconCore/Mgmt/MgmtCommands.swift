@@ -115,7 +115,7 @@ public struct MgmtAdvertisingFlags: OptionSet, Hashable, Sendable, CustomStringC
     }
 }
 
-/// Read Management Version Information (0x0001, non-controller). Returns Version (1), Revision (2).
+/// Read Management Version Information (non-controller). Returns Version (1), Revision (2).
 public struct MgmtReadVersion: MgmtCommand {
     public struct ReturnParameters: Sendable, Equatable {
         public var version: UInt8
@@ -133,7 +133,7 @@ public struct MgmtReadVersion: MgmtCommand {
     }
 }
 
-/// Read Controller Index List (0x0003, non-controller). Returns Num_Controllers (2),
+/// Read Controller Index List (non-controller). Returns Num_Controllers (2),
 /// Controller_Index[i] (2 each).
 public struct MgmtReadIndexList: MgmtCommand {
     public static let spec = MgmtCommandSpec(
@@ -148,7 +148,7 @@ public struct MgmtReadIndexList: MgmtCommand {
     }
 }
 
-/// Read Controller Information (0x0004). Returns Address (6), Bluetooth_Version (1),
+/// Read Controller Information. Returns Address (6), Bluetooth_Version (1),
 /// Manufacturer (2), Supported_Settings (4), Current_Settings (4), Class_Of_Device (3),
 /// Name (249), Short_Name (11): 280 bytes.
 public struct MgmtReadControllerInfo: MgmtCommand {
@@ -186,7 +186,7 @@ func cString(_ bytes: [UInt8]) -> String {
     String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
 }
 
-/// Read Advertising Features (0x003D). Returns Supported_Flags (4), Max_Adv_Data_Len (1),
+/// Read Advertising Features. Returns Supported_Flags (4), Max_Adv_Data_Len (1),
 /// Max_Scan_Rsp_Len (1), Max_Instances (1), Num_Instances (1), Instance[i] (1 each).
 public struct MgmtReadAdvertisingFeatures: MgmtCommand {
     public struct ReturnParameters: Sendable, Equatable {
@@ -231,7 +231,7 @@ public struct MgmtParameterError: Error, Sendable, Equatable, CustomStringConver
     public var description: String { message }
 }
 
-/// Add Advertising (0x003E): Instance (1), Flags (4), Duration (2), Timeout (2),
+/// Add Advertising: Instance (1), Flags (4), Duration (2), Timeout (2),
 /// Adv_Data_Len (1), Scan_Rsp_Len (1), Adv_Data, Scan_Rsp. Returns Instance (1).
 /// The kernel advertises it at its default interval (`le_adv_min_interval`/`max`, 1.28 s
 /// unless changed with Set Default System Configuration); there is no interval parameter.
@@ -312,7 +312,7 @@ extension ByteWriter {
     }
 }
 
-/// Remove Advertising (0x003F): Instance (1). Returns Instance (1). Instance 0 removes every
+/// Remove Advertising: Instance (1). Returns Instance (1). Instance 0 removes every
 /// instance of every program, so this type refuses it.
 public struct MgmtRemoveAdvertising: MgmtCommand {
     public var instance: UInt8
@@ -332,7 +332,7 @@ public struct MgmtRemoveAdvertising: MgmtCommand {
     }
 }
 
-/// Add Extended Advertising Parameters (0x0054, kernel ≥ 5.12): Instance (1), Flags (4),
+/// Add Extended Advertising Parameters (kernel ≥ 5.12): Instance (1), Flags (4),
 /// Duration (2), Timeout (2), MinInterval (4), MaxInterval (4), TxPower (1). Returns
 /// Instance (1), TxPower (1), MaxAdvDataLen (1), MaxScanRspLen (1).
 public struct MgmtAddExtendedAdvertisingParameters: MgmtCommand {
@@ -415,7 +415,7 @@ public struct MgmtAddExtendedAdvertisingParameters: MgmtCommand {
     }
 }
 
-/// Add Extended Advertising Data (0x0055): Instance (1), Advertising Data Length (1),
+/// Add Extended Advertising Data: Instance (1), Advertising Data Length (1),
 /// Scan Response Length (1), Advertising Data, Scan Response. Returns Instance (1).
 public struct MgmtAddExtendedAdvertisingData: MgmtCommand {
     public var instance: UInt8
@@ -468,7 +468,7 @@ public struct MgmtAdvPattern: Sendable, Equatable {
     public static let iBeacon = try! MgmtAdvPattern(adType: 0xFF, offset: 0, value: [0x4C, 0x00, 0x02, 0x15])
 }
 
-/// Add Advertisement Patterns Monitor (0x0052, kernel ≥ 5.10): Pattern_Count (1), then each
+/// Add Advertisement Patterns Monitor (kernel ≥ 5.10): Pattern_Count (1), then each
 /// pattern (34 bytes). Returns Monitor_Handle (2). Without controller offload the kernel scans
 /// passively with duplicate filtering off while a monitor is registered and forwards every
 /// report as Adv Monitor Device Found (handle 0), matched or not.
@@ -501,7 +501,7 @@ public struct MgmtAddAdvPatternsMonitor: MgmtCommand {
     }
 }
 
-/// Remove Advertisement Monitor (0x0053): Monitor_Handle (2). Returns Monitor_Handle (2).
+/// Remove Advertisement Monitor: Monitor_Handle (2). Returns Monitor_Handle (2).
 /// Handle 0 removes every program's monitors, so this type refuses it.
 public struct MgmtRemoveAdvMonitor: MgmtCommand {
     public var handle: UInt16
@@ -570,7 +570,7 @@ public struct MgmtSystemParameter: Sendable, Equatable {
     }
 }
 
-/// Read Default System Configuration (0x004B, kernel ≥ 5.8): no parameters. Returns every
+/// Read Default System Configuration (kernel ≥ 5.8): no parameters. Returns every
 /// parameter the kernel supports with its current value ("a list of supported default
 /// parameters as well as their current value"), as Type/Length/Value entries.
 public struct MgmtReadDefaultSystemConfiguration: MgmtCommand {
@@ -583,7 +583,7 @@ public struct MgmtReadDefaultSystemConfiguration: MgmtCommand {
     }
 }
 
-/// Set Default System Configuration (0x004C): Type/Length/Value entries; no return parameters.
+/// Set Default System Configuration: Type/Length/Value entries; no return parameters.
 /// The values are the adapter's defaults for every program until changed again (bluetoothd
 /// sets those configured in main.conf when it sets the adapter up).
 public struct MgmtSetDefaultSystemConfiguration: MgmtCommand {

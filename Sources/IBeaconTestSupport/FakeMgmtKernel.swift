@@ -333,6 +333,23 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
         return Answer(success: w.bytes)
     }
 
+    /// Instance (1), Flags (4), Duration (2), Timeout (2): how Add Advertising and Add Extended
+    /// Advertising Parameters begin (`ByteWriter.mgmtAdvertisingHeader`).
+    private static func readHeader(_ r: inout ByteReader) throws(DecodingError) -> (UInt8, MgmtAdvertisingFlags) {
+        let instance = try r.readUInt8("Instance")
+        let flags = MgmtAdvertisingFlags(rawValue: try r.readUInt32LE("Flags"))
+        _ = try r.readUInt32LE("Duration, Timeout")
+        return (instance, flags)
+    }
+
+    /// Adv_Data_Len (1), Scan_Rsp_Len (1), Adv_Data (the scan response is not kept): how Add
+    /// Advertising and Add Extended Advertising Data end.
+    private static func readAdvertisingData(_ r: inout ByteReader) throws(DecodingError) -> [UInt8] {
+        let length = try r.readUInt8("Adv_Data_Len")
+        _ = try r.readUInt8("Scan_Rsp_Len")
+        return try r.readBytes(Int(length), "Adv_Data")
+    }
+
     /// "a value between 1 and the number of supported instances".
     private func isValidInstance(_ instance: UInt8) -> Bool { instance >= 1 && instance <= maxInstances }
 
@@ -340,9 +357,7 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
         guard supportsExtendedParameters else { return Answer(.unknownCommand) }
         guard _powered else { return Answer(.rejected) }
         if !_refusals.isEmpty { return Answer(_refusals.removeFirst()) }
-        let instance = try r.readUInt8("Instance")
-        let flags = MgmtAdvertisingFlags(rawValue: try r.readUInt32LE("Flags"))
-        _ = try r.readUInt32LE("Duration, Timeout")
+        let (instance, flags) = try Self.readHeader(&r)
         let minInterval = try r.readUInt32LE("MinInterval")
         _ = try r.readUInt32LE("MaxInterval")
         let txPower = try r.readInt8("TxPower")
@@ -364,9 +379,7 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
 
     private func addExtendedAdvertisingData(_ r: inout ByteReader) throws(DecodingError) -> Answer {
         let instance = try r.readUInt8("Instance")
-        let length = try r.readUInt8("Adv_Data_Len")
-        _ = try r.readUInt8("Scan_Rsp_Len")
-        let data = try r.readBytes(Int(length), "Adv_Data")
+        let data = try Self.readAdvertisingData(&r)
         guard _instances[instance] != nil else { return Answer(.invalidParameters) }
         _instances[instance]?.data = data
         return Answer(success: [instance])
@@ -374,12 +387,8 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
 
     private func addAdvertising(_ r: inout ByteReader) throws(DecodingError) -> Answer {
         if !_refusals.isEmpty { return Answer(_refusals.removeFirst()) }
-        let instance = try r.readUInt8("Instance")
-        let flags = MgmtAdvertisingFlags(rawValue: try r.readUInt32LE("Flags"))
-        _ = try r.readUInt32LE("Duration, Timeout")
-        let length = try r.readUInt8("Adv_Data_Len")
-        _ = try r.readUInt8("Scan_Rsp_Len")
-        let data = try r.readBytes(Int(length), "Adv_Data")
+        let (instance, flags) = try Self.readHeader(&r)
+        let data = try Self.readAdvertisingData(&r)
         guard isValidInstance(instance) else { return Answer(.invalidParameters) }
         _instances[instance] = Instance(flags: flags, data: data, owner: "test", address: onAirAddress(flags))
         return Answer(success: [instance])

@@ -245,21 +245,23 @@ import Testing
         #expect(throws: DecodingError.self) { try MgmtReadControllerInfo.decodeReturn(Array(bytes.dropLast())) }
     }
 
+    /// Event code, controller index, parameter length (little-endian), parameters.
     @Test func events() throws {
-        #expect(
+        #expect(  // Advertising Removed, hci0: instance 2
             try MgmtEvent(MgmtPacket(decoding: [0x24, 0x00, 0x00, 0x00, 0x01, 0x00, 0x02]))
                 == .advertisingRemoved(index: MgmtIndex(0), instance: 2))
-        #expect(
+        #expect(  // Advertising Added, hci1: instance 4
             try MgmtEvent(MgmtPacket(decoding: [0x23, 0x00, 0x01, 0x00, 0x01, 0x00, 0x04]))
                 == .advertisingAdded(index: MgmtIndex(1), instance: 4))
-        #expect(
+        #expect(  // New Settings, hci1, 4 bytes: bits 0 (powered) and 9 (le)
             try MgmtEvent(MgmtPacket(decoding: [0x06, 0x00, 0x01, 0x00, 0x04, 0x00, 0x01, 0x02, 0x00, 0x00]))
                 == .newSettings(index: MgmtIndex(1), [.powered, .lowEnergy]))
-        #expect(
+        #expect(  // Index Removed, hci0, no parameters
             try MgmtEvent(MgmtPacket(decoding: [0x05, 0x00, 0x00, 0x00, 0x00, 0x00])) == .indexRemoved(MgmtIndex(0)))
-        #expect(
+        #expect(  // Command Status, no controller (0xFFFF): Add Advertising (0x003E), Invalid Parameters (0x0D)
             try MgmtEvent(MgmtPacket(decoding: [0x02, 0x00, 0xFF, 0xFF, 0x03, 0x00, 0x3E, 0x00, 0x0D]))
                 == .commandStatus(index: .none, opcode: .addAdvertising, status: .invalidParameters))
+        // A code without a row (0x0099) is kept whole.
         let unknown = try MgmtPacket(decoding: [0x99, 0x00, 0x00, 0x00, 0x01, 0x00, 0x07])
         #expect(try MgmtEvent(unknown) == .unknown(unknown))
     }

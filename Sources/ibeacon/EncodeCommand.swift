@@ -35,7 +35,7 @@ struct BeaconOptions: ParsableArguments {
             if !identity.isEmpty || measuredPower != nil {
                 throw ValidationError("give either --profile or --uuid/--major/--minor/--measured-power, not both")
             }
-            try intervalMs?.checked()
+            // The profile's interval is replaced as given: Core checks it against the command set.
             return
         }
         guard identity.uuid != nil, identity.major != nil, identity.minor != nil else {

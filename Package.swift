@@ -65,6 +65,6 @@ let package = Package(
         .testTarget(name: "IBeaconCoreTests", dependencies: ["IBeaconCore", "IBeaconTestSupport"]),
         .testTarget(name: "IBeaconHostTests", dependencies: ["IBeaconHost", "IBeaconTestSupport"]),
         .testTarget(name: "IBeaconTransportsTests", dependencies: ["IBeaconTransports", "IBeaconTestSupport"]),
-        .testTarget(name: "ibeaconCLITests", dependencies: ["IBeaconCore"], exclude: ["help"]),
+        .testTarget(name: "ibeaconCLITests", dependencies: ["IBeaconCore", "IBeaconTestSupport"], exclude: ["help"]),
     ]
 )

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Lists the Swift functions whose bodies are longer than a limit (issue 15: CLI functions over
-~60 lines are split into named steps).
+~60 lines are split into named steps; issue 22: library functions too, so `make lint` runs it
+on all of Sources).
 
     scripts/function-length.py [--max N] [--all] PATH...
 

@@ -43,17 +43,32 @@ public struct MQTTBrokerURL: Sendable, Equatable, CustomStringConvertible {
         + "or set IBEACON_MQTT_PASSWORD"
 
     public init(parsing text: String) throws(MQTTSettingError) {
-        func fail(_ why: String) -> MQTTSettingError {
+        let fail = { (why: String) -> MQTTSettingError in
             MQTTSettingError("--mqtt \(text): \(why) (expected mqtt://HOST[:PORT] or mqtts://HOST[:PORT])")
         }
         guard let colon = text.firstIndex(of: ":"), text[colon...].hasPrefix("://") else { throw fail("no scheme") }
-        let scheme = text[..<colon].lowercased()
+        tls = try Self.isTLS(scheme: text[..<colon].lowercased(), fail)
+        var rest = try Self.authority(text[colon...].dropFirst(3), fail)
+        user = try Self.takeUser(from: &rest, fail)
+        let portText: Substring?
+        (host, portText) = try Self.hostAndPortText(rest, fail)
+        port = try Self.port(portText, tls: tls, fail)
+    }
+
+    private typealias Failure = (String) -> MQTTSettingError
+
+    /// `mqtt` or `mqtts`, whatever the case.
+    private static func isTLS(scheme: String, _ fail: Failure) throws(MQTTSettingError) -> Bool {
         switch scheme {
-        case "mqtt": tls = false
-        case "mqtts": tls = true
+        case "mqtt": return false
+        case "mqtts": return true
         default: throw fail("the scheme must be mqtt or mqtts, not \(scheme.isEmpty ? "empty" : scheme)")
         }
-        var rest = text[colon...].dropFirst(3)
+    }
+
+    /// What follows `://` up to an optional lone trailing `/`: `[user@]host[:port]`.
+    private static func authority(_ afterScheme: Substring, _ fail: Failure) throws(MQTTSettingError) -> Substring {
+        var rest = afterScheme
         if rest.contains(where: { $0 == "?" || $0 == "#" }) { throw fail("a query or fragment has no meaning here") }
         if let slash = rest.firstIndex(of: "/") {
             guard rest[slash...] == "/" else {
@@ -61,27 +76,37 @@ public struct MQTTBrokerURL: Sendable, Equatable, CustomStringConvertible {
             }
             rest = rest[..<slash]
         }
-        user = nil
-        if let at = rest.lastIndex(of: "@") {
-            let info = rest[..<at]
-            rest = rest[rest.index(after: at)...]
-            if info.contains(":") {
-                throw MQTTSettingError(
-                    "--mqtt: a password in the URL is refused (it would show in the process list and the logs): "
-                        + Self.passwordAdvice)
-            }
-            guard let decoded = Self.percentDecoded(info), !decoded.isEmpty else {
-                throw fail("the user name is empty or badly %-encoded")
-            }
-            guard !decoded.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
-                throw fail("the user name contains a control character")
-            }
-            user = decoded
+        return rest
+    }
+
+    /// Removes `user@` from the front of `rest` and returns the decoded user; refuses a password.
+    private static func takeUser(from rest: inout Substring, _ fail: Failure) throws(MQTTSettingError) -> String? {
+        guard let at = rest.lastIndex(of: "@") else { return nil }
+        let info = rest[..<at]
+        rest = rest[rest.index(after: at)...]
+        if info.contains(":") {
+            throw MQTTSettingError(
+                "--mqtt: a password in the URL is refused (it would show in the process list and the logs): "
+                    + Self.passwordAdvice)
         }
+        guard let decoded = Self.percentDecoded(info), !decoded.isEmpty else {
+            throw fail("the user name is empty or badly %-encoded")
+        }
+        guard !decoded.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+            throw fail("the user name contains a control character")
+        }
+        return decoded
+    }
+
+    /// `[v6]:port`, `host:port`, or either without a port.
+    private static func hostAndPortText(
+        _ authority: Substring, _ fail: Failure
+    ) throws(MQTTSettingError) -> (String, Substring?) {
+        var rest = authority
         var portText: Substring?
         if rest.hasPrefix("[") {
             guard let close = rest.firstIndex(of: "]") else { throw fail("an IPv6 address lacks its closing ]") }
-            host = String(rest[rest.index(after: rest.startIndex)..<close])
+            let host = String(rest[rest.index(after: rest.startIndex)..<close])
             let after = rest[rest.index(after: close)...]
             if !after.isEmpty {
                 guard after.hasPrefix(":") else { throw fail("unexpected text after the IPv6 address") }
@@ -90,27 +115,29 @@ public struct MQTTBrokerURL: Sendable, Equatable, CustomStringConvertible {
             guard !host.isEmpty, host.allSatisfy({ $0.isHexDigit || $0 == ":" || $0 == "." }) else {
                 throw fail("[\(host)] is not an IPv6 address")
             }
-        } else {
-            if let colon = rest.firstIndex(of: ":") {
-                portText = rest[rest.index(after: colon)...]
-                rest = rest[..<colon]
-            }
-            host = String(rest)
-            guard !host.isEmpty else { throw fail("no host") }
-            let allowed = host.unicodeScalars.allSatisfy {
-                ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || $0 == "-"
-                    || $0 == "." || $0 == "_"
-            }
-            guard allowed, host.count <= 253 else { throw fail("\(host) is not a host name or address") }
+            return (host, portText)
         }
-        if let portText {
-            guard let p = Int(portText), (1...65535).contains(p), portText.allSatisfy(\.isASCII) else {
-                throw fail("the port must be a number within 1…65535, got \(portText.isEmpty ? "nothing" : portText)")
-            }
-            port = p
-        } else {
-            port = tls ? Self.defaultTLSPort : Self.defaultPort
+        if let colon = rest.firstIndex(of: ":") {
+            portText = rest[rest.index(after: colon)...]
+            rest = rest[..<colon]
         }
+        let host = String(rest)
+        guard !host.isEmpty else { throw fail("no host") }
+        let allowed = host.unicodeScalars.allSatisfy {
+            ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || $0 == "-"
+                || $0 == "." || $0 == "_"
+        }
+        guard allowed, host.count <= 253 else { throw fail("\(host) is not a host name or address") }
+        return (host, portText)
+    }
+
+    /// The port given, or the scheme's IANA port.
+    private static func port(_ portText: Substring?, tls: Bool, _ fail: Failure) throws(MQTTSettingError) -> Int {
+        guard let portText else { return tls ? defaultTLSPort : defaultPort }
+        guard let p = Int(portText), (1...65535).contains(p), portText.allSatisfy(\.isASCII) else {
+            throw fail("the port must be a number within 1…65535, got \(portText.isEmpty ? "nothing" : portText)")
+        }
+        return p
     }
 
     /// `%41` → `A`; nil when an escape is broken or the result is not UTF-8.

@@ -65,80 +65,22 @@ public struct AdvertisingSession: Sendable {
         }
         onReady(status)
 
-        // Every client's events (and its health check) feed one stream, tagged with the
-        // client's generation so that late events of a replaced client are ignored.
-        // A client's event stream is never iterated by a task we cancel (cancelling the
-        // iteration would end the stream): each watcher ends when its client is closed.
-        // Only the latest trigger waits: a storm of resets or Hardware Errors while advertising is
-        // being re-applied leaves one more re-application to do, not one per event.
-        let (triggers, sink) = AsyncStream.makeStream(of: (Trigger, Int).self, bufferingPolicy: .bufferingNewest(1))
-        let current = CurrentGeneration()
-        var generation = 0
-        var watchers: [Task<Void, Never>] = []
-        func watch(_ client: ControllerClient) {
-            generation += 1
-            let g = generation
-            current.value.store(g, ordering: .relaxed)
-            watchers.append(
-                Task {
-                    for await event in client.events {
-                        // A replaced client's late events must not push out the current one's.
-                        if let t = Self.classify(event), current.value.load(ordering: .relaxed) == g {
-                            sink.yield((t, g))
-                        }
-                    }
-                })
-            if let interval = healthCheckInterval {
-                let clock = self.clock
-                watchers.append(
-                    Task {
-                        while !Task.isCancelled {
-                            do { try await clock.sleep(for: interval) } catch { return }
-                            do {
-                                _ = try await client.execute(ReadBDAddr())
-                            } catch ControllerError.timeout, ControllerError.noCredits {
-                                sink.yield((.healthCheck, g))
-                                return
-                            } catch ControllerError.transport, ControllerError.closed {
-                                return  // the event stream reports the link loss
-                            } catch {
-                                // Any answer, even an error status, means the controller is alive.
-                            }
-                        }
-                    })
-            }
-        }
-        watch(client)
-        defer {
-            for watcher in watchers { watcher.cancel() }
-            sink.finish()
-        }
+        let watch = TriggerWatch(healthCheckInterval: healthCheckInterval, clock: clock)
+        watch.watch(client)
+        defer { watch.finish() }
 
-        for await (trigger, g) in triggers where g == generation {
+        for await (trigger, g) in watch.triggers where g == watch.generation {
+            announce(trigger, on: client, onLost: onLost)
             switch trigger {
             case .adapterDown:
-                logger.warning("\(client.transport.name) went down; advertising will resume when it is back up")
-                onLost("\(client.transport.name) went down")
                 continue
-            case .controllerReset(let why):
-                logger.warning("\(why); re-applying advertising")
-                onLost(why)
-            case .adapterUp:
-                logger.warning("\(client.transport.name) is up again; re-applying advertising")
-                onLost("\(client.transport.name) went down and up")
+            case .controllerReset, .adapterUp:
+                break
             case .healthCheck, .linkClosed:
-                if case .linkClosed(let error) = trigger {
-                    logger.warning(
-                        "lost \(client.transport.name): \(error?.description ?? "closed"); waiting for it to return")
-                    onLost("lost \(client.transport.name): \(error?.description ?? "closed")")
-                } else {
-                    logger.warning("the controller stopped answering; reconnecting")
-                    onLost("the controller stopped answering")
-                }
                 await client.close()
                 guard let c = await reconnect() else { return }
                 client = c
-                watch(client)
+                watch.watch(client)
             }
             if Task.isCancelled { break }
             if let (s, elapsed) = await reapply(on: client) {
@@ -149,6 +91,28 @@ public struct AdvertisingSession: Sendable {
         }
         await advertiser.stop(on: client, commandSet: status.commandSet ?? .legacy)
         await client.close()
+    }
+
+    /// Logs what the controller lost and why, and tells `onLost`.
+    private func announce(_ trigger: Trigger, on client: ControllerClient, onLost: @Sendable (String) -> Void) {
+        let name = client.transport.name
+        switch trigger {
+        case .adapterDown:
+            logger.warning("\(name) went down; advertising will resume when it is back up")
+            onLost("\(name) went down")
+        case .controllerReset(let why):
+            logger.warning("\(why); re-applying advertising")
+            onLost(why)
+        case .adapterUp:
+            logger.warning("\(name) is up again; re-applying advertising")
+            onLost("\(name) went down and up")
+        case .linkClosed(let error):
+            logger.warning("lost \(name): \(error?.description ?? "closed"); waiting for it to return")
+            onLost("lost \(name): \(error?.description ?? "closed")")
+        case .healthCheck:
+            logger.warning("the controller stopped answering; reconnecting")
+            onLost("the controller stopped answering")
+        }
     }
 
     /// Maps a controller event to a trigger; nil for events that do not affect advertising.
@@ -218,6 +182,79 @@ public struct AdvertisingSession: Sendable {
             logger.warning("controller not available (\(error)); retrying in \(delay.formattedSeconds)")
             return true
         }.value
+    }
+}
+
+/// Every client's events (and its health check) feed one stream of triggers, tagged with the
+/// client's generation so that late events of a replaced client are ignored.
+///
+/// A client's event stream is never iterated by a task we cancel (cancelling the iteration would
+/// end the stream): each watcher ends when its client is closed. Only the latest trigger waits:
+/// a storm of resets or Hardware Errors while advertising is being re-applied leaves one more
+/// re-application to do, not one per event.
+private final class TriggerWatch {
+    typealias Trigger = AdvertisingSession.Trigger
+    let triggers: AsyncStream<(Trigger, Int)>
+    private let sink: AsyncStream<(Trigger, Int)>.Continuation
+    private let current = CurrentGeneration()
+    private let healthCheckInterval: Duration?
+    private let clock: any Clock<Duration>
+    /// The generation of the client watched last: the one advertising now.
+    private(set) var generation = 0
+    private var watchers: [Task<Void, Never>] = []
+
+    init(healthCheckInterval: Duration?, clock: any Clock<Duration>) {
+        (triggers, sink) = AsyncStream.makeStream(of: (Trigger, Int).self, bufferingPolicy: .bufferingNewest(1))
+        self.healthCheckInterval = healthCheckInterval
+        self.clock = clock
+    }
+
+    /// Starts watching `client`'s events (and checking its health): it becomes the current one.
+    func watch(_ client: ControllerClient) {
+        generation += 1
+        let g = generation
+        let (current, sink) = (current, sink)
+        current.value.store(g, ordering: .relaxed)
+        watchers.append(
+            Task {
+                for await event in client.events {
+                    // A replaced client's late events must not push out the current one's.
+                    if let t = AdvertisingSession.classify(event), current.value.load(ordering: .relaxed) == g {
+                        sink.yield((t, g))
+                    }
+                }
+            })
+        if let interval = healthCheckInterval {
+            let clock = self.clock
+            watchers.append(
+                Task { await TriggerWatch.checkHealth(of: client, every: interval, on: clock, sink: sink, g) })
+        }
+    }
+
+    /// Reads the address every `interval`; a timeout (or no credits) yields `.healthCheck`.
+    private static func checkHealth(
+        of client: ControllerClient, every interval: Duration, on clock: any Clock<Duration>,
+        sink: AsyncStream<(Trigger, Int)>.Continuation, _ g: Int
+    ) async {
+        while !Task.isCancelled {
+            do { try await clock.sleep(for: interval) } catch { return }
+            do {
+                _ = try await client.execute(ReadBDAddr())
+            } catch ControllerError.timeout, ControllerError.noCredits {
+                sink.yield((.healthCheck, g))
+                return
+            } catch ControllerError.transport, ControllerError.closed {
+                return  // the event stream reports the link loss
+            } catch {
+                // Any answer, even an error status, means the controller is alive.
+            }
+        }
+    }
+
+    /// Cancels every watcher and ends the trigger stream.
+    func finish() {
+        for watcher in watchers { watcher.cancel() }
+        sink.finish()
     }
 }
 

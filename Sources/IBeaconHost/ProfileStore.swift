@@ -284,86 +284,110 @@ public enum ProfileStore {
     /// Walks `path` one component at a time without letting the kernel follow any link, and
     /// returns its directory, opened (`O_PATH`), and the last name with its `lstat`.
     static func locate(_ path: String, writing: Bool) throws(FileError) -> Location {
-        let kind: FileError.Kind = writing ? .cannotWrite : .notFound
         guard !path.isEmpty else { throw FileError(.notFound, path: path, "an empty file name") }
-        let user = Sys.effectiveUserID()
-        var pending = Array(path.split(separator: "/", omittingEmptySubsequences: true).map(String.init).reversed())
-        var shown = path.hasPrefix("/") ? "" : "."
-        var current = try openDirectory(at: nil, path.hasPrefix("/") ? "/" : ".", shown: path, writing: writing)
-        var links = 0
+        var walk = try PathWalk(path, writing: writing)
         while true {
-            guard let component = pending.popLast() else {
-                try? current.close()
+            guard let component = walk.pending.popLast() else {
+                try? walk.current.close()
                 throw FileError(.notFound, path: path, "is a directory, not a profile file")
             }
             if component == "." { continue }
             if component == ".." {
-                let next: FileDescriptor
-                do throws(FileError) {
-                    next = try openDirectory(at: current, "..", shown: shown + "/..", writing: writing)
-                } catch {
-                    try? current.close()
-                    throw error
-                }
-                try? current.close()
-                current = next
-                shown += "/.."
+                try walk.enter("..", shown: walk.shown + "/..")
                 continue
             }
-            let here = shown + "/" + component
-            let status: FileStatus
-            do throws(Errno) {
-                status = try Sys.lstat(at: current, component)
-            } catch let e {
-                if pending.isEmpty && e == .noSuchFileOrDirectory {
-                    return Location(directory: current, name: component, path: path, status: nil)
-                }
-                try? current.close()
-                throw lookupFailure(e, path: path, at: here, writing: writing)
+            let here = walk.shown + "/" + component
+            guard let status = try walk.lstat(component, here: here) else {
+                return Location(directory: walk.current, name: component, path: path, status: nil)
             }
             if status.isSymbolicLink {
-                guard mayFollow(linkOwner: status.uid, user: user) else {
-                    try? current.close()
-                    throw FileError(
-                        kind, path: path,
-                        (pending.isEmpty && links == 0 ? "is" : "goes through \(here), which is")
-                            + " a symbolic link owned by uid \(status.uid); ibeacon (uid \(user)) follows only its own user's and root's links, so that a link planted in a shared directory cannot redirect it",
-                        hint: "give the real file's path (readlink -f) or remove the link")
-                }
-                links += 1
-                let text: String
-                do throws(Errno) {
-                    text = try Sys.readLink(at: current, component)
-                    if links > maximumLinks { throw .tooManySymbolicLinkLevels }
-                } catch {
-                    try? current.close()
-                    throw FileError(kind, path: path, "cannot follow the symbolic link \(here): \(error)")
-                }
-                pending.append(contentsOf: text.split(separator: "/").map(String.init).reversed())
-                if text.hasPrefix("/") {
-                    try? current.close()
-                    current = try openDirectory(at: nil, "/", shown: text, writing: writing)
-                    shown = ""
-                }
+                try walk.follow(component, status: status, here: here)
                 continue
             }
-            if pending.isEmpty {
-                return Location(directory: current, name: component, path: path, status: status)
+            if walk.pending.isEmpty {
+                return Location(directory: walk.current, name: component, path: path, status: status)
             }
             guard status.isDirectory else {
-                try? current.close()
-                throw FileError(kind, path: path, "\(here) is \(status.typeName), not a directory")
+                try? walk.current.close()
+                throw FileError(walk.kind, path: path, "\(here) is \(status.typeName), not a directory")
             }
+            try walk.enter(component, shown: here)
+        }
+    }
+
+    /// Where `locate` is in its walk: the directory it holds open, the components still to
+    /// look at (last first), the path shown in messages, and the links followed so far.
+    private struct PathWalk {
+        let path: String
+        let writing: Bool
+        let kind: FileError.Kind
+        let user: UInt32
+        var pending: [String]
+        var shown: String
+        var current: FileDescriptor
+        var links = 0
+
+        init(_ path: String, writing: Bool) throws(FileError) {
+            self.path = path
+            self.writing = writing
+            kind = writing ? .cannotWrite : .notFound
+            user = Sys.effectiveUserID()
+            pending = Array(path.split(separator: "/", omittingEmptySubsequences: true).map(String.init).reversed())
+            shown = path.hasPrefix("/") ? "" : "."
+            current = try openDirectory(at: nil, path.hasPrefix("/") ? "/" : ".", shown: path, writing: writing)
+        }
+
+        /// Opens directory `name` below the current one and makes it current.
+        mutating func enter(_ name: String, shown: String) throws(FileError) {
             let next: FileDescriptor
             do throws(FileError) {
-                next = try openDirectory(at: current, component, shown: here, writing: writing)
+                next = try openDirectory(at: current, name, shown: shown, writing: writing)
             } catch {
                 try? current.close()
                 throw error
             }
             try? current.close()
             current = next
-            shown = here
+            self.shown = shown
+        }
+
+        /// The `lstat` of `component`; nil when it is the last one and does not exist.
+        func lstat(_ component: String, here: String) throws(FileError) -> FileStatus? {
+            do throws(Errno) {
+                return try Sys.lstat(at: current, component)
+            } catch let e {
+                if pending.isEmpty && e == .noSuchFileOrDirectory { return nil }
+                try? current.close()
+                throw lookupFailure(e, path: path, at: here, writing: writing)
+            }
+        }
+
+        /// Puts the target of link `component` in front of the components still to walk, after
+        /// checking who owns it; an absolute target restarts at `/`.
+        mutating func follow(_ component: String, status: FileStatus, here: String) throws(FileError) {
+            guard mayFollow(linkOwner: status.uid, user: user) else {
+                try? current.close()
+                throw FileError(
+                    kind, path: path,
+                    (pending.isEmpty && links == 0 ? "is" : "goes through \(here), which is")
+                        + " a symbolic link owned by uid \(status.uid); ibeacon (uid \(user)) follows only its own user's and root's links, so that a link planted in a shared directory cannot redirect it",
+                    hint: "give the real file's path (readlink -f) or remove the link")
+            }
+            links += 1
+            let text: String
+            do throws(Errno) {
+                text = try Sys.readLink(at: current, component)
+                if links > maximumLinks { throw .tooManySymbolicLinkLevels }
+            } catch {
+                try? current.close()
+                throw FileError(kind, path: path, "cannot follow the symbolic link \(here): \(error)")
+            }
+            pending.append(contentsOf: text.split(separator: "/").map(String.init).reversed())
+            if text.hasPrefix("/") {
+                try? current.close()
+                current = try openDirectory(at: nil, "/", shown: text, writing: writing)
+                shown = ""
+            }
         }
     }
 
@@ -677,64 +701,13 @@ struct Location {
                         : "is \(planted.typeName) of uid \(planted.uid), which ibeacon did not make")
                 continue
             }
-            var created = true
-            let fd: FileDescriptor
-            do throws(Errno) {
-                do throws(Errno) {
-                    fd = try Sys.open(
-                        at: directory, lockName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK, mode: 0o200)
-                } catch .fileExists {
-                    created = false
-                    fd = try Sys.open(at: directory, lockName, O_WRONLY | O_NOFOLLOW | O_NONBLOCK)
-                }
-            } catch {
-                // Removed meanwhile, or swapped for a FIFO (ENXIO: no reader), directory or
-                // socket after the lstat above: look again.
-                if [.noSuchFileOrDirectory, .noSuchAddressOrDevice, .isDirectory].contains(error) { continue }
-                if error == .tooManySymbolicLinkLevels {
-                    try removeUntrusted(lockName, identity: nil, shown: lockPath, why: "is a symbolic link")
-                    continue
-                }
-                if error == .permissionDenied {
-                    throw FileError(
-                        .cannotWrite, path: path, "cannot open its lock file \(lockPath): permission denied",
-                        hint: "only users who may write the profile may calibrate it")
-                }
-                throw FileError(.cannotWrite, path: path, "cannot open its lock file \(lockPath): \(error)")
-            }
+            guard let (fd, created) = try openLockFile(lockName, shown: lockPath) else { continue }
             if created { takeOwnerAndMode(of: fd, uid: profile.uid, gid: profile.gid, mode: bits) }
-            guard let status = try? Sys.status(fd) else {
-                try? fd.close()
-                throw FileError(.io, path: path, "cannot inspect its lock file \(lockPath)")
-            }
-            if status.links == 0 {  // removed by its holder's unlock since we opened it
-                try? fd.close()
-                continue
-            }
-            let ownerTrusted =
-                status.uid == user || status.uid == 0 || status.uid == profile.uid
-                || (status.gid == profile.gid && profile.mode & 0o020 != 0)
-            let modeTrusted = status.mode & 0o7777 & ~bits == 0
-            guard status.isRegular, status.links == 1, ownerTrusted, modeTrusted else {
-                try? fd.close()
-                try removeUntrusted(
-                    lockName, identity: status.identity, shown: lockPath,
-                    why:
-                        "belongs to uid \(status.uid) with mode \(String(status.mode & 0o7777, radix: 8)), which ibeacon did not make"
-                )
-                continue
-            }
-            do throws(Errno) {
-                try Sys.tryLockExclusive(fd)
-            } catch {
-                try? fd.close()
-                if error == .wouldBlock || error == .resourceTemporarilyUnavailable {
-                    throw FileError(
-                        .locked, path: path, "is being written by another ibeacon process (it holds \(lockPath))",
-                        hint: "wait for the other calibration to finish")
-                }
-                throw FileError(.io, path: path, "cannot lock \(lockPath): \(error)")
-            }
+            guard
+                let status = try trustedLockStatus(
+                    fd, lockName, shown: lockPath, profile: profile, bits: bits, user: user)
+            else { continue }
+            try lock(fd, shown: lockPath)
             // The name must still hold the inode locked: one removed (by a run that found it
             // untrusted) and made again in between would not exclude anyone.
             if let now = try? Sys.lstat(at: directory, lockName), now.identity == status.identity {
@@ -744,6 +717,80 @@ struct Location {
         }
         throw FileError(
             .io, path: path, "its lock file \(lockPath) keeps being replaced; is another program removing it?")
+    }
+
+    /// Opens the lock file, creating it (write-only for its owner) when there is none; nil when
+    /// it changed under us (removed, or swapped for a FIFO, directory, socket or link): look again.
+    private func openLockFile(_ lockName: String, shown lockPath: String) throws(FileError) -> (FileDescriptor, Bool)? {
+        do throws(Errno) {
+            do throws(Errno) {
+                let fd = try Sys.open(
+                    at: directory, lockName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK, mode: 0o200)
+                return (fd, true)
+            } catch .fileExists {
+                return (try Sys.open(at: directory, lockName, O_WRONLY | O_NOFOLLOW | O_NONBLOCK), false)
+            }
+        } catch {
+            // Removed meanwhile, or swapped for a FIFO (ENXIO: no reader), directory or
+            // socket after the lstat above: look again.
+            if [.noSuchFileOrDirectory, .noSuchAddressOrDevice, .isDirectory].contains(error) { return nil }
+            if error == .tooManySymbolicLinkLevels {
+                try removeUntrusted(lockName, identity: nil, shown: lockPath, why: "is a symbolic link")
+                return nil
+            }
+            if error == .permissionDenied {
+                throw FileError(
+                    .cannotWrite, path: path, "cannot open its lock file \(lockPath): permission denied",
+                    hint: "only users who may write the profile may calibrate it")
+            }
+            throw FileError(.cannotWrite, path: path, "cannot open its lock file \(lockPath): \(error)")
+        }
+    }
+
+    /// The open lock file's status when it looks like one ibeacon made (a regular file with one
+    /// link, a trusted owner, no more than the profile's write bits); otherwise closes it,
+    /// removes an untrusted one and returns nil: look again.
+    private func trustedLockStatus(
+        _ fd: FileDescriptor, _ lockName: String, shown lockPath: String, profile: FileStatus, bits: UInt32,
+        user: UInt32
+    ) throws(FileError) -> FileStatus? {
+        guard let status = try? Sys.status(fd) else {
+            try? fd.close()
+            throw FileError(.io, path: path, "cannot inspect its lock file \(lockPath)")
+        }
+        if status.links == 0 {  // removed by its holder's unlock since we opened it
+            try? fd.close()
+            return nil
+        }
+        let ownerTrusted =
+            status.uid == user || status.uid == 0 || status.uid == profile.uid
+            || (status.gid == profile.gid && profile.mode & 0o020 != 0)
+        let modeTrusted = status.mode & 0o7777 & ~bits == 0
+        guard status.isRegular, status.links == 1, ownerTrusted, modeTrusted else {
+            try? fd.close()
+            try removeUntrusted(
+                lockName, identity: status.identity, shown: lockPath,
+                why:
+                    "belongs to uid \(status.uid) with mode \(String(status.mode & 0o7777, radix: 8)), which ibeacon did not make"
+            )
+            return nil
+        }
+        return status
+    }
+
+    /// Takes the lock without waiting; closes `fd` when another process holds it.
+    private func lock(_ fd: FileDescriptor, shown lockPath: String) throws(FileError) {
+        do throws(Errno) {
+            try Sys.tryLockExclusive(fd)
+        } catch {
+            try? fd.close()
+            if error == .wouldBlock || error == .resourceTemporarilyUnavailable {
+                throw FileError(
+                    .locked, path: path, "is being written by another ibeacon process (it holds \(lockPath))",
+                    hint: "wait for the other calibration to finish")
+            }
+            throw FileError(.io, path: path, "cannot lock \(lockPath): \(error)")
+        }
     }
 
     /// Removes a lock file ibeacon did not make, provided the name still holds the inode

@@ -234,16 +234,9 @@ public struct ControllerSightingSource: SightingSource {
                         tracker.deaf(Deafness(.link, "the link to \(client.transport.name) was lost"), at: now())
                         throw error
                     case .event(let event):
-                        // A reset or another program stopped the scan: start it again.
-                        guard let (deafness, restart) = Scanner.interruption(by: event, on: client.transport.name)
-                        else { continue }
-                        tracker.deaf(deafness, at: now())
-                        guard restart else {
-                            scanner.logger.warning("\(deafness.reason); scanning resumes when it is back up")
-                            continue
+                        if let restarted = try await restart(after: event, tracker: tracker, now: now) {
+                            commandSet = restarted
                         }
-                        commandSet = try await scanner.restart(because: deafness.reason, on: client)
-                        tracker.hears(at: now())
                     }
                 }
             },
@@ -251,5 +244,22 @@ public struct ControllerSightingSource: SightingSource {
                 await client.setEventHandler(nil)
                 await scanner.stop(on: client, commandSet: commandSet)
             })
+    }
+
+    /// A reset or another program stopped the scan: starts it again and returns the command set
+    /// it now uses; nil when `event` did not stop it, or the adapter is down (scanning resumes
+    /// when it is back up).
+    private func restart(
+        after event: HCIEvent, tracker: ReceptionTracker, now: @Sendable () -> Double
+    ) async throws -> LECommandSet? {
+        guard let (deafness, restart) = Scanner.interruption(by: event, on: client.transport.name) else { return nil }
+        tracker.deaf(deafness, at: now())
+        guard restart else {
+            scanner.logger.warning("\(deafness.reason); scanning resumes when it is back up")
+            return nil
+        }
+        let commandSet = try await scanner.restart(because: deafness.reason, on: client)
+        tracker.hears(at: now())
+        return commandSet
     }
 }

@@ -6,10 +6,7 @@ import IBeaconHost
 public struct CalibrationSimulation: Sendable {
     /// Advertising data of the simulated beacon: flags, then Apple's iBeacon (UUID
     /// E2C56DB5-DFFB-48D2-B060-D0F5A71096E0, major 0x0102, minor 0x0304, measured power -59).
-    public static let advertisingData: [UInt8] =
-        [0x02, 0x01, 0x06, 0x1A, 0xFF, 0x4C, 0x00, 0x02, 0x15]
-        + [0xE2, 0xC5, 0x6D, 0xB5, 0xDF, 0xFB, 0x48, 0xD2, 0xB0, 0x60, 0xD0, 0xF5, 0xA7, 0x10, 0x96, 0xE0]
-        + [0x01, 0x02, 0x03, 0x04, 0xC5]
+    public static let advertisingData = Handmade.iBeaconAdvertisingData()
     public static let beacon = IBeacon.find(inAdvertisingData: advertisingData)!
     public static let address = BDAddress("D0:00:00:00:00:01")!
 

@@ -157,77 +157,127 @@ public final class FakeController: HCITransport, @unchecked Sendable {
             commandSet = .extended
         }
 
+        let reply =
+            controllerCommand(opcode, p) ?? legacyAdvertisingCommand(opcode, p) ?? scanningCommand(opcode, p)
+            ?? extendedAdvertisingCommand(opcode, p) ?? .fail(.unknownHCICommand)
+        switch reply {
+        case .ok(let rest): return ok(rest)
+        case .fail(let status): return fail(status)
+        }
+    }
+
+    /// What a command handler answers: success with return parameters after the status, or a
+    /// failure status.
+    private enum Reply {
+        case ok([UInt8] = [])
+        case fail(HCIStatus)
+    }
+
+    /// Controller and baseband, informational and LE controller commands; nil for any other opcode.
+    private func controllerCommand(_ opcode: HCIOpcode, _ p: [UInt8]) -> Reply? {
         switch opcode.rawValue {
         case 0x0C03:  // Reset
             resetState()
-            return ok()
+            return .ok()
         case 0x0C01:  // Set Event Mask
-            guard p.count == 8 else { return fail(.invalidHCICommandParameters) }
+            guard p.count == 8 else { return .fail(.invalidHCICommandParameters) }
             eventMask = le64(p)
-            return ok()
+            return .ok()
         case 0x2001:  // LE Set Event Mask
-            guard p.count == 8 else { return fail(.invalidHCICommandParameters) }
+            guard p.count == 8 else { return .fail(.invalidHCICommandParameters) }
             leEventMask = le64(p)
-            return ok()
+            return .ok()
         case 0x1001:  // Read Local Version Information: 5.4, revision, LMP 5.4, company 0x05F1, subversion
-            return ok([0x0D, 0x00, 0x01, 0x0D, 0xF1, 0x05, 0x00, 0x02])
+            return .ok([0x0D, 0x00, 0x01, 0x0D, 0xF1, 0x05, 0x00, 0x02])
         case 0x1009:  // Read BD_ADDR
-            return ok(address.bytes)
+            return .ok(address.bytes)
         case 0x2003:  // LE Read Local Supported Features
             let features: UInt64 = supportsExtended ? (1 << 12) | (1 << 8) | (1 << 11) : 0
-            return ok((0..<8).map { UInt8((features >> (8 * UInt64($0))) & 0xFF) })
+            return .ok((0..<8).map { UInt8((features >> (8 * UInt64($0))) & 0xFF) })
+        default:
+            return nil
+        }
+    }
+
+    /// Legacy advertising commands (and LE Set Random Address); nil for any other opcode.
+    private func legacyAdvertisingCommand(_ opcode: HCIOpcode, _ p: [UInt8]) -> Reply? {
+        switch opcode.rawValue {
         case 0x2005:  // LE Set Random Address
-            guard p.count == 6 else { return fail(.invalidHCICommandParameters) }
-            if legacyAdvertising.enabled { return fail(.commandDisallowed) }
+            guard p.count == 6 else { return .fail(.invalidHCICommandParameters) }
+            if legacyAdvertising.enabled { return .fail(.commandDisallowed) }
             legacyRandomAddress = try? BDAddress(littleEndian: p)
-            return ok()
+            return .ok()
         case 0x2006:  // LE Set Advertising Parameters
-            guard p.count == 15 else { return fail(.invalidHCICommandParameters) }
-            if legacyAdvertising.enabled { return fail(.commandDisallowed) }
+            guard p.count == 15 else { return .fail(.invalidHCICommandParameters) }
+            if legacyAdvertising.enabled { return .fail(.commandDisallowed) }
             let min = UInt32(p[0]) | UInt32(p[1]) << 8
             let max = UInt32(p[2]) | UInt32(p[3]) << 8
             guard (0x20...0x4000).contains(min), (0x20...0x4000).contains(max), min <= max, p[4] <= 4,
                 p[13] & 0x07 != 0
-            else { return fail(.invalidHCICommandParameters) }
+            else { return .fail(.invalidHCICommandParameters) }
             legacyAdvertising.intervalSlots = min
             legacyAdvertising.properties = UInt16(p[4])
             legacyAdvertising.ownAddressType = p[5]
-            return ok()
+            return .ok()
         case 0x2007:  // LE Read Advertising Physical Channel Tx Power
-            return ok([0x00])
+            return .ok([0x00])
         case 0x2008:  // LE Set Advertising Data: length + 31 octets
-            guard p.count == 32, p[0] <= 31 else { return fail(.invalidHCICommandParameters) }
+            guard p.count == 32, p[0] <= 31 else { return .fail(.invalidHCICommandParameters) }
             legacyAdvertising.data = Array(p[1..<1 + Int(p[0])])
-            return ok()
+            return .ok()
         case 0x2009:
-            guard p.count == 32, p[0] <= 31 else { return fail(.invalidHCICommandParameters) }
-            return ok()
+            guard p.count == 32, p[0] <= 31 else { return .fail(.invalidHCICommandParameters) }
+            return .ok()
         case 0x200A:  // LE Set Advertising Enable
-            guard p.count == 1, p[0] <= 1 else { return fail(.invalidHCICommandParameters) }
+            guard p.count == 1, p[0] <= 1 else { return .fail(.invalidHCICommandParameters) }
             if p[0] == 1, legacyAdvertising.ownAddressType == 1, legacyRandomAddress == nil {
-                return fail(.invalidHCICommandParameters)
+                return .fail(.invalidHCICommandParameters)
             }
             legacyAdvertising.enabled = p[0] == 1
-            return ok()
+            return .ok()
+        default:
+            return nil
+        }
+    }
+
+    /// Legacy and extended scanning commands; nil for any other opcode.
+    private func scanningCommand(_ opcode: HCIOpcode, _ p: [UInt8]) -> Reply? {
+        switch opcode.rawValue {
         case 0x200B:  // LE Set Scan Parameters
-            guard p.count == 7 else { return fail(.invalidHCICommandParameters) }
-            if scanning { return fail(.commandDisallowed) }
-            return ok()
+            guard p.count == 7 else { return .fail(.invalidHCICommandParameters) }
+            if scanning { return .fail(.commandDisallowed) }
+            return .ok()
         case 0x200C:  // LE Set Scan Enable
-            guard p.count == 2 else { return fail(.invalidHCICommandParameters) }
+            guard p.count == 2 else { return .fail(.invalidHCICommandParameters) }
             scanning = p[0] == 1
             scanFilterDuplicates = p[1] == 1
-            return ok()
+            return .ok()
+        case 0x2041:  // LE Set Extended Scan Parameters
+            if scanning { return .fail(.commandDisallowed) }
+            return .ok()
+        case 0x2042:  // LE Set Extended Scan Enable
+            guard p.count == 6 else { return .fail(.invalidHCICommandParameters) }
+            scanning = p[0] == 1
+            scanFilterDuplicates = p[1] != 0
+            return .ok()
+        default:
+            return nil
+        }
+    }
+
+    /// Extended advertising commands (advertising sets) and LE Read Transmit Power; nil for any other opcode.
+    private func extendedAdvertisingCommand(_ opcode: HCIOpcode, _ p: [UInt8]) -> Reply? {
+        switch opcode.rawValue {
         case 0x2035:  // LE Set Advertising Set Random Address
-            guard p.count == 7 else { return fail(.invalidHCICommandParameters) }
-            guard sets[p[0]] != nil else { return fail(.unknownAdvertisingIdentifier) }
+            guard p.count == 7 else { return .fail(.invalidHCICommandParameters) }
+            guard sets[p[0]] != nil else { return .fail(.unknownAdvertisingIdentifier) }
             sets[p[0]]?.randomAddress = try? BDAddress(littleEndian: Array(p[1...6]))
-            return ok()
+            return .ok()
         case 0x2036:  // LE Set Extended Advertising Parameters
-            guard p.count == 25 else { return fail(.invalidHCICommandParameters) }
+            guard p.count == 25 else { return .fail(.invalidHCICommandParameters) }
             let handle = p[0]
-            if sets[handle]?.enabled == true { return fail(.commandDisallowed) }
-            if sets[handle] == nil && sets.count >= Int(numberOfSets) { return fail(.memoryCapacityExceeded) }
+            if sets[handle]?.enabled == true { return .fail(.commandDisallowed) }
+            if sets[handle] == nil && sets.count >= Int(numberOfSets) { return .fail(.memoryCapacityExceeded) }
             var set = sets[handle] ?? AdvertisingSet()
             set.properties = UInt16(p[1]) | UInt16(p[2]) << 8
             set.intervalSlots = UInt32(p[3]) | UInt32(p[4]) << 8 | UInt32(p[5]) << 16
@@ -237,51 +287,43 @@ public final class FakeController: HCITransport, @unchecked Sendable {
             let requested = set.requestedTxPower
             let selected =
                 requested == 127 ? 0 : Swift.min(Swift.max(requested, txPowerRange.lowerBound), txPowerRange.upperBound)
-            return ok([UInt8(bitPattern: selected)])
+            return .ok([UInt8(bitPattern: selected)])
         case 0x2037:  // LE Set Extended Advertising Data
-            guard p.count >= 4, p.count == 4 + Int(p[3]) else { return fail(.invalidHCICommandParameters) }
-            guard sets[p[0]] != nil else { return fail(.unknownAdvertisingIdentifier) }
+            guard p.count >= 4, p.count == 4 + Int(p[3]) else { return .fail(.invalidHCICommandParameters) }
+            guard sets[p[0]] != nil else { return .fail(.unknownAdvertisingIdentifier) }
             sets[p[0]]?.data = Array(p[4...])
-            return ok()
+            return .ok()
         case 0x2039:  // LE Set Extended Advertising Enable
-            guard p.count >= 2, p.count == 2 + 4 * Int(p[1]) else { return fail(.invalidHCICommandParameters) }
+            guard p.count >= 2, p.count == 2 + 4 * Int(p[1]) else { return .fail(.invalidHCICommandParameters) }
             let enable = p[0] == 1
             let count = Int(p[1])
             if count == 0 {
-                guard !enable else { return fail(.invalidHCICommandParameters) }
+                guard !enable else { return .fail(.invalidHCICommandParameters) }
                 for h in sets.keys { sets[h]?.enabled = false }
-                return ok()
+                return .ok()
             }
             let handles = (0..<count).map { p[2 + 4 * $0] }
-            guard handles.allSatisfy({ sets[$0] != nil }) else { return fail(.unknownAdvertisingIdentifier) }
+            guard handles.allSatisfy({ sets[$0] != nil }) else { return .fail(.unknownAdvertisingIdentifier) }
             for h in handles { sets[h]?.enabled = enable }
-            return ok()
+            return .ok()
         case 0x203A:  // LE Read Maximum Advertising Data Length
-            return ok([0xFB, 0x00])
+            return .ok([0xFB, 0x00])
         case 0x203B:  // LE Read Number of Supported Advertising Sets
-            return ok([numberOfSets])
+            return .ok([numberOfSets])
         case 0x203C:  // LE Remove Advertising Set
-            guard p.count == 1 else { return fail(.invalidHCICommandParameters) }
-            guard let set = sets[p[0]] else { return fail(.unknownAdvertisingIdentifier) }
-            if set.enabled { return fail(.commandDisallowed) }
+            guard p.count == 1 else { return .fail(.invalidHCICommandParameters) }
+            guard let set = sets[p[0]] else { return .fail(.unknownAdvertisingIdentifier) }
+            if set.enabled { return .fail(.commandDisallowed) }
             sets[p[0]] = nil
-            return ok()
+            return .ok()
         case 0x203D:  // LE Clear Advertising Sets
-            if sets.values.contains(where: { $0.enabled }) { return fail(.commandDisallowed) }
+            if sets.values.contains(where: { $0.enabled }) { return .fail(.commandDisallowed) }
             sets = [:]
-            return ok()
-        case 0x2041:  // LE Set Extended Scan Parameters
-            if scanning { return fail(.commandDisallowed) }
-            return ok()
-        case 0x2042:  // LE Set Extended Scan Enable
-            guard p.count == 6 else { return fail(.invalidHCICommandParameters) }
-            scanning = p[0] == 1
-            scanFilterDuplicates = p[1] != 0
-            return ok()
+            return .ok()
         case 0x204B:  // LE Read Transmit Power
-            return ok([UInt8(bitPattern: txPowerRange.lowerBound), UInt8(bitPattern: txPowerRange.upperBound)])
+            return .ok([UInt8(bitPattern: txPowerRange.lowerBound), UInt8(bitPattern: txPowerRange.upperBound)])
         default:
-            return fail(.unknownHCICommand)
+            return nil
         }
     }
 

@@ -226,20 +226,13 @@ public struct CaptureSightingSource: SightingSource {
         reception: @escaping @Sendable (Reception, Double) -> Void,
         tick: @escaping @Sendable (Double) async throws -> ScanControl
     ) async throws {
-        let tracker = ReceptionTracker(watchdog: watchdog, report: reception)
         var reader = try CaptureFileReader(path: path)
-        let interval = max(tickInterval.seconds, 0.001)
-        var start: Int64?
-        var time = 0.0
-        var nextTick = interval
-        var chosen = controllerIndex
-        var otherControllers: [UInt16: Int] = [:]
-        var reports = 0
-        var malformed = 0
+        var replay = CaptureReplay(
+            tracker: ReceptionTracker(watchdog: watchdog, report: reception),
+            interval: max(tickInterval.seconds, 0.001),
+            controllerIndex: controllerIndex)
         var problem: BTSnoopError?
         var stopped = false
-        var sightings: [Sighting] = []
-        sightings.reserveCapacity(16)
         scanning: while true {
             let record: BTSnoopRecord
             switch try reader.next() {
@@ -249,72 +242,130 @@ public struct CaptureSightingSource: SightingSource {
                 break scanning
             case .success(let r): record = r
             }
-            let micros = record.timestampMicros
-            if let start {
-                let before = time
-                time = max(time, Double(micros &- start) / 1e6)
-                while time >= nextTick {
-                    if Task.isCancelled { throw CancellationError() }
-                    if nextTick > before + Self.tickedSilence {
-                        // Deep into a silence: on to the last tick due before this record.
-                        nextTick = min(time, nextTick + ((time - nextTick) / interval).rounded(.down) * interval)
-                    }
-                    if let due = tracker.watchdogDue(at: nextTick) {
-                        tracker.deaf(tracker.watchdogDeafness(restart: " in the capture"), at: due)
-                    }
-                    if try await tick(nextTick) == .stop {
-                        stopped = true
-                        break scanning
-                    }
-                    nextTick += interval
-                }
+            if try await replay.advance(to: record.timestampMicros, tick: tick) == .stop {
+                stopped = true
+                break scanning
             }
-            if let packet = record.packet, packet.type == .command, record.direction == .sent,
-                let enable = Self.scanEnable(packet.body),
-                record.controllerIndex == nil || chosen == nil || record.controllerIndex == chosen
-            {
-                if enable {
-                    tracker.hears(at: time)
-                } else {
-                    tracker.deaf(
-                        Deafness(
-                            .scanDisabled,
-                            "the capture's own \(packet.body[0] == 0x42 ? "LE Set Extended Scan Enable" : "LE Set Scan Enable") turned scanning off"
-                        ), at: time)
-                }
-                continue
-            }
+            if replay.followScanEnable(in: record) { continue }
             guard let packet = record.packet, packet.type == .event, record.direction == .received,
                 Self.isAdvertisingReport(packet.body)
             else { continue }
-            // One array for every event's sightings: `receive` does not keep it, so it stays
-            // unique and is refilled in place.
-            sightings.removeAll(keepingCapacity: true)
             do {
-                _ = try Sighting.append(fromEvent: packet.body, to: &sightings)
+                guard try replay.take(packet.body, at: record.timestampMicros, from: record.controllerIndex) else {
+                    continue
+                }
             } catch {
-                malformed += 1
                 logger.debug(
                     "skipped a malformed advertising report event",
                     metadata: ["record": "\(reader.recordsRead)", "error": "\(error)"])
                 continue
             }
-            if let index = record.controllerIndex {
-                if chosen == nil { chosen = index }
-                if index != chosen {
-                    otherControllers[index, default: 0] += sightings.count
-                    continue
-                }
-            }
-            if start == nil { start = micros }
-            reports += sightings.count
-            tracker.heard(at: time)
-            if receive(sightings, time) == .stop {
+            if receive(replay.sightings, replay.time) == .stop {
                 stopped = true
                 break
             }
         }
-        if !stopped { _ = try await tick(time) }
+        if !stopped { _ = try await tick(replay.time) }
+        replay.warnAboutSkippedReports(in: path, logger: logger)
+        if let problem {
+            throw CaptureError(path: path, problem: problem, records: reader.recordsRead, reports: replay.reports)
+        }
+    }
+}
+
+/// Where a capture's replay is: its time (seconds since the first report the chosen controller
+/// heard), the next tick due, what the capture's own scan enables say, and the sightings of the
+/// event read last.
+private struct CaptureReplay {
+    let tracker: ReceptionTracker
+    let interval: Double
+    var chosen: UInt16?
+    var start: Int64?
+    var time = 0.0
+    var nextTick: Double
+    var otherControllers: [UInt16: Int] = [:]
+    var reports = 0
+    var malformed = 0
+    /// One array for every event's sightings: `receive` does not keep it, so it stays unique and
+    /// is refilled in place.
+    var sightings: [Sighting] = []
+
+    init(tracker: ReceptionTracker, interval: Double, controllerIndex: UInt16?) {
+        self.tracker = tracker
+        self.interval = interval
+        self.nextTick = interval
+        self.chosen = controllerIndex
+        sightings.reserveCapacity(16)
+    }
+
+    /// Moves the capture's time to a record's timestamp (once the first report set its start),
+    /// ticking at every interval passed, and the watchdog with the ticks; `.stop` when a tick asks.
+    mutating func advance(
+        to micros: Int64, tick: @Sendable (Double) async throws -> ScanControl
+    ) async throws -> ScanControl {
+        guard let start else { return .proceed }
+        let before = time
+        time = max(time, Double(micros &- start) / 1e6)
+        while time >= nextTick {
+            if Task.isCancelled { throw CancellationError() }
+            if nextTick > before + CaptureSightingSource.tickedSilence {
+                // Deep into a silence: on to the last tick due before this record.
+                nextTick = min(time, nextTick + ((time - nextTick) / interval).rounded(.down) * interval)
+            }
+            if let due = tracker.watchdogDue(at: nextTick) {
+                tracker.deaf(tracker.watchdogDeafness(restart: " in the capture"), at: due)
+            }
+            if try await tick(nextTick) == .stop { return .stop }
+            nextTick += interval
+        }
+        return .proceed
+    }
+
+    /// When `record` is the capture's own LE Set (Extended) Scan Enable for the chosen
+    /// controller: the receiver hears again, or turns deaf; true when it was one.
+    func followScanEnable(in record: BTSnoopRecord) -> Bool {
+        guard let packet = record.packet, packet.type == .command, record.direction == .sent,
+            let enable = CaptureSightingSource.scanEnable(packet.body),
+            record.controllerIndex == nil || chosen == nil || record.controllerIndex == chosen
+        else { return false }
+        if enable {
+            tracker.hears(at: time)
+        } else {
+            tracker.deaf(
+                Deafness(
+                    .scanDisabled,
+                    "the capture's own \(packet.body[0] == 0x42 ? "LE Set Extended Scan Enable" : "LE Set Scan Enable") turned scanning off"
+                ), at: time)
+        }
+        return true
+    }
+
+    /// Decodes an advertising report event into `sightings`; true when they are the chosen
+    /// controller's (the first one heard, unless one was given), to be delivered. Throws (and
+    /// counts) a malformed event.
+    mutating func take(_ event: [UInt8], at micros: Int64, from index: UInt16?) throws -> Bool {
+        sightings.removeAll(keepingCapacity: true)
+        do {
+            _ = try Sighting.append(fromEvent: event, to: &sightings)
+        } catch {
+            malformed += 1
+            throw error
+        }
+        if let index {
+            if chosen == nil { chosen = index }
+            if index != chosen {
+                otherControllers[index, default: 0] += sightings.count
+                return false
+            }
+        }
+        if start == nil { start = micros }
+        reports += sightings.count
+        tracker.heard(at: time)
+        return true
+    }
+
+    /// Says how many malformed events were skipped, and which other controllers' reports.
+    func warnAboutSkippedReports(in path: String, logger: Logger) {
         if malformed > 0 {
             logger.warning("\(path): \(malformed) malformed advertising report event(s) skipped")
         }
@@ -323,9 +374,6 @@ public struct CaptureSightingSource: SightingSource {
             logger.warning(
                 "\(path) holds reports of several controllers: read hci\(chosen ?? 0); not read: \(others.joined(separator: ", ")); pick one with --index N"
             )
-        }
-        if let problem {
-            throw CaptureError(path: path, problem: problem, records: reader.recordsRead, reports: reports)
         }
     }
 }

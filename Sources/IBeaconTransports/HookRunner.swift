@@ -217,12 +217,10 @@ public final class HookRunner: Sendable {
         } + variables.map { "\($0.0)=\($0.1)" }
     }
 
-    /// One run: spawn, wait (polling, so no thread is blocked), enforce the timeout. Returns
-    /// whether it succeeded.
-    static func run(_ hook: Hook, _ job: Job, reaper: ChildReaper?, logger: Logger) async -> Bool {
+    /// Starts a run's process (through the reaper when there is one); nil when it cannot be started.
+    private static func spawn(_ hook: Hook, _ job: Job, reaper: ChildReaper?, logger: Logger) -> pid_t? {
         let text = hook.text.escapedForTerminal
         let label = job.label.escapedForTerminal
-        let started = ContinuousClock.now
         let pid: pid_t
         do {
             let environment = environment(job.variables)
@@ -233,9 +231,19 @@ public final class HookRunner: Sendable {
             }
         } catch {
             logger.error("hook for \(label): cannot run `\(text)`: \(error)")
-            return false
+            return nil
         }
         logger.debug("hook for \(label): started `\(text)` (pid \(pid))")
+        return pid
+    }
+
+    /// One run: spawn, wait (polling, so no thread is blocked), enforce the timeout. Returns
+    /// whether it succeeded.
+    static func run(_ hook: Hook, _ job: Job, reaper: ChildReaper?, logger: Logger) async -> Bool {
+        let text = hook.text.escapedForTerminal
+        let label = job.label.escapedForTerminal
+        let started = ContinuousClock.now
+        guard let pid = spawn(hook, job, reaper: reaper, logger: logger) else { return false }
         var delay = Duration.milliseconds(2)
         var terminatedAt: ContinuousClock.Instant?
         var killed = false

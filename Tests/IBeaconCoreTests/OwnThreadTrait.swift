@@ -1,4 +1,4 @@
-import Dispatch
+import IBeaconTestSupport
 import Testing
 
 /// Runs a CPU-bound suite on a thread of its own instead of Swift Concurrency's shared pool
@@ -12,24 +12,11 @@ struct OwnThreadTrait: SuiteTrait, TestTrait, TestScoping {
     func provideScope(
         for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
     ) async throws {
-        try await withTaskExecutorPreference(SerialThreadExecutor.shared) { try await function() }
+        try await withTaskExecutorPreference(OwnThreadExecutor.shared) { try await function() }
     }
 }
 
 extension Trait where Self == OwnThreadTrait {
     /// `@Suite(.ownThread)`: see `OwnThreadTrait`.
     static var ownThread: Self { Self() }
-}
-
-/// A task executor on one serial dispatch queue, which libdispatch serves with its own thread,
-/// outside the cooperative pool.
-final class SerialThreadExecutor: TaskExecutor {
-    static let shared = SerialThreadExecutor()
-    private let queue = DispatchQueue(label: "ibeacon.tests.cpu-bound")
-
-    func enqueue(_ job: consuming ExecutorJob) {
-        let job = UnownedJob(job)
-        let executor = asUnownedTaskExecutor()
-        queue.async { job.runSynchronously(on: executor) }
-    }
 }

@@ -11,12 +11,6 @@ let testBeacon = IBeacon(
     proximityUUID: UUID(uuidString: "F7826DA6-4FA2-4E98-8024-BC5B71E0893E")!, major: 0x0102, minor: 0x0304,
     measuredPower: -59)
 
-let quietLogger: Logger = {
-    var l = Logger(label: "test")
-    l.logLevel = .critical
-    return l
-}()
-
 /// A started client whose command timeouts run on `clock`: a manual clock nobody advances unless a
 /// test means a command to time out, so a loaded machine cannot make a reply late.
 func startedClient(

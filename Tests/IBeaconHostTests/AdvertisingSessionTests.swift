@@ -7,16 +7,6 @@ import Testing
 
 @testable import IBeaconHost
 
-/// Waits (bounded) until `condition` holds; returns whether it did. Asserts behaviour, not speed.
-func eventually(within seconds: Double = 30, _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(10))
-    }
-    return condition()
-}
-
 final class Fakes: @unchecked Sendable {
     private let lock = NSLock()
     private var all: [FakeController] = []

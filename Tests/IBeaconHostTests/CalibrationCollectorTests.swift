@@ -5,23 +5,6 @@ import Testing
 
 @testable import IBeaconHost
 
-/// Advertising data of an iBeacon, assembled by hand from Apple's iBeacon layout (the same bytes
-/// tests/e2e/test_harness_selftest.py sends and Bumble's AD parser decodes), independent of
-/// `IBeacon.advertisingData`.
-private func iBeaconAD(major: UInt16 = 0x0102, minor: UInt16 = 0x0304, power: Int8 = -59) -> [UInt8] {
-    [0x02, 0x01, 0x06]  // AD Flags (length 2): LE General Discoverable, BR/EDR not supported
-        + [0x1A, 0xFF]  // Manufacturer Specific Data, 26 octets follow the length byte
-        + [0x4C, 0x00]  // company identifier 0x004C (Apple), little endian
-        + [0x02, 0x15]  // iBeacon type 0x02, 0x15 = 21 octets follow
-        + [
-            0xE2, 0xC5, 0x6D, 0xB5, 0xDF, 0xFB, 0x48, 0xD2,  // proximity UUID E2C56DB5-DFFB-48D2-
-            0xB0, 0x60, 0xD0, 0xF5, 0xA7, 0x10, 0x96, 0xE0,  // B060-D0F5A71096E0, big endian
-        ]
-        + [UInt8(major >> 8), UInt8(major & 0xFF)]  // major, big endian (0x0102 -> 01 02)
-        + [UInt8(minor >> 8), UInt8(minor & 0xFF)]  // minor, big endian (0x0304 -> 03 04)
-        + [UInt8(bitPattern: power)]  // measured power, two's complement (-59 -> 0xC5)
-}
-
 private let uuid = UUID(uuidString: "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0")!
 private let addressA = BDAddress("D0:00:00:00:00:01")!
 private let addressB = BDAddress("D0:00:00:00:00:02")!
@@ -31,7 +14,7 @@ private func target(address: BDAddress? = nil) -> CalibrationTarget {
 }
 
 private func sighting(
-    _ rssi: Int8?, from address: BDAddress = addressA, data: [UInt8] = iBeaconAD()
+    _ rssi: Int8?, from address: BDAddress = addressA, data: [UInt8] = Handmade.iBeaconAdvertisingData()
 ) -> Sighting {
     Sighting(address: address, addressType: .random, rssi: rssi, data: data, extended: false)
 }
@@ -85,8 +68,12 @@ private func sighting(
     @Test func otherBeaconsAndOtherAdvertisementsAreIgnored() throws {
         var c = CalibrationCollector(target: target(), settings: CalibrationSettings())
         // Same UUID and major, other minor; other major; not an iBeacon at all (flags only).
-        #expect(try c.add(sighting(-40, from: addressB, data: iBeaconAD(minor: 0x0305)), at: 0.1) == .more)
-        #expect(try c.add(sighting(-40, from: addressB, data: iBeaconAD(major: 0x0201)), at: 0.2) == .more)
+        #expect(
+            try c.add(sighting(-40, from: addressB, data: Handmade.iBeaconAdvertisingData(minor: 0x0305)), at: 0.1)
+                == .more)
+        #expect(
+            try c.add(sighting(-40, from: addressB, data: Handmade.iBeaconAdvertisingData(major: 0x0201)), at: 0.2)
+                == .more)
         #expect(try c.add(sighting(-40, from: addressB, data: [0x02, 0x01, 0x06]), at: 0.3) == .more)
         #expect(c.sampleCount == 0)
         #expect(c.address == nil)

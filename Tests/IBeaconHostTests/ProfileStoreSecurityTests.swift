@@ -1,4 +1,5 @@
 import Foundation
+import IBeaconTestSupport
 import Synchronization
 import Testing
 
@@ -9,10 +10,7 @@ private struct SharedScratch {
     let directory: String
 
     init() throws {
-        directory =
-            FileManager.default.temporaryDirectory
-            .appendingPathComponent("ibeacon-security-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        directory = try makeScratchDirectory("ibeacon-security")
         chmod(directory, 0o1777)
     }
 
@@ -44,7 +42,7 @@ private struct SharedScratch {
         return p
     }
 
-    func cleanUp() { try? FileManager.default.removeItem(atPath: directory) }
+    func cleanUp() { removeScratchDirectory(directory) }
 }
 
 private final class Messages: Sendable {

@@ -1,4 +1,5 @@
 import Foundation
+import IBeaconTestSupport
 import Synchronization
 import Testing
 
@@ -13,10 +14,7 @@ private struct RuntimeTree {
     static let address = "00:AA:01:00:00:00"
 
     init() throws {
-        directory =
-            FileManager.default.temporaryDirectory
-            .appendingPathComponent("ibeacon-runtime-\(UUID().uuidString)").path
-        try #require(mkdir(directory, 0o755) == 0)
+        directory = try makeScratchDirectory("ibeacon-runtime")
         chmod(directory, 0o755)
     }
 
@@ -54,7 +52,7 @@ private struct RuntimeTree {
         return lstat(p, &st) == 0
     }
 
-    func cleanUp() { try? FileManager.default.removeItem(atPath: directory) }
+    func cleanUp() { removeScratchDirectory(directory) }
 }
 
 /// A process table where only the listed processes run, in boot `RuntimeTree.boot`.

@@ -1,6 +1,7 @@
 import Foundation
 import IBeaconCore
 import IBeaconHost
+import IBeaconTestSupport
 import IBeaconTransports
 import Synchronization
 import Testing
@@ -10,11 +11,11 @@ import Testing
     static let unixTime: Int64 = 1_767_323_045_678_901
 
     @Test func writesHeaderAndRecordsLikeBumble() throws {
-        let dir = try makeTemporaryDirectory()
-        defer { removeTree(dir) }
+        let dir = try makeScratchDirectory("ibeacon-transports")
+        defer { removeScratchDirectory(dir) }
         let path = dir + "/capture.btsnoop"
         let clock = Mutex(Self.unixTime)
-        let recorder = try BTSnoopFileRecorder(path: path, logger: testLogger) {
+        let recorder = try BTSnoopFileRecorder(path: path, logger: quietLogger) {
             clock.withLock { now in
                 defer { now += 1000 }
                 return now
@@ -54,7 +55,7 @@ import Testing
 
     @Test func cannotCreateInAMissingDirectory() {
         let error = #expect(throws: FileError.self) {
-            _ = try BTSnoopFileRecorder(path: "/nonexistent-ibeacon-dir/x.btsnoop", logger: testLogger)
+            _ = try BTSnoopFileRecorder(path: "/nonexistent-ibeacon-dir/x.btsnoop", logger: quietLogger)
         }
         #expect(error?.kind == .cannotWrite)
         #expect(error?.description.contains("does not exist") == true)
@@ -64,10 +65,10 @@ import Testing
     @Test func tsharkReadsTheCapture() async throws {
         let tshark = "/usr/bin/tshark"
         try #require(FileManager.default.isExecutableFile(atPath: tshark), "tshark is required for this test")
-        let dir = try makeTemporaryDirectory()
-        defer { removeTree(dir) }
+        let dir = try makeScratchDirectory("ibeacon-transports")
+        defer { removeScratchDirectory(dir) }
         let path = dir + "/scan.btsnoop"
-        let recorder = try BTSnoopFileRecorder(path: path, logger: testLogger)
+        let recorder = try BTSnoopFileRecorder(path: path, logger: quietLogger)
         recorder.record(Vectors.resetCommand, direction: .sent)
         recorder.record(Vectors.resetComplete, direction: .received)
         recorder.record(Vectors.scanEnableCommand, direction: .sent)
@@ -75,23 +76,27 @@ import Testing
         recorder.record(Vectors.report1, direction: .received)
         recorder.record(Vectors.report2, direction: .received)
         recorder.close()
-        let lines = try runTShark(path, fields: ["bthci_cmd.opcode", "bthci_evt.code"])
+        let lines = try await runTShark(path, fields: ["bthci_cmd.opcode", "bthci_evt.code"])
         #expect(lines == ["0x0c03\t", "\t0x0e", "0x200c\t", "\t0x0e", "\t0x3e", "\t0x3e"])
     }
 }
 
-/// Runs tshark on `path` and returns its lines of `-T fields` output.
-func runTShark(_ path: String, fields: [String]) throws -> [String] {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/tshark")
-    process.arguments = ["-r", path, "-T", "fields"] + fields.flatMap { ["-e", $0] }
-    let output = Pipe()
-    process.standardOutput = output
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    #expect(process.terminationStatus == 0)
+/// Runs tshark on `path` and returns its lines of `-T fields` output. Waited for on a thread of
+/// its own: tshark takes a second or more to start, a pool thread's worth of other suites' tasks.
+func runTShark(_ path: String, fields: [String]) async throws -> [String] {
+    let (status, data) = try await onOwnThread { () throws -> (Int32, Data) in
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/tshark")
+        process.arguments = ["-r", path, "-T", "fields"] + fields.flatMap { ["-e", $0] }
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, data)
+    }
+    #expect(status == 0)
     return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
 }
 
@@ -136,11 +141,11 @@ final class Delivered: Sendable {
     }
 
     @Test func reportsCarryTheRecordTimesWhateverCommandsAreMissing() async throws {
-        let dir = try makeTemporaryDirectory()
-        defer { removeTree(dir) }
+        let dir = try makeScratchDirectory("ibeacon-transports")
+        defer { removeScratchDirectory(dir) }
         let path = dir + "/scan.btsnoop"
         try writeWholeFile(path, Self.capture())
-        let source = try CaptureSightingSource(path: path, logger: testLogger)
+        let source = try CaptureSightingSource(path: path, logger: quietLogger)
         #expect(source.name == "btsnoop:\(path)")
         #expect(try await source.receiverAddress() == nil)
         let delivered = try await Self.run(source)
@@ -155,15 +160,15 @@ final class Delivered: Sendable {
     /// of the gap. Ticks run for `tickedSilence` (60 s) after the first report, then once at
     /// the last tick due before the second, then at the end.
     @Test func aJumpInTimeCostsAMinuteOfTicksNotTheGap() async throws {
-        let dir = try makeTemporaryDirectory()
-        defer { removeTree(dir) }
+        let dir = try makeScratchDirectory("ibeacon-transports")
+        defer { removeScratchDirectory(dir) }
         let path = dir + "/gap.btsnoop"
         let gap: UInt64 = 9_000_000_000_000_000_000  // 9e12 s in microseconds
         try writeWholeFile(
             path,
             HandmadeBTSnoop.header() + HandmadeBTSnoop.record(Vectors.report1.bytes, flags: 3, timestamp: Self.t0)
                 + HandmadeBTSnoop.record(Vectors.report2.bytes, flags: 3, timestamp: Self.t0 + gap))
-        let delivered = try await Self.run(CaptureSightingSource(path: path, logger: testLogger))
+        let delivered = try await Self.run(CaptureSightingSource(path: path, logger: quietLogger))
         let seconds = Double(gap) / 1e6
         #expect(delivered.batches.withLock { $0 }.map(\.time) == [0, seconds])
         let ticks = delivered.ticks.withLock { $0 }
@@ -172,30 +177,30 @@ final class Delivered: Sendable {
     }
 
     @Test func stopsWhenTheConsumerSays() async throws {
-        let dir = try makeTemporaryDirectory()
-        defer { removeTree(dir) }
+        let dir = try makeScratchDirectory("ibeacon-transports")
+        defer { removeScratchDirectory(dir) }
         let path = dir + "/scan.btsnoop"
         try writeWholeFile(path, Self.capture())
-        let delivered = try await Self.run(CaptureSightingSource(path: path, logger: testLogger), stopAt: 0.5)
+        let delivered = try await Self.run(CaptureSightingSource(path: path, logger: quietLogger), stopAt: 0.5)
         #expect(delivered.batches.withLock { $0 }.map(\.time) == [0, 0.75])
     }
 
     @Test func receiverAddressFromTheRecordedReadBDAddrReply() async throws {
-        let dir = try makeTemporaryDirectory()
-        defer { removeTree(dir) }
+        let dir = try makeScratchDirectory("ibeacon-transports")
+        defer { removeScratchDirectory(dir) }
         let path = dir + "/init.btsnoop"
         // Command Complete for Read BD_ADDR (0x1009): status 0, address F0:F1:F2:F3:F4:F5 (little-endian).
         let reply: [UInt8] = [0x04, 0x0E, 0x0A, 0x01, 0x09, 0x10, 0x00, 0xF5, 0xF4, 0xF3, 0xF2, 0xF1, 0xF0]
         try writeWholeFile(
             path, HandmadeBTSnoop.header() + HandmadeBTSnoop.record(reply, flags: 3) + Self.capture().dropFirst(16))
-        let source = try CaptureSightingSource(path: path, logger: testLogger)
+        let source = try CaptureSightingSource(path: path, logger: quietLogger)
         #expect(try await source.receiverAddress()?.description == "F0:F1:F2:F3:F4:F5")
     }
 
     /// btmon files: the controller index in the flags picks whose reports are read.
     @Test func monitorFilePicksAController() async throws {
-        let dir = try makeTemporaryDirectory()
-        defer { removeTree(dir) }
+        let dir = try makeScratchDirectory("ibeacon-transports")
+        defer { removeScratchDirectory(dir) }
         let path = dir + "/btmon.btsnoop"
         var file = BTSnoop.fileHeader(datalink: .linuxMonitor)
         for (k, (index, report)) in [(1, Vectors.report1), (0, Vectors.report2), (1, Vectors.report1)].enumerated() {
@@ -207,19 +212,19 @@ final class Delivered: Sendable {
         }
         try writeWholeFile(path, file)
         // Default: the controller of the first report (hci1).
-        let first = try await Self.run(CaptureSightingSource(path: path, logger: testLogger))
+        let first = try await Self.run(CaptureSightingSource(path: path, logger: quietLogger))
         #expect(first.batches.withLock { $0 }.map(\.time) == [0, 2])
-        let zero = try await Self.run(CaptureSightingSource(path: path, controllerIndex: 0, logger: testLogger))
+        let zero = try await Self.run(CaptureSightingSource(path: path, controllerIndex: 0, logger: quietLogger))
         #expect(zero.batches.withLock { $0 }.map(\.addresses) == [["D1:02:03:04:05:06"]])
-        let none = try await Self.run(CaptureSightingSource(path: path, controllerIndex: 5, logger: testLogger))
+        let none = try await Self.run(CaptureSightingSource(path: path, controllerIndex: 5, logger: quietLogger))
         #expect(none.batches.withLock { $0 }.isEmpty)
     }
 
     /// Cut at every offset after the header: the reports of the complete records are delivered,
     /// then the error is a damaged tail naming the offset of the cut record.
     @Test func truncatedFileDeliversCompleteRecordsThenThrows() async throws {
-        let dir = try makeTemporaryDirectory()
-        defer { removeTree(dir) }
+        let dir = try makeScratchDirectory("ibeacon-transports")
+        defer { removeScratchDirectory(dir) }
         let path = dir + "/cut.btsnoop"
         let whole = Self.capture()
         var starts: [Int] = [16]
@@ -229,7 +234,7 @@ final class Delivered: Sendable {
         let reportEnds = [starts[2], starts[5], starts[6]]  // the ends of the three received reports
         for cut in 16..<whole.count {
             try writeWholeFile(path, Array(whole.prefix(cut)))
-            let source = try CaptureSightingSource(path: path, logger: testLogger)
+            let source = try CaptureSightingSource(path: path, logger: quietLogger)
             let delivered = Delivered()
             do {
                 try await source.scan(
@@ -307,8 +312,8 @@ final class Delivered: Sendable {
         #expect(starts.last == whole.count)
         var cuts = Set(0...starts[3])
         for s in starts { cuts.formUnion([s - 1, s, s + 1].filter { $0 <= whole.count }) }
-        let dir = try makeTemporaryDirectory()
-        defer { removeTree(dir) }
+        let dir = try makeScratchDirectory("ibeacon-transports")
+        defer { removeScratchDirectory(dir) }
         let path = dir + "/cut.log"
         try writeWholeFile(path, whole)
         let file = try #require(FileHandle(forWritingAtPath: path))
@@ -319,7 +324,7 @@ final class Delivered: Sendable {
             let delivered = Delivered()
             var problem: BTSnoopError?
             do {
-                let source = try CaptureSightingSource(path: path, logger: testLogger)
+                let source = try CaptureSightingSource(path: path, logger: quietLogger)
                 try await source.scan(
                     tickInterval: .seconds(1),
                     receive: { s, t in
@@ -351,12 +356,12 @@ final class Delivered: Sendable {
 
     @Test(arguments: badFiles)
     func badFilesFailAtOpenNamingTheFile(bytes: [UInt8], why: String, damaged: Bool) throws {
-        let dir = try makeTemporaryDirectory()
-        defer { removeTree(dir) }
+        let dir = try makeScratchDirectory("ibeacon-transports")
+        defer { removeScratchDirectory(dir) }
         let path = dir + "/bad.btsnoop"
         try writeWholeFile(path, bytes)
         do {
-            _ = try CaptureSightingSource(path: path, logger: testLogger)
+            _ = try CaptureSightingSource(path: path, logger: quietLogger)
             Issue.record("opened \(bytes.count) bad bytes")
         } catch let error as CaptureError {
             #expect(error.description.hasPrefix("\(path): "))
@@ -366,14 +371,14 @@ final class Delivered: Sendable {
     }
 
     @Test func missingFileAndDirectory() throws {
-        let dir = try makeTemporaryDirectory()
-        defer { removeTree(dir) }
+        let dir = try makeScratchDirectory("ibeacon-transports")
+        defer { removeScratchDirectory(dir) }
         for (path, message) in [
             (dir + "/none.btsnoop", "no capture file \(dir)/none.btsnoop"),
             (dir, "\(dir) is a directory, not a capture file"),
         ] {
             do {
-                _ = try CaptureSightingSource(path: path, logger: testLogger)
+                _ = try CaptureSightingSource(path: path, logger: quietLogger)
                 Issue.record("opened \(path)")
             } catch let error as TransportError {
                 #expect(error.kind == .notFound)
@@ -385,15 +390,15 @@ final class Delivered: Sendable {
     /// Issue 23 item 8: a capture is read by the rules of a profile read. A FIFO is refused
     /// before it is opened (it blocked forever, and --duration never started); a device too.
     @Test func aFIFOOrDeviceIsRefusedWithoutBlocking() throws {
-        let dir = try makeTemporaryDirectory()
-        defer { removeTree(dir) }
+        let dir = try makeScratchDirectory("ibeacon-transports")
+        defer { removeScratchDirectory(dir) }
         let fifo = dir + "/pipe.btsnoop"
         #expect(mkfifo(fifo, 0o644) == 0)
         let outcome = Mutex<String?>(nil)
         let done = DispatchSemaphore(value: 0)
         Thread.detachNewThread {
             do {
-                _ = try CaptureSightingSource(path: fifo, logger: testLogger)
+                _ = try CaptureSightingSource(path: fifo, logger: quietLogger)
                 outcome.withLock { $0 = "opened" }
             } catch {
                 outcome.withLock { $0 = "\(error)" }
@@ -403,7 +408,7 @@ final class Delivered: Sendable {
         #expect(done.wait(timeout: .now() + 5) == .success, "opening a FIFO as a capture blocked")
         #expect(outcome.withLock { $0 }?.contains("is a FIFO (named pipe), not a regular file") == true)
         do {
-            _ = try CaptureSightingSource(path: "/dev/null", logger: testLogger)
+            _ = try CaptureSightingSource(path: "/dev/null", logger: quietLogger)
             Issue.record("read /dev/null as a capture")
         } catch let error as TransportError {
             #expect(error.kind == .notFound)
@@ -414,8 +419,8 @@ final class Delivered: Sendable {
     /// Another user's link is not followed as root (it was, and a root-only file was read).
     @Test func aLinkOfAnotherUserIsNotFollowed() throws {
         try #require(geteuid() == 0, "planting another user's link needs root (CI runs as root)")
-        let dir = try makeTemporaryDirectory()
-        defer { removeTree(dir) }
+        let dir = try makeScratchDirectory("ibeacon-transports")
+        defer { removeScratchDirectory(dir) }
         #expect(chmod(dir, 0o1777) == 0)
         let secret = dir + "/root-only.btsnoop"
         try writeWholeFile(secret, HandmadeBTSnoop.header())
@@ -424,7 +429,7 @@ final class Delivered: Sendable {
         #expect(symlink(secret, link) == 0)
         #expect(lchown(link, 65534, 65534) == 0)
         do {
-            _ = try CaptureSightingSource(path: link, logger: testLogger)
+            _ = try CaptureSightingSource(path: link, logger: quietLogger)
             Issue.record("followed nobody's link")
         } catch let error as TransportError {
             #expect(error.kind == .notFound)
@@ -433,19 +438,19 @@ final class Delivered: Sendable {
         // The user's own link (root's, here) is followed.
         let own = dir + "/mine.btsnoop"
         #expect(symlink(secret, own) == 0)
-        _ = try CaptureSightingSource(path: own, logger: testLogger)
+        _ = try CaptureSightingSource(path: own, logger: quietLogger)
     }
 
     @Test func readsWhatTheRecorderWrote() async throws {
-        let dir = try makeTemporaryDirectory()
-        defer { removeTree(dir) }
+        let dir = try makeScratchDirectory("ibeacon-transports")
+        defer { removeScratchDirectory(dir) }
         let path = dir + "/roundtrip.btsnoop"
-        let recorder = try BTSnoopFileRecorder(path: path, logger: testLogger) { 1_000_000 }
+        let recorder = try BTSnoopFileRecorder(path: path, logger: quietLogger) { 1_000_000 }
         recorder.record(Vectors.scanEnableCommand, direction: .sent)
         recorder.record(Vectors.scanEnableDisallowed, direction: .received)
         recorder.record(Vectors.report2, direction: .received)
         recorder.close()
-        let delivered = try await Self.run(CaptureSightingSource(path: path, logger: testLogger))
+        let delivered = try await Self.run(CaptureSightingSource(path: path, logger: quietLogger))
         #expect(delivered.batches.withLock { $0 }.map(\.addresses) == [["D1:02:03:04:05:06"]])
     }
 }

@@ -1,4 +1,5 @@
 import IBeaconHost
+import IBeaconTestSupport
 import IBeaconTransports
 import Testing
 
@@ -89,12 +90,12 @@ import Testing
         for rate in DeviceSpec.supportedBaudRates {
             let error = transportError {
                 _ = try H4StreamTransport.openSerial(
-                    path: "/dev/ibeacon-no-such-tty", baudRate: rate, logger: testLogger)
+                    path: "/dev/ibeacon-no-such-tty", baudRate: rate, logger: quietLogger)
             }
             #expect(error?.kind == .notFound, "baud \(rate): \(String(describing: error))")
         }
         let error = transportError {
-            _ = try H4StreamTransport.openSerial(path: "/dev/ibeacon-no-such-tty", baudRate: 12345, logger: testLogger)
+            _ = try H4StreamTransport.openSerial(path: "/dev/ibeacon-no-such-tty", baudRate: 12345, logger: quietLogger)
         }
         #expect(error?.kind == .badSpecification)
     }

@@ -18,8 +18,8 @@ import Testing
     let variables = [("IBEACON_EVENT", "enter"), ("IBEACON_REGION", "bakery shelf"), ("IBEACON_RSSI", "-61")]
 
     @Test func runsTheCommandWithTheEventInItsEnvironmentAndNoShell() async throws {
-        let dir = try makeTemporaryDirectory()
-        defer { removeTree(dir) }
+        let dir = try makeScratchDirectory("ibeacon-transports")
+        defer { removeScratchDirectory(dir) }
         let log = RecordingLog()
         // The words reach sh as written: $IBEACON_* is expanded by the sh we start, not by
         // a shell of ours (there is none), and the quoted region name stays one word.
@@ -35,8 +35,8 @@ import Testing
     }
 
     @Test func aShellCommandWhenAsked() async throws {
-        let dir = try makeTemporaryDirectory()
-        defer { removeTree(dir) }
+        let dir = try makeScratchDirectory("ibeacon-transports")
+        defer { removeScratchDirectory(dir) }
         let hook = try Hook(
             command: "echo \"$IBEACON_EVENT\" | tr a-z A-Z > \(dir)/out", shell: true, timeout: .seconds(5))
         let runner = HookRunner(hook: hook, logger: RecordingLog().logger)
@@ -131,8 +131,8 @@ import Testing
     /// outlives its timeout. (Before: the runner returned when the first process died, and the
     /// member slept on.)
     @Test func theTimeoutKillsTheWholeGroupEvenWhenItsFirstProcessIsGone() async throws {
-        let dir = try makeTemporaryDirectory()
-        defer { removeTree(dir) }
+        let dir = try makeScratchDirectory("ibeacon-transports")
+        defer { removeScratchDirectory(dir) }
         let log = RecordingLog()
         let hook = try Hook(
             command: "sh -c '(trap \"\" TERM; exec sleep 30) & echo $! > \(dir)/member; wait'", shell: false,
@@ -153,8 +153,8 @@ import Testing
     /// Issue 23: a descriptor the invoker left open for ibeacon (not close-on-exec) does not
     /// reach the hook; nor does systemd's NOTIFY_SOCKET (or its LISTEN_*/WATCHDOG_* variables).
     @Test func aHookGetsNeitherTheInvokersDescriptorsNorNotifySocket() async throws {
-        let dir = try makeTemporaryDirectory()
-        defer { removeTree(dir) }
+        let dir = try makeScratchDirectory("ibeacon-transports")
+        defer { removeScratchDirectory(dir) }
         let inherited = open("/dev/null", O_RDONLY)  // no O_CLOEXEC, as an invoker's would be
         #expect(inherited > 2)
         defer { close(inherited) }
@@ -182,8 +182,8 @@ import Testing
     /// Issue 23, item 9: drops are logged like malformed events (the first 5 per 10 s, then one
     /// line with the count), not one line each; a stop drops what is queued without starting it.
     @Test func dropWarningsAreRateLimitedAndAStopStartsNothingQueued() async throws {
-        let dir = try makeTemporaryDirectory()
-        defer { removeTree(dir) }
+        let dir = try makeScratchDirectory("ibeacon-transports")
+        defer { removeScratchDirectory(dir) }
         let log = RecordingLog()
         let clock = ManualClock()
         let hook = try Hook(command: "sh -c 'echo run >> \(dir)/runs; sleep 30'", shell: false, timeout: .seconds(60))

@@ -1,6 +1,7 @@
 import Glibc
 import IBeaconCore
 import IBeaconHost
+import IBeaconTestSupport
 import IBeaconTransports
 import Synchronization
 import Testing
@@ -26,7 +27,8 @@ func report(_ line: String) {
     @Test func idleTCPTransportUsesNoCPU() async throws {
         let result = await #expect(processExitsWith: .success, observing: [\.standardErrorContent]) {
             let listener = try LoopbackListener()
-            let transport = try H4StreamTransport.connectTCP(host: "127.0.0.1", port: listener.port, logger: testLogger)
+            let transport = try H4StreamTransport.connectTCP(
+                host: "127.0.0.1", port: listener.port, logger: quietLogger)
             let peer = try listener.accept()
             // A consumer waiting for packets, as the host's client does.
             let received = Mutex(0)

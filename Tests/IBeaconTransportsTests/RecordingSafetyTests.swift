@@ -1,43 +1,44 @@
 import Foundation
 import IBeaconHost
+import IBeaconTestSupport
 import IBeaconTransports
 import Testing
 
 /// `--btsnoop FILE` run as root next to files it must not touch (issue 11, item 3).
 @Suite struct RecordingSafetyTests {
     @Test func anExistingFileIsRefusedAndUnchangedUnlessOverwriting() throws {
-        let dir = try makeTemporaryDirectory()
-        defer { removeTree(dir) }
+        let dir = try makeScratchDirectory("ibeacon-transports")
+        defer { removeScratchDirectory(dir) }
         let path = dir + "/keep.btsnoop"
         try Data("precious".utf8).write(to: URL(fileURLWithPath: path))
         let error = #expect(throws: FileError.self) {
-            _ = try BTSnoopFileRecorder(path: path, logger: testLogger)
+            _ = try BTSnoopFileRecorder(path: path, logger: quietLogger)
         }
         #expect(error?.kind == .cannotWrite)
         #expect(error?.description.contains("--overwrite-btsnoop") == true)
         #expect(try readWholeFile(path) == Array("precious".utf8))
 
-        let recorder = try BTSnoopFileRecorder(path: path, overwrite: true, logger: testLogger)
+        let recorder = try BTSnoopFileRecorder(path: path, overwrite: true, logger: quietLogger)
         recorder.close()
         #expect(try readWholeFile(path).count == 16)  // the header only
     }
 
     @Test func overwritingReplacesTheNameAndNeverWritesThroughAHardLink() throws {
-        let dir = try makeTemporaryDirectory()
-        defer { removeTree(dir) }
+        let dir = try makeScratchDirectory("ibeacon-transports")
+        defer { removeScratchDirectory(dir) }
         let victim = dir + "/victim.txt"
         try Data("thesis".utf8).write(to: URL(fileURLWithPath: victim))
         let capture = dir + "/capture.btsnoop"
         #expect(link(victim, capture) == 0)
-        let recorder = try BTSnoopFileRecorder(path: capture, overwrite: true, logger: testLogger)
+        let recorder = try BTSnoopFileRecorder(path: capture, overwrite: true, logger: quietLogger)
         recorder.close()
         #expect(try readWholeFile(victim) == Array("thesis".utf8))
         #expect(try readWholeFile(capture).count == 16)
     }
 
     @Test func aSymbolicLinkOfAnotherUserIsNeverFollowed() throws {
-        let dir = try makeTemporaryDirectory()
-        defer { removeTree(dir) }
+        let dir = try makeScratchDirectory("ibeacon-transports")
+        defer { removeScratchDirectory(dir) }
         let victim = dir + "/victim.txt"
         try Data("thesis".utf8).write(to: URL(fileURLWithPath: victim))
         let capture = dir + "/capture.btsnoop"
@@ -46,7 +47,7 @@ import Testing
         #expect(lchown(capture, 65534, 65534) == 0 || geteuid() != 0)
         for overwrite in [false, true] {
             let error = #expect(throws: FileError.self) {
-                _ = try BTSnoopFileRecorder(path: capture, overwrite: overwrite, logger: testLogger)
+                _ = try BTSnoopFileRecorder(path: capture, overwrite: overwrite, logger: quietLogger)
             }
             #expect(error?.kind == .cannotWrite)
         }
@@ -54,14 +55,14 @@ import Testing
     }
 
     @Test func theCaptureIsNeverTheProfileBeingWritten() throws {
-        let dir = try makeTemporaryDirectory()
-        defer { removeTree(dir) }
+        let dir = try makeScratchDirectory("ibeacon-transports")
+        defer { removeScratchDirectory(dir) }
         let profile = dir + "/p.json"
         try Data("{}\n".utf8).write(to: URL(fileURLWithPath: profile))
         #expect(symlink("p.json", dir + "/alias.json") == 0)
         for path in [profile, dir + "/alias.json", dir + "/./p.json"] {
             let error = #expect(throws: FileError.self) {
-                _ = try BTSnoopFileRecorder(path: path, overwrite: true, avoiding: profile, logger: testLogger)
+                _ = try BTSnoopFileRecorder(path: path, overwrite: true, avoiding: profile, logger: quietLogger)
             }
             #expect(error?.description.contains("is the profile") == true)
         }
@@ -69,22 +70,22 @@ import Testing
         // A profile about to be created (--write NEW) is protected by its name too.
         let fresh = dir + "/new.json"
         #expect(throws: FileError.self) {
-            _ = try BTSnoopFileRecorder(path: fresh, avoiding: fresh, logger: testLogger)
+            _ = try BTSnoopFileRecorder(path: fresh, avoiding: fresh, logger: quietLogger)
         }
     }
 
     /// Issue 23: a capture holds the addresses of people's phones. It was created 0644.
     @Test func aNewCaptureIsReadableByItsOwnerOnly() throws {
-        let dir = try makeTemporaryDirectory()
-        defer { removeTree(dir) }
+        let dir = try makeScratchDirectory("ibeacon-transports")
+        defer { removeScratchDirectory(dir) }
         let previous = umask(0o022)
         defer { umask(previous) }
         let path = dir + "/new.btsnoop"
-        try BTSnoopFileRecorder(path: path, logger: testLogger).close()
+        try BTSnoopFileRecorder(path: path, logger: quietLogger).close()
         let replaced = dir + "/old.btsnoop"
         try Data("an earlier capture".utf8).write(to: URL(fileURLWithPath: replaced))
         #expect(chmod(replaced, 0o644) == 0)
-        try BTSnoopFileRecorder(path: replaced, overwrite: true, logger: testLogger).close()
+        try BTSnoopFileRecorder(path: replaced, overwrite: true, logger: quietLogger).close()
         for p in [path, replaced] {
             var st = stat()
             #expect(lstat(p, &st) == 0)
@@ -93,12 +94,12 @@ import Testing
     }
 
     @Test func aFIFOIsRefusedWithoutBlocking() throws {
-        let dir = try makeTemporaryDirectory()
-        defer { removeTree(dir) }
+        let dir = try makeScratchDirectory("ibeacon-transports")
+        defer { removeScratchDirectory(dir) }
         let fifo = dir + "/pipe"
         #expect(mkfifo(fifo, 0o644) == 0)
         let error = #expect(throws: FileError.self) {
-            _ = try BTSnoopFileRecorder(path: fifo, overwrite: true, logger: testLogger)
+            _ = try BTSnoopFileRecorder(path: fifo, overwrite: true, logger: quietLogger)
         }
         #expect(error?.description.contains("FIFO") == true)
     }

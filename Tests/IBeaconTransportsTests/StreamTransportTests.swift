@@ -1,5 +1,6 @@
 import IBeaconCore
 import IBeaconHost
+import IBeaconTestSupport
 import IBeaconTransports
 import Testing
 
@@ -91,7 +92,7 @@ private func closeEndsCleanly(_ transport: any HCITransport) async throws {
     @Test func exchangesPacketsWithALoopbackPeer() async throws {
         let listener = try LoopbackListener()
         defer { listener.close() }
-        let transport = try openTransport(DeviceSpec(parsing: "tcp:127.0.0.1:\(listener.port)"), logger: testLogger)
+        let transport = try openTransport(DeviceSpec(parsing: "tcp:127.0.0.1:\(listener.port)"), logger: quietLogger)
         #expect(transport.name == "tcp:127.0.0.1:\(listener.port)")
         let peer = try listener.accept()
         try await exchangePackets(transport, peer: peer)
@@ -100,7 +101,7 @@ private func closeEndsCleanly(_ transport: any HCITransport) async throws {
     @Test func garbageFailsTheStream() async throws {
         let listener = try LoopbackListener()
         defer { listener.close() }
-        let transport = try H4StreamTransport.connectTCP(host: "127.0.0.1", port: listener.port, logger: testLogger)
+        let transport = try H4StreamTransport.connectTCP(host: "127.0.0.1", port: listener.port, logger: quietLogger)
         let peer = try listener.accept()
         defer { peer.close() }
         try await rejectGarbage(transport, peer: peer)
@@ -109,7 +110,7 @@ private func closeEndsCleanly(_ transport: any HCITransport) async throws {
     @Test func closeFinishesTheStream() async throws {
         let listener = try LoopbackListener()
         defer { listener.close() }
-        let transport = try H4StreamTransport.connectTCP(host: "localhost", port: listener.port, logger: testLogger)
+        let transport = try H4StreamTransport.connectTCP(host: "localhost", port: listener.port, logger: quietLogger)
         let peer = try listener.accept()
         defer { peer.close() }
         try await closeEndsCleanly(transport)
@@ -123,7 +124,7 @@ private func closeEndsCleanly(_ transport: any HCITransport) async throws {
         let port = listener.port
         listener.close()
         let error = transportError {
-            _ = try H4StreamTransport.connectTCP(host: "127.0.0.1", port: port, logger: testLogger)
+            _ = try H4StreamTransport.connectTCP(host: "127.0.0.1", port: port, logger: quietLogger)
         }
         #expect(error?.kind == .connectionRefused)
         #expect(error?.message == "nothing is listening on 127.0.0.1:\(port)")
@@ -133,7 +134,7 @@ private func closeEndsCleanly(_ transport: any HCITransport) async throws {
     @Test func unresolvableHost() throws {
         // .invalid never resolves (RFC 6761 §6.4).
         let error = transportError {
-            _ = try H4StreamTransport.connectTCP(host: "no-such-host.invalid", port: 7000, logger: testLogger)
+            _ = try H4StreamTransport.connectTCP(host: "no-such-host.invalid", port: 7000, logger: quietLogger)
         }
         #expect(error?.kind == .connectionRefused)
         #expect(
@@ -146,7 +147,8 @@ private func closeEndsCleanly(_ transport: any HCITransport) async throws {
         // out or the network is unreachable; either way it must end within the bound.
         let started = ContinuousClock.now
         let error = transportError {
-            _ = try H4StreamTransport.connectTCP(host: "192.0.2.1", port: 7000, connectTimeout: 0.3, logger: testLogger)
+            _ = try H4StreamTransport.connectTCP(
+                host: "192.0.2.1", port: 7000, connectTimeout: 0.3, logger: quietLogger)
         }
         #expect(ContinuousClock.now - started < .seconds(2))
         #expect(error?.kind == .connectionRefused, "\(String(describing: error))")
@@ -156,7 +158,7 @@ private func closeEndsCleanly(_ transport: any HCITransport) async throws {
 @Suite struct SerialTransportTests {
     @Test func exchangesPacketsOverAPseudoTerminal() async throws {
         let pty = try PseudoTerminal()
-        let transport = try openTransport(DeviceSpec(parsing: "serial:\(pty.slavePath),921600"), logger: testLogger)
+        let transport = try openTransport(DeviceSpec(parsing: "serial:\(pty.slavePath),921600"), logger: quietLogger)
         #expect(transport.name == "serial:\(pty.slavePath),921600")
         try await exchangePackets(transport, peer: pty.master)
     }
@@ -164,26 +166,26 @@ private func closeEndsCleanly(_ transport: any HCITransport) async throws {
     @Test func garbageFailsTheStream() async throws {
         let pty = try PseudoTerminal()
         defer { pty.master.close() }
-        let transport = try H4StreamTransport.openSerial(path: pty.slavePath, flowControl: .rtsCts, logger: testLogger)
+        let transport = try H4StreamTransport.openSerial(path: pty.slavePath, flowControl: .rtsCts, logger: quietLogger)
         try await rejectGarbage(transport, peer: pty.master)
     }
 
     @Test func closeFinishesTheStream() async throws {
         let pty = try PseudoTerminal()
         defer { pty.master.close() }
-        try await closeEndsCleanly(try H4StreamTransport.openSerial(path: pty.slavePath, logger: testLogger))
+        try await closeEndsCleanly(try H4StreamTransport.openSerial(path: pty.slavePath, logger: quietLogger))
     }
 
     @Test func missingDevice() {
         let error = transportError {
-            _ = try openTransport(DeviceSpec(parsing: "serial:/dev/ttyIBEACON9"), logger: testLogger)
+            _ = try openTransport(DeviceSpec(parsing: "serial:/dev/ttyIBEACON9"), logger: quietLogger)
         }
         #expect(error?.kind == .notFound)
         #expect(error?.message == "no serial device /dev/ttyIBEACON9")
     }
 
     @Test func notATerminal() {
-        let error = transportError { _ = try H4StreamTransport.openSerial(path: "/dev/null", logger: testLogger) }
+        let error = transportError { _ = try H4StreamTransport.openSerial(path: "/dev/null", logger: quietLogger) }
         #expect(error?.kind == .badSpecification)
         #expect(error?.message == "/dev/null is not a serial device (not a terminal)")
     }

@@ -7,8 +7,6 @@ import Testing
 
 // Test peers built directly on libc, independent of the code under test.
 
-let testLogger = Logger(label: "IBeaconTransportsTests")
-
 struct TestFailure: Error, CustomStringConvertible {
     var description: String
     init(_ description: String) { self.description = description }
@@ -144,25 +142,6 @@ func watchdog(_ transport: any HCITransport, seconds: Int = 10) -> Task<Void, Ne
         try? await Task.sleep(for: .seconds(seconds))
         if !Task.isCancelled { transport.close() }
     }
-}
-
-/// A fresh directory under /tmp, removed by `cleanup`.
-func makeTemporaryDirectory() throws -> String {
-    var template = Array("/tmp/ibeacon-transports-XXXXXX".utf8CString)
-    guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else {
-        throw TestFailure("mkdtemp failed: errno \(errno)")
-    }
-    return String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-}
-
-func removeTree(_ path: String) {
-    guard let dir = opendir(path) else { return }
-    while let entry = readdir(dir) {
-        let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-        if name != "." && name != ".." { unlink(path + "/" + name) }
-    }
-    closedir(dir)
-    rmdir(path)
 }
 
 func readWholeFile(_ path: String) throws -> [UInt8] {

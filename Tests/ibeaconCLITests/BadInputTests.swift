@@ -81,7 +81,7 @@ import Testing
 
     /// Every command that reads a profile refuses each malformed one before touching anything.
     @Test(arguments: Self.profiles.indices)
-    func malformedProfileIsRefusedAndLeftAlone(_ index: Int) throws {
+    func malformedProfileIsRefusedAndLeftAlone(_ index: Int) async throws {
         let (name, content, mention) = Self.profiles[index]
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -95,7 +95,7 @@ import Testing
             ["calibrate", "--profile", file.path, "--device", "tcp:127.0.0.1:9", "--duration", "1"],
         ]
         for command in commands {
-            let r = try ibeacon(command)
+            let r = try await ibeacon(command)
             #expect(!r.crashed, "\(name): `\(command.joined(separator: " "))` crashed")
             #expect(r.status == 65, "\(name): `\(command[0])` exited \(r.status): \(r.stderr)")
             #expect(r.stderr.contains(mention), "\(name): message does not mention \(mention): \(r.stderr)")
@@ -107,26 +107,26 @@ import Testing
         }
     }
 
-    @Test func everyProblemOfAProfileIsReportedAtOnce() throws {
+    @Test func everyProblemOfAProfileIsReportedAtOnce() async throws {
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let file = dir.appendingPathComponent("multi.json")
         try Data(#"{"uuid": "nope", "major": 70000, "minor": -1, "measuredPower": 5, "intervalMs": 1}"#.utf8).write(
             to: file)
-        let r = try ibeacon(["profile", "check", file.path])
+        let r = try await ibeacon(["profile", "check", file.path])
         #expect(r.status == 65)
         for key in ["uuid", "major", "minor", "measuredPower", "intervalMs"] {
             #expect(r.stderr.contains("\"\(key)\""), "\(key) not reported: \(r.stderr)")
         }
     }
 
-    @Test func missingAndUnreadableFilesAreNoInput() throws {
+    @Test func missingAndUnreadableFilesAreNoInput() async throws {
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let missing = try ibeacon(["profile", "check", dir.appendingPathComponent("nope.json").path])
+        let missing = try await ibeacon(["profile", "check", dir.appendingPathComponent("nope.json").path])
         #expect(missing.status == 66)
         #expect(missing.stderr.contains("nope.json"))
-        let directory = try ibeacon(["encode", "--profile", dir.path])
+        let directory = try await ibeacon(["encode", "--profile", dir.path])
         #expect(directory.status == 66)
         #expect(directory.stderr.contains("directory"))
     }
@@ -149,10 +149,10 @@ import Testing
     ]
 
     @Test(arguments: Self.hexInputs.indices)
-    func malformedHexIsBadData(_ index: Int) throws {
+    func malformedHexIsBadData(_ index: Int) async throws {
         let (name, args, mention) = Self.hexInputs[index]
         for json in [false, true] {
-            let r = try ibeacon(["decode"] + args + (json ? ["--json"] : []))
+            let r = try await ibeacon(["decode"] + args + (json ? ["--json"] : []))
             #expect(!r.crashed, "\(name) crashed")
             #expect(r.status == 65, "\(name): exit \(r.status) \(r.stdout) \(r.stderr)")
             #expect(r.stderr.lowercased().contains(mention), "\(name): \(r.stderr)")

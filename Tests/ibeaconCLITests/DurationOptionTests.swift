@@ -17,10 +17,10 @@ import Testing
     ]
 
     @Test(arguments: commands.indices, refused.indices)
-    func outOfRangeIsAUsageError(_ command: Int, _ value: Int) throws {
+    func outOfRangeIsAUsageError(_ command: Int, _ value: Int) async throws {
         let (given, printed) = Self.refused[value]
         let arguments = Self.commands[command] + ["--device", "tcp:127.0.0.1:1", "--duration", given]
-        let result = try ibeacon(arguments)
+        let result = try await ibeacon(arguments)
         #expect(!result.crashed)
         #expect(result.status == 64, "\(arguments): \(result.stderr)")
         let lines = result.stderr.split(separator: "\n")
@@ -31,9 +31,9 @@ import Testing
     }
 
     @Test(arguments: commands.indices)
-    func theLongestDurationGetsAsFarAsTheController(_ command: Int) throws {
+    func theLongestDurationGetsAsFarAsTheController(_ command: Int) async throws {
         let arguments = Self.commands[command] + ["--device", "tcp:127.0.0.1:1", "--duration", "31622400"]
-        let result = try ibeacon(arguments)
+        let result = try await ibeacon(arguments)
         #expect(result.status == 69, "\(arguments): \(result.stderr)")
         #expect(result.stderr.contains("nothing is listening on 127.0.0.1:1"), "\(result.stderr)")
     }

@@ -53,8 +53,8 @@ import Testing
         #expect(try Self.tableCodes("docs/ARCHITECTURE.md", heading: "### Exit codes (sysexits)") == defined)
     }
 
-    @Test func helpListsEveryExitCodeTheCodeDefines() throws {
-        let result = try ibeacon(["--help"])
+    @Test func helpListsEveryExitCodeTheCodeDefines() async throws {
+        let result = try await ibeacon(["--help"])
         var listed: Set<Int> = []
         for line in result.stdout.split(separator: "\n") {
             let words = line.split(separator: " ")

@@ -10,8 +10,8 @@ import Testing
     ]
 
     @Test(arguments: commands)
-    func helpIsPinned(_ command: [String]) throws {
-        let result = try ibeacon(command + ["--help"])
+    func helpIsPinned(_ command: [String]) async throws {
+        let result = try await ibeacon(command + ["--help"])
         #expect(result.status == 0)
         let name = (["ibeacon"] + command).joined(separator: "-")
         let pinned = packageRoot.appendingPathComponent("Tests/ibeaconCLITests/help/\(name).txt")
@@ -33,21 +33,21 @@ import Testing
     /// description starting with two spaces) printed for a very wide terminal must appear
     /// unchanged at 80 columns.
     @Test(arguments: commands)
-    func helpTablesFitEightyColumns(_ command: [String]) throws {
-        func description(columns: Int) throws -> [Substring] {
-            let help = try ibeacon(command + ["--help"], environment: ["COLUMNS": "\(columns)"]).stdout
+    func helpTablesFitEightyColumns(_ command: [String]) async throws {
+        func description(columns: Int) async throws -> [Substring] {
+            let help = try await ibeacon(command + ["--help"], environment: ["COLUMNS": "\(columns)"]).stdout
             return help.split(separator: "\n").prefix { !$0.hasPrefix("USAGE:") }
         }
-        let narrow = Set(try description(columns: 80))
-        for row in try description(columns: 400) where row.hasPrefix("  ") {
+        let narrow = Set(try await description(columns: 80))
+        for row in try await description(columns: 400) where row.hasPrefix("  ") {
             #expect(
                 narrow.contains(row),
                 "`ibeacon \(command.joined(separator: " ")) --help` re-wraps at 80 columns: \(row)")
         }
     }
 
-    @Test func rootHelpListsTheExitCodes() throws {
-        let help = try ibeacon(["--help"]).stdout
+    @Test func rootHelpListsTheExitCodes() async throws {
+        let help = try await ibeacon(["--help"]).stdout
         for code in ["0", "64", "65", "66", "68", "69", "70", "73", "74", "75", "76", "77"] {
             #expect(help.contains("\n  \(code)  "), "exit code \(code) is not documented in --help")
         }

@@ -33,9 +33,9 @@ import Testing
     ]
 
     @Test(arguments: cases.indices)
-    func outOfRangeIsAUsageError(_ index: Int) throws {
+    func outOfRangeIsAUsageError(_ index: Int) async throws {
         let (arguments, message) = Self.cases[index]
-        let result = try ibeacon(arguments)
+        let result = try await ibeacon(arguments)
         #expect(!result.crashed)
         #expect(result.status == 64, "\(arguments): \(result.stderr)")
         #expect(result.stderr.split(separator: "\n").first.map(String.init) == "Error: " + message, "\(result.stderr)")
@@ -69,10 +69,10 @@ import Testing
     ]
 
     @Test(arguments: badValues.indices)
-    func everyCommandRefusesABadValueWithTheSameMessage(_ index: Int) throws {
+    func everyCommandRefusesABadValueWithTheSameMessage(_ index: Int) async throws {
         let bad = Self.badValues[index]
         for (command, arguments) in Self.commands {
-            let result = try ibeacon(arguments(bad.major, bad.minor, bad.uuid))
+            let result = try await ibeacon(arguments(bad.major, bad.minor, bad.uuid))
             #expect(!result.crashed)
             #expect(result.status == 64, "\(command): \(result.stderr)")
             #expect(

@@ -46,36 +46,37 @@ import Testing
     ]
 
     @Test(arguments: usageErrors.indices)
-    func usageErrorsExit64(_ index: Int) throws {
+    func usageErrorsExit64(_ index: Int) async throws {
         let (arguments, message) = Self.usageErrors[index]
-        let result = try ibeacon(["monitor"] + Self.device + arguments)
+        let result = try await ibeacon(["monitor"] + Self.device + arguments)
         #expect(!result.crashed)
         #expect(result.status == 64, "\(arguments): \(result.stderr)")
         #expect(result.stderr.contains(message), "\(arguments): \(result.stderr)")
     }
 
-    @Test func aHookProgramThatDoesNotExistExits66() throws {
-        let missing = try ibeacon(
+    @Test func aHookProgramThatDoesNotExistExits66() async throws {
+        let missing = try await ibeacon(
             ["monitor", "--region", Self.uuid, "--exec", "no-such-alarm-program --now"] + Self.device)
         #expect(missing.status == 66, "\(missing.stderr)")
         #expect(missing.stderr.contains("no-such-alarm-program is not an executable in $PATH"))
-        let path = try ibeacon(["monitor", "--region", Self.uuid, "--exec", "/nonexistent/alarm"] + Self.device)
+        let path = try await ibeacon(["monitor", "--region", Self.uuid, "--exec", "/nonexistent/alarm"] + Self.device)
         #expect(path.status == 66, "\(path.stderr)")
         #expect(path.stderr.contains("/nonexistent/alarm does not exist or is not executable"))
         // Through a shell the command is the shell's business: it gets as far as the device.
-        let shell = try ibeacon(
+        let shell = try await ibeacon(
             ["monitor", "--region", Self.uuid, "--exec", "no-such-alarm-program", "--exec-shell"] + Self.device)
         #expect(shell.status == 69, "\(shell.stderr)")
     }
 
-    @Test func profilesThatAreMissingOrMalformed() throws {
+    @Test func profilesThatAreMissingOrMalformed() async throws {
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let missing = try ibeacon(["monitor", "--profile", dir.appendingPathComponent("none.json").path] + Self.device)
+        let missing = try await ibeacon(
+            ["monitor", "--profile", dir.appendingPathComponent("none.json").path] + Self.device)
         #expect(missing.status == 66, "\(missing.stderr)")
         let bad = dir.appendingPathComponent("bad.json")
         try Data(#"{"uuid": "x", "major": 1, "minor": 2, "measuredPower": -59}"#.utf8).write(to: bad)
-        let malformed = try ibeacon(["monitor", "--profile", bad.path] + Self.device)
+        let malformed = try await ibeacon(["monitor", "--profile", bad.path] + Self.device)
         #expect(malformed.status == 65, "\(malformed.stderr)")
         #expect(malformed.stderr.contains("\"uuid\""))
     }

@@ -16,9 +16,9 @@ import Testing
     ]
 
     @Test(arguments: usageErrors.indices)
-    func usageErrorsExit64(_ index: Int) throws {
+    func usageErrorsExit64(_ index: Int) async throws {
         let (arguments, message) = Self.usageErrors[index]
-        let result = try ibeacon(["scan"] + Self.device + arguments)
+        let result = try await ibeacon(["scan"] + Self.device + arguments)
         #expect(!result.crashed)
         #expect(result.status == 64, "\(arguments): \(result.stderr)")
         #expect(result.stderr.contains(message), "\(arguments): \(result.stderr)")

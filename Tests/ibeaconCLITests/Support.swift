@@ -1,4 +1,5 @@
 import Foundation
+import IBeaconTestSupport
 import Testing
 
 /// The `ibeacon` binary under test: $IBEACON_BIN, else the debug build next to this package.
@@ -21,9 +22,12 @@ struct RunResult {
     var crashed: Bool
 }
 
-/// Runs the binary with a fixed terminal width, no stdin, and a bounded time.
-func ibeacon(_ arguments: [String], environment extra: [String: String] = [:], timeout: Double = 20) throws -> RunResult
-{
+/// Runs the binary with a fixed terminal width, no stdin, and a bounded time. Awaits its exit
+/// without holding a thread: a test blocked on a child process would hold one of the shared
+/// pool's threads (as many as the machine has cores) away from every other suite's tasks.
+func ibeacon(
+    _ arguments: [String], environment extra: [String: String] = [:], timeout: Double = 20
+) async throws -> RunResult {
     let process = Process()
     process.executableURL = ibeaconBinary
     process.arguments = arguments
@@ -47,14 +51,14 @@ func ibeacon(_ arguments: [String], environment extra: [String: String] = [:], t
     process.standardOutput = out
     process.standardError = err
     process.standardInput = FileHandle.nullDevice
+    let exited = Latch()
+    process.terminationHandler = { _ in exited.open() }
     try process.run()
-    let deadline = Date().addingTimeInterval(timeout)
-    while process.isRunning && Date() < deadline { usleep(10_000) }
-    if process.isRunning {
+    if await within(timeout, { await exited.wait() }) == nil {
         process.terminate()
         Issue.record("ibeacon \(arguments) did not finish within \(timeout) s")
     }
-    process.waitUntilExit()
+    await exited.wait()
     try out.close()
     try err.close()
     let stdoutData = try Data(contentsOf: outURL)
@@ -67,7 +71,5 @@ func ibeacon(_ arguments: [String], environment extra: [String: String] = [:], t
 
 /// A fresh temporary directory, removed by the caller.
 func temporaryDirectory() throws -> URL {
-    let url = FileManager.default.temporaryDirectory.appendingPathComponent("ibeacon-cli-\(UUID().uuidString)")
-    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    return url
+    URL(fileURLWithPath: try makeScratchDirectory("ibeacon-cli"))
 }

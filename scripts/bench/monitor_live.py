@@ -7,27 +7,19 @@ region that holds them all and one region nobody advertises; with --min-rssi -90
 also updates the beacon's smoothed RSSI. The CPU time of the ibeacon process (all threads,
 /proc/PID/task/*/schedstat) over the steady part gives its share of one core at that rate; the
 peak RSS is VmHWM. The feeder answers every command with a successful Command Complete (no
-extended features, so the scan is legacy), as scripts/bench/scan_live.py does.
+extended features, so the scan is legacy): scripts/bench/live_controller.py, as for scan_live.py.
 
 usage: monitor_live.py IBEACON_BIN [RATE] [SECONDS] [BEACONS] [REGIONS]     prints one JSON object
 """
 import json
 import random
-import socket
 import struct
 import subprocess
 import sys
 import threading
-import time
 import uuid
-from pathlib import Path
 
-from scan_live import answer_commands, cpu_ns, event  # the same paced H4 controller
-
-
-def rss_kb(pid, field):
-    return int(next(line for line in Path(f'/proc/{pid}/status').read_text().splitlines()
-                    if line.startswith(field + ':')).split()[1])
+from live_controller import event, ibeacon_payloads, measure, rss_kb, start  # the paced H4 controller
 
 
 def main():
@@ -38,8 +30,7 @@ def main():
     regions = int(sys.argv[5]) if len(sys.argv) > 5 else 52
     rng = random.Random(5)
     store = uuid.UUID(int=rng.getrandbits(128))
-    payloads = [bytes([0x02, 0x01, 0x06, 0x1A, 0xFF, 0x4C, 0x00, 0x02, 0x15]) + store.bytes
-                + struct.pack('>HHb', 12, i, -59) for i in range(beacons)]
+    payloads = ibeacon_payloads(store, beacons)
     addresses = [struct.pack('<IH', rng.getrandbits(32), 0xC000 | i) for i in range(beacons)]
     events = [event(payloads[i % beacons], addresses[i % beacons], -60 - rng.randrange(25)) for i in range(beacons * 10)]
     nobody = ['--region', f'nobody={uuid.UUID(int=rng.getrandbits(128))}']
@@ -49,47 +40,17 @@ def main():
     for i in range(max(0, regions - 2)):
         args += ['--region', f'dept{i}={store}:12:{i}']
 
-    server = socket.socket()
-    server.bind(('127.0.0.1', 0))
-    server.listen(1)
-    port = server.getsockname()[1]
-    proc = subprocess.Popen([binary, 'monitor', '--device', f'tcp:127.0.0.1:{port}', '--json', '--exit-after', '5',
-                             '--min-rssi', '-90', '--duration', str(seconds + 6), *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    conn, _ = server.accept()
-    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    scanning = threading.Event()
+    proc, conn = start(binary, 'monitor', '--json', '--exit-after', '5', '--min-rssi', '-90', '--duration',
+                       str(seconds + 6), *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     lines = []
     threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True).start()
+    idle_rss = rss_kb(proc.pid)
 
-    threading.Thread(target=answer_commands, args=(conn, scanning), daemon=True).start()
-    if not scanning.wait(10):
-        raise SystemExit('ibeacon did not start scanning: ' + proc.stderr.read().decode()[-300:])
-    idle_rss = rss_kb(proc.pid, 'VmRSS')
+    def chunk(i, n):
+        return b''.join(events[(i + k) % len(events)] for k in range(n))
+
     # Pace in 1 ms slots; measure after 2 s of steady feeding.
-    start = time.monotonic()
-    sent = 0
-    c0 = t0 = None
-    i = 0
-    while True:
-        now = time.monotonic()
-        elapsed = now - start
-        if c0 is None and elapsed >= 2:
-            c0, t0, sent0 = cpu_ns(proc.pid), now, sent
-        if elapsed >= seconds + 2:
-            c1, t1 = cpu_ns(proc.pid), now
-            peak_kb = rss_kb(proc.pid, 'VmHWM')
-            break
-        due = int(elapsed * rate)
-        if due > sent:
-            conn.sendall(b''.join(events[(i + k) % len(events)] for k in range(due - sent)))
-            i += due - sent
-            sent = due
-        time.sleep(0.001)
-    proc.terminate()
-    proc.wait(timeout=10)
-    conn.close()
-    cpu, wall, reports = c1 - c0, t1 - t0, sent - sent0
+    cpu, wall, reports, peak_kb = measure(proc, conn, rate, seconds, chunk)
     kinds = [json.loads(line)['event'] for line in lines]
     print(json.dumps({'ratePerSecond': round(reports / wall), 'seconds': round(wall, 1), 'reports': reports,
                       'beacons': beacons, 'regions': regions, 'cpuMs': round(cpu / 1e6, 1),

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """MQTT publishing cost: `ibeacon monitor --mqtt` with REGIONS regions (one per beacon) fed by the
-paced H4-over-TCP controller of scan_live.py, in cycles: all beacons on the air for ON seconds
+paced H4-over-TCP controller of live_controller.py, in cycles: all beacons on the air for ON seconds
 (RATE reports/s), then silent for OFF seconds (longer than --exit-after 2), so every cycle is
 REGIONS enter and REGIONS exit events, each a state change (retained) and an event (not retained).
 A real mosquitto on a free loopback port (tests/e2e/mqtt_broker.py) takes them.
@@ -18,7 +18,6 @@ import json
 import os
 import random
 import signal
-import socket
 import statistics
 import struct
 import subprocess
@@ -31,14 +30,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / 'tests' / 'e2e'))
 from mqtt_broker import Broker  # noqa: E402
-from scan_live import answer_commands, cpu_ns, event  # noqa: E402
+from live_controller import cpu_ns, event, ibeacon_payloads, pace, rss_kb, start  # noqa: E402
 
 RATE, ON, OFF, EXIT_AFTER = 1000, 3.0, 4.0, 2
-
-
-def rss_kb(pid):
-    return int(next(line for line in Path(f'/proc/{pid}/status').read_text().splitlines()
-                    if line.startswith('VmRSS:')).split()[1])
 
 
 def main():
@@ -48,8 +42,7 @@ def main():
     cycles = int(sys.argv[4]) if len(sys.argv) > 4 else 3
     rng = random.Random(7)
     store = uuid.UUID(int=rng.getrandbits(128))
-    payloads = [bytes([0x02, 0x01, 0x06, 0x1A, 0xFF, 0x4C, 0x00, 0x02, 0x15]) + store.bytes
-                + struct.pack('>HHb', 12, i, -59) for i in range(regions)]
+    payloads = ibeacon_payloads(store, regions)
     addresses = [struct.pack('<IH', rng.getrandbits(32), 0xC000 | i) for i in range(regions)]
     events = [event(payloads[i % regions], addresses[i % regions], -60 - rng.randrange(20))
               for i in range(regions * 5)]
@@ -60,40 +53,22 @@ def main():
     tmp = Path(tempfile.mkdtemp(prefix='ibeacon-mqtt-bench-'))
     broker = Broker(tmp)
     sub = broker.subscribe('bench/box/event')
-    server = socket.socket()
-    server.bind(('127.0.0.1', 0))
-    server.listen(1)
-    port = server.getsockname()[1]
-    proc = subprocess.Popen([binary, 'monitor', '--device', f'tcp:127.0.0.1:{port}', '--json', '--exit-after',
-                             str(EXIT_AFTER), '--mqtt', broker.url, '--mqtt-base', 'bench/box', *args],
-                            stdout=subprocess.PIPE, stderr=open(tmp / 'stderr', 'w'), text=True)
-    conn, _ = server.accept()
-    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    scanning = threading.Event()
-    threading.Thread(target=answer_commands, args=(conn, scanning), daemon=True).start()
+    proc, conn = start(binary, 'monitor', '--json', '--exit-after', str(EXIT_AFTER), '--mqtt', broker.url,
+                       '--mqtt-base', 'bench/box', *args, stdout=subprocess.PIPE,
+                       stderr=open(tmp / 'stderr', 'w'), text=True)
     printed = []  # (monotonic, line)
 
     def read():
         for line in proc.stdout:
             printed.append((time.monotonic(), line.strip()))
     threading.Thread(target=read, daemon=True).start()
-    if not scanning.wait(10):
-        raise SystemExit('ibeacon did not start scanning')
     time.sleep(EXIT_AFTER + 1)  # the initial outside events
 
     i = 0
 
     def cycle(samples=None):
         nonlocal i
-        start = time.monotonic()
-        sent = 0
-        while (elapsed := time.monotonic() - start) < ON:
-            due = int(elapsed * RATE)
-            if due > sent:
-                conn.sendall(b''.join(events[(i + k) % len(events)] for k in range(due - sent)))
-                i += due - sent
-                sent = due
-            time.sleep(0.001)
+        i += pace(conn, RATE, ON, lambda first, n: b''.join(events[(first + k) % len(events)] for k in range(n)), i)
         time.sleep(OFF)
         if samples is not None:
             samples.append(rss_kb(proc.pid))

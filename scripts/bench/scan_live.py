@@ -14,46 +14,11 @@ usage: scan_live.py IBEACON_BIN [RATE] [SECONDS] [DISTINCT]     prints one JSON 
 """
 import json
 import random
-import socket
 import struct
 import subprocess
 import sys
-import threading
-import time
-from pathlib import Path
 
-
-def cpu_ns(pid):
-    return sum(int((t / 'schedstat').read_text().split()[0]) for t in Path(f'/proc/{pid}/task').iterdir())
-
-
-def event(payload, address, rssi):
-    body = bytes([0x02, 1, 0x03, 0x01]) + address + bytes([len(payload)]) + payload + bytes([rssi & 0xFF])
-    return bytes([0x04, 0x3E, len(body)]) + body
-
-
-def answer_commands(conn, scanning):
-    """Answers every HCI command on `conn` with a successful Command Complete (an address for
-    Read BD_ADDR, no LE features so the scan is legacy); sets `scanning` at LE Set Scan Enable on."""
-    buf = b''
-    while True:
-        data = conn.recv(4096)
-        if not data:
-            return
-        buf += data
-        while len(buf) >= 4 and len(buf) >= 4 + buf[3]:
-            opcode, plen = struct.unpack_from('<HB', buf, 1)
-            params = buf[4:4 + plen]
-            buf = buf[4 + plen:]
-            ret = b'\x00'
-            if opcode == 0x1009:
-                ret += bytes([0xF5, 0xF4, 0xF3, 0xF2, 0xF1, 0xF0])
-            elif opcode == 0x2003:
-                ret += bytes(8)
-            body = bytes([1]) + struct.pack('<H', opcode) + ret
-            conn.sendall(bytes([0x04, 0x0E, len(body)]) + body)
-            if opcode == 0x200C and params[:1] == b'\x01':
-                scanning.set()
+from live_controller import event, measure, start
 
 
 def main():
@@ -76,51 +41,17 @@ def main():
     else:
         events = [event(payloads[i % len(payloads)], addresses[i % len(payloads)], -60 - i % 20) for i in range(1000)]
 
-    server = socket.socket()
-    server.bind(('127.0.0.1', 0))
-    server.listen(1)
-    port = server.getsockname()[1]
-    proc = subprocess.Popen([binary, 'scan', '--device', f'tcp:127.0.0.1:{port}', '--all',
-                             '--duration', str(seconds + 6)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    conn, _ = server.accept()
-    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    scanning = threading.Event()
+    proc, conn = start(binary, 'scan', '--all', '--duration', str(seconds + 6), stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE)
 
-    threading.Thread(target=answer_commands, args=(conn, scanning), daemon=True).start()
-    if not scanning.wait(10):
-        raise SystemExit('ibeacon did not start scanning: ' + proc.stderr.read().decode()[-300:])
-    # Pace in 1 ms slots; start measuring after 2 s of steady feeding.
-    start = time.monotonic()
-    sent = 0
-    measured = None
-    c0 = t0 = None
-    i = 0
-    while True:
-        now = time.monotonic()
-        elapsed = now - start
-        if c0 is None and elapsed >= 2:
-            c0, t0, sent0 = cpu_ns(proc.pid), now, sent
-        if elapsed >= seconds + 2:
-            c1, t1 = cpu_ns(proc.pid), now
-            peak_kb = int(next(line for line in Path(f'/proc/{proc.pid}/status').read_text().splitlines()
-                               if line.startswith('VmHWM:')).split()[1])
-            measured = (c1 - c0, t1 - t0, sent - sent0)
-            break
-        due = int(elapsed * rate)
-        if due > sent:
-            if events is None:
-                chunk = b''.join(event(payloads[(i + k) % len(payloads)], address((i + k) % distinct), -70)
-                                 for k in range(due - sent))
-            else:
-                chunk = b''.join(events[(i + k) % len(events)] for k in range(due - sent))
-            i += due - sent
-            conn.sendall(chunk)
-            sent = due
-        time.sleep(0.001)
-    proc.terminate()
-    proc.wait(timeout=10)
-    conn.close()
-    cpu, wall, reports = measured
+    def chunk(i, n):
+        if events is None:
+            return b''.join(event(payloads[(i + k) % len(payloads)], address((i + k) % distinct), -70)
+                            for k in range(n))
+        return b''.join(events[(i + k) % len(events)] for k in range(n))
+
+    # Pace in 1 ms slots; measure after 2 s of steady feeding.
+    cpu, wall, reports, peak_kb = measure(proc, conn, rate, seconds, chunk)
     print(json.dumps({'ratePerSecond': round(reports / wall), 'seconds': round(wall, 1), 'reports': reports,
                       'cpuMs': round(cpu / 1e6, 1), 'coreShare': f'{100 * cpu / 1e9 / wall:.2f} %',
                       'microsecondsPerReport': round(cpu / 1e3 / reports, 2),

@@ -303,8 +303,33 @@ public struct LESetExtendedAdvertisingParameters: HCICommand, Hashable {
         advertisingSID: UInt8 = 0,
         scanRequestNotification: Bool = false
     ) throws(ParameterError) {
-        let reference = "Core 5.4 Vol 4 Part E §7.8.53"
         try validateAdvertisingHandle(advertisingHandle)
+        try Self.validate(eventProperties)
+        try Self.validatePrimary(intervalMin: primaryIntervalMin, max: primaryIntervalMax, channels: primaryChannelMap)
+        try Self.validate(
+            txPower: advertisingTxPower, primaryPHY: primaryPHY, secondaryPHY: secondaryPHY, sid: advertisingSID)
+        self.advertisingHandle = advertisingHandle
+        self.eventProperties = eventProperties
+        self.primaryIntervalMin = primaryIntervalMin
+        self.primaryIntervalMax = primaryIntervalMax
+        self.primaryChannelMap = primaryChannelMap
+        self.ownAddressType = ownAddressType
+        self.peerAddressType = peerAddressType
+        self.peerAddress = peerAddress
+        self.filterPolicy = filterPolicy
+        self.advertisingTxPower = advertisingTxPower
+        self.primaryPHY = primaryPHY
+        self.secondaryMaxSkip = secondaryMaxSkip
+        self.secondaryPHY = secondaryPHY
+        self.advertisingSID = advertisingSID
+        self.scanRequestNotification = scanRequestNotification
+    }
+
+    private static let reference = "Core 5.4 Vol 4 Part E §7.8.53"
+
+    /// Advertising_Event_Properties: a Table 7.2 value with legacy PDUs, otherwise not both
+    /// connectable and scannable and not high duty cycle directed.
+    private static func validate(_ eventProperties: AdvertisingEventProperties) throws(ParameterError) {
         if eventProperties.contains(.legacy) {
             // §7.8.53: with legacy PDUs the properties shall be one of the values in Table 7.2.
             let allowed: [AdvertisingEventProperties] = [
@@ -327,6 +352,14 @@ public struct LESetExtendedAdvertisingParameters: HCICommand, Hashable {
                 what: "Advertising_Event_Properties",
                 reason: "high duty cycle directed advertising needs legacy PDUs", reference: reference)
         }
+    }
+
+    /// Primary_Advertising_Interval_Min/Max within 0x000020…0xFFFFFF and in order; at least one
+    /// primary channel.
+    private static func validatePrimary(
+        intervalMin primaryIntervalMin: AdvertisingInterval, max primaryIntervalMax: AdvertisingInterval,
+        channels primaryChannelMap: AdvertisingChannelMap
+    ) throws(ParameterError) {
         for (name, interval) in [
             ("Primary_Advertising_Interval_Min", primaryIntervalMin),
             ("Primary_Advertising_Interval_Max", primaryIntervalMax),
@@ -348,6 +381,12 @@ public struct LESetExtendedAdvertisingParameters: HCICommand, Hashable {
                 value: "0x\([primaryChannelMap.rawValue].hexString.uppercased())",
                 allowed: "at least one of channels 37, 38, 39 (0x01…0x07)", reference: reference)
         }
+    }
+
+    /// Advertising_TX_Power, Primary/Secondary_Advertising_PHY and Advertising_SID ranges.
+    private static func validate(
+        txPower advertisingTxPower: Int8?, primaryPHY: LEPHY, secondaryPHY: LEPHY, sid advertisingSID: UInt8
+    ) throws(ParameterError) {
         if let power = advertisingTxPower, !(-127...20).contains(power) {
             throw .outOfRange(
                 what: "Advertising_TX_Power", value: "\(power) dBm", allowed: "−127…+20 dBm, or no preference",
@@ -367,21 +406,6 @@ public struct LESetExtendedAdvertisingParameters: HCICommand, Hashable {
             throw .outOfRange(
                 what: "Advertising_SID", value: "\(advertisingSID)", allowed: "0…15", reference: reference)
         }
-        self.advertisingHandle = advertisingHandle
-        self.eventProperties = eventProperties
-        self.primaryIntervalMin = primaryIntervalMin
-        self.primaryIntervalMax = primaryIntervalMax
-        self.primaryChannelMap = primaryChannelMap
-        self.ownAddressType = ownAddressType
-        self.peerAddressType = peerAddressType
-        self.peerAddress = peerAddress
-        self.filterPolicy = filterPolicy
-        self.advertisingTxPower = advertisingTxPower
-        self.primaryPHY = primaryPHY
-        self.secondaryMaxSkip = secondaryMaxSkip
-        self.secondaryPHY = secondaryPHY
-        self.advertisingSID = advertisingSID
-        self.scanRequestNotification = scanRequestNotification
     }
 
     public func encodeParameters(into w: inout ByteWriter) {

@@ -50,6 +50,8 @@ public struct FieldRange: Sendable, Hashable {
     public static let measuredPower = FieldRange(Profile.measuredPowerRange, unit: " dBm")
     /// The legacy advertising interval in ms (`Profile.intervalMsRange`).
     public static let intervalMs = FieldRange(Profile.intervalMsRange)
+    /// A received signal strength in dBm as HCI reports it (Core spec Vol 4 Part E 7.7.65.2: −127…20).
+    public static let rssi = FieldRange(-127...20, unit: " dBm")
 
     public func contains(_ value: Int) -> Bool { range.contains(Int64(value)) }
 

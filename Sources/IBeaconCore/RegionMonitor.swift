@@ -66,14 +66,14 @@ public struct BeaconRegion: Sendable, Hashable, CustomStringConvertible {
         guard let uuid = ParsedUUID(String(parts[0])) else {
             throw RegionError("region \(text): \(parts[0]) is not a UUID (8-4-4-4-12 hex digits)")
         }
-        func number(_ what: String, _ s: Substring) throws(RegionError) -> UInt16 {
-            guard let v = Int(s), (0...65535).contains(v) else {
-                throw RegionError("region \(text): \(what) \(s) is not an integer in 0…65535")
+        func number(_ what: String, _ s: Substring, _ range: FieldRange) throws(RegionError) -> UInt16 {
+            guard let v = Int(s), range.contains(v) else {
+                throw RegionError("region \(text): \(what) \(s) is not an integer in \(range.text)")
             }
             return UInt16(v)
         }
-        let major = parts.count > 1 ? try number("major", parts[1]) : nil
-        let minor = parts.count > 2 ? try number("minor", parts[2]) : nil
+        let major = parts.count > 1 ? try number("major", parts[1], .major) : nil
+        let minor = parts.count > 2 ? try number("minor", parts[2], .minor) : nil
         try self.init(name: name, proximityUUID: uuid.uuid, major: major, minor: minor, exitAfter: exitAfter)
     }
 

@@ -124,8 +124,8 @@ struct MonitorCommand: AsyncParsableCommand {
         guard hysteresis.isFinite, (0...40).contains(hysteresis) else {
             throw ValidationError("--hysteresis must be a number of dB within 0…40, got \(hysteresis)")
         }
-        if let minRSSI, !(-127...20).contains(minRSSI) {
-            throw ValidationError("--min-rssi must be in -127…20 dBm, got \(minRSSI)")
+        if let minRSSI, !FieldRange.rssi.contains(minRSSI) {
+            throw ValidationError("--min-rssi must be in \(FieldRange.rssi.text), got \(minRSSI)")
         }
         if execShell && exec == nil { throw ValidationError("--exec-shell needs --exec COMMAND") }
         if identity.uuid == nil && !identity.isEmpty {

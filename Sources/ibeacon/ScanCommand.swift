@@ -153,7 +153,7 @@ struct ScanCommand: AsyncParsableCommand {
     /// Returns the error that ended the scan, after the summary.
     func range(_ source: any SightingSource, flushSize: Int, mqtt: MQTTPublisher? = nil) async -> (any Error)? {
         let output = self.output
-        let pending = Mutex(PendingOutput())
+        let pending = Mutex(JSONLineBuffer())
         let filter = self.filter
         let command = self
         let run = RangingRun(
@@ -178,7 +178,7 @@ struct ScanCommand: AsyncParsableCommand {
     }
 
     /// An update as lines: JSON objects, or table rows after the time (pipes and files).
-    static func write(_ update: RangingUpdate, _ output: Output, to pending: inout PendingOutput) {
+    static func write(_ update: RangingUpdate, _ output: Output, to pending: inout JSONLineBuffer) {
         for b in update.beacons {
             switch output {
             case .json: pending.append(rangingJSON(b, t: update.time) + "\n")
@@ -190,7 +190,7 @@ struct ScanCommand: AsyncParsableCommand {
 
     /// `--json --reports`: one JSON line per report heard. Returns the error that ended the scan.
     func printReports(_ source: any SightingSource, flushSize: Int) async -> (any Error)? {
-        let pending = Mutex(PendingOutput())
+        let pending = Mutex(JSONLineBuffer())
         let filter = self.filter
         let deadline = stopAfter.seconds
         let reportJSON = ReportJSON.shared
@@ -246,7 +246,7 @@ struct ScanCommand: AsyncParsableCommand {
     /// Writes `--json` report lines, one per report: t, address, addressType, rssi, uuid, major,
     /// minor, measuredPower, distance, proximity, data (hex). The parts that depend on one octet
     /// or on the measured power − RSSI difference alone are spelled once per value by
-    /// `JSONLineBuilder` and copied into each line, so the text is the builder's (and so
+    /// `JSONWriter` and copied into each line, so the text is the writer's (and so
     /// `jsonLine`'s) in every case.
     struct ReportJSON: Sendable {
         /// `"distance":…,"proximity":"…"` for each measured power − RSSI difference, −255…255.
@@ -267,7 +267,7 @@ struct ScanCommand: AsyncParsableCommand {
             }
         }
 
-        func append(_ s: Sighting, t: Double, to buffer: inout PendingOutput) {
+        func append(_ s: Sighting, t: Double, to buffer: inout JSONLineBuffer) {
             let b = s.beacon
             // Keys and fixed values ~250 bytes, data in hex; the address type may be escaped.
             let maximum = 300 + 6 * 80 + 2 * s.data.count

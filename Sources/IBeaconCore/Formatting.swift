@@ -36,6 +36,45 @@ extension Double {
     }
 }
 
+extension Double {
+    /// `30` rather than `30.0`; other values as they are (`2.5`, `1e+20`): a number as the user
+    /// would write it.
+    public var clean: String { self == rounded() && abs(self) < 1e15 ? String(Int64(self)) : String(self) }
+
+    /// The value rounded to `decimals` places, a half away from zero (`(v × 10^decimals)
+    /// .rounded() / 10^decimals`): what a `--json` time (3 places) or number (4) holds.
+    @inlinable public func rounded(decimals: Int) -> Double {
+        var scale = 1.0
+        for _ in 0..<max(0, decimals) { scale *= 10 }
+        return (self * scale).rounded() / scale
+    }
+}
+
+/// A duration in seconds for messages: `12 s` when whole, else one decimal (`2.5 s`).
+public func formatSeconds(_ s: Double) -> String {
+    // Past Int64 (and for infinity) as `fixed` spells it, rather than trapping.
+    s == s.rounded() && abs(s) < 9e18 ? "\(Int64(s)) s" : "\(s.fixed(1)) s"
+}
+
+/// Milliseconds for messages, without a trailing `.0` (`100 ms`, `37.5 ms`, `0.625 ms`:
+/// multiples of a 0.625 ms slot are exact in binary); with `decimals`, rounded to that many
+/// places first (`0.6 ms` for 0.625 with one decimal).
+public func formatMilliseconds(_ ms: Double, decimals: Int? = nil) -> String {
+    guard let decimals, ms.isFinite else { return "\(ms.clean) ms" }
+    var text = ms.fixed(decimals)
+    if text.contains(".") {
+        while text.hasSuffix("0") { text.removeLast() }
+        if text.hasSuffix(".") { text.removeLast() }
+    }
+    return text + " ms"
+}
+
+/// `v` in uppercase hex with at least `width` digits (`hex(0x0A, 4)` is `000A`).
+func hex(_ v: UInt32, _ width: Int) -> String {
+    let s = String(v, radix: 16, uppercase: true)
+    return String(repeating: "0", count: max(0, width - s.count)) + s
+}
+
 /// A UTC time in ISO 8601: `2026-11-24T07:12:03Z`, or with `milliseconds`
 /// `2026-11-24T07:12:03.123Z` (the fraction rounded to the nearest millisecond, a half up, and
 /// 999.5 ms carried into the next second). Without milliseconds the time is rounded down to

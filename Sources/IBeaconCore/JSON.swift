@@ -587,11 +587,6 @@ private struct JSONParser {
     }
 }
 
-func hex(_ v: UInt32, _ width: Int) -> String {
-    let s = String(v, radix: 16, uppercase: true)
-    return String(repeating: "0", count: max(0, width - s.count)) + s
-}
-
 extension JSONValue {
     /// Whether `text` is one JSON number literal (RFC 8259 §6): a `.number` is written as its
     /// text only then.

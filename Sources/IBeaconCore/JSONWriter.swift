@@ -23,7 +23,7 @@ public struct JSONWriter {
     @usableFromInline let p: UnsafeMutablePointer<UInt8>
     @usableFromInline let capacity: Int
     /// Bytes written.
-    public var count: Int { position }
+    @inlinable public var count: Int { position }
     @usableFromInline var position: Int
     /// No member written yet in the object being written (no comma before the next key).
     @usableFromInline var empty = true
@@ -513,9 +513,9 @@ extension JSONValue {
 /// JSON text written once and copied into many lines: entry `i` is the members (or value)
 /// `JSONWriter` wrote for the `i`th input, so a table gives exactly the writer's spelling.
 public struct JSONTextTable: Sendable {
-    private let text: [UInt8]
+    @usableFromInline let text: [UInt8]
     /// Entry `i` is `text[starts[i]..<starts[i + 1]]`.
-    private let starts: [Int]
+    @usableFromInline let starts: [Int]
 
     /// The members `write` writes for every input in `inputs`, in order.
     public init<Input>(
@@ -531,10 +531,10 @@ public struct JSONTextTable: Sendable {
         self.starts = starts
     }
 
-    public var count: Int { starts.count - 1 }
+    @inlinable public var count: Int { starts.count - 1 }
 
     /// Calls `body` with entry `i`; does nothing for an `i` outside the table.
-    public func withEntry(_ i: Int, _ body: (UnsafeBufferPointer<UInt8>) -> Void) {
+    @inlinable public func withEntry(_ i: Int, _ body: (UnsafeBufferPointer<UInt8>) -> Void) {
         guard i >= 0, i < count else { return }
         text.withUnsafeBufferPointer { all in
             body(UnsafeBufferPointer(rebasing: all[starts[i]..<starts[i + 1]]))
@@ -548,7 +548,7 @@ public struct JSONLineBuffer: Sendable {
     @usableFromInline var storage: [UInt8] = []
     @usableFromInline var length = 0
     /// Bytes waiting.
-    public var count: Int { length }
+    @inlinable public var count: Int { length }
 
     public init() {}
 
@@ -615,7 +615,7 @@ extension Double: JSONConvertible {
     /// that reads back the same: `-59.25`, `0.1`, `3.0`. NaN and infinity are `null`.
     public var jsonValue: JSONValue {
         guard isFinite else { return .null }
-        let rounded = (self * 10_000).rounded() / 10_000
+        let rounded = self.rounded(decimals: 4)
         guard rounded.isFinite else { return .number(self, text: description) }
         return .number(rounded, text: (rounded == 0 ? 0 : rounded).description)
     }

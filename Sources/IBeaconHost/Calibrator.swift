@@ -98,9 +98,6 @@ public enum CalibrationError: Error, Sendable, Equatable, CustomStringConvertibl
     }
 }
 
-public func formatSeconds(_ s: Double) -> String {
-    s == s.rounded() ? "\(Int(s)) s" : "\(s.fixed(1)) s"
-}
 
 /// Which value `ibeacon calibrate` writes.
 public enum CalibrationMethod: String, Sendable, CaseIterable {

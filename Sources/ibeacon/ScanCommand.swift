@@ -234,12 +234,12 @@ struct ScanCommand: AsyncParsableCommand {
     static func rangingJSON(_ b: RangedBeacon, t: Double) -> String {
         let id = b.identity
         return jsonLine([
-            ("t", (t * 1000).rounded() / 1000),
+            ("t", t.rounded(decimals: 3)),
             ("uuid", id?.proximityUUID.uuidString), ("major", id.map { Int($0.major) }),
             ("minor", id.map { Int($0.minor) }), ("measuredPower", b.measuredPower.map { Int($0) }),
             ("rssi", b.rssi), ("distance", b.distance),
             ("proximity", id == nil ? nil : b.proximity.rawValue), ("count", b.count),
-            ("addresses", b.addresses.map(\.description)), ("lastHeard", (b.lastHeard * 1000).rounded() / 1000),
+            ("addresses", b.addresses.map(\.description)), ("lastHeard", b.lastHeard.rounded(decimals: 3)),
         ])
     }
 
@@ -272,7 +272,7 @@ struct ScanCommand: AsyncParsableCommand {
             // Keys and fixed values ~250 bytes, data in hex; the address type may be escaped.
             let maximum = 300 + 6 * 80 + 2 * s.data.count
             buffer.appendLine(maximumLength: maximum) { line in
-                line.number("t", (t * 1000).rounded() / 1000, decimals: 3)
+                line.number("t", t.rounded(decimals: 3), decimals: 3)
                 line.address("address", s.address)
                 addressTypes.withEntry(Int(s.addressType.rawValue)) { line.members($0) }
                 line.integer("rssi", s.rssi.map { Int($0) })

@@ -158,7 +158,7 @@ public struct JSONWriter {
     /// `"name":value`, `value` spelled as `JSONConvertible`'s `Double` conversion writes it when
     /// rounded to `decimals` (1…4) places: the shortest form that reads back the same (`66.015`,
     /// `3.0`, `0.5012`); `null` for nil or a non-finite value.
-    @inlinable
+    @inlinable @inline(__always)
     public mutating func number(_ name: StaticString, _ value: Double?, decimals: Int = 4) {
         key(name)
         guard let value else { return null() }

@@ -79,4 +79,3 @@ extension CalibrationResult {
         return advice
     }
 }
-

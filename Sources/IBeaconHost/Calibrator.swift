@@ -98,7 +98,6 @@ public enum CalibrationError: Error, Sendable, Equatable, CustomStringConvertibl
     }
 }
 
-
 /// Which value `ibeacon calibrate` writes.
 public enum CalibrationMethod: String, Sendable, CaseIterable {
     /// Apple's: the long-run average of the 1 Hz mean RSSI, fades included (what phones expect).

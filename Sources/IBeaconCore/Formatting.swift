@@ -11,7 +11,7 @@ extension Double {
     /// form.
     public func fixed(_ decimals: Int, width: Int = 0) -> String {
         let text = fixedText(max(0, min(decimals, 15)))
-        return text.count >= width ? text : String(repeating: " ", count: width - text.count) + text
+        return text.padded(width, left: true)
     }
 
     /// `fixed(decimals)` with its sign always written, as `%+.Nf` (a change: `+1.5`, `-0.3`):
@@ -47,6 +47,15 @@ extension Double {
         var scale = 1.0
         for _ in 0..<max(0, decimals) { scale *= 10 }
         return (self * scale).rounded() / scale
+    }
+}
+
+extension String {
+    /// Padded with spaces to `width` characters, on the left when `left` is set (right-aligned
+    /// numbers); never truncated.
+    public func padded(_ width: Int, left: Bool = false) -> String {
+        let pad = String(repeating: " ", count: max(0, width - count))
+        return left ? pad + self : self + pad
     }
 }
 

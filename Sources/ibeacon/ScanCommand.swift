@@ -303,11 +303,3 @@ struct ScanCommand: AsyncParsableCommand {
         printTerminalControl("\u{1B}[H\u{1B}[2J", lines.joined(separator: "\n") + "\n" + footer)
     }
 }
-
-extension String {
-    /// Pads with spaces to `width` (right-aligned when `left` is set); never truncates.
-    func padded(_ width: Int, left: Bool = false) -> String {
-        let pad = String(repeating: " ", count: max(0, width - count))
-        return left ? pad + self : self + pad
-    }
-}

@@ -189,6 +189,14 @@ private func gmtime(_ seconds: Int64) -> String {
         }
     }
 
+    @Test func paddingNeverTruncates() {
+        #expect("7".padded(3, left: true) == "  7")
+        #expect("ab".padded(4) == "ab  ")
+        #expect("long".padded(2) == "long")
+        #expect("x".padded(-1, left: true) == "x")
+        #expect(2.5.fixed(2, width: 6) == "  2.50")
+    }
+
     @Test func roundingToDecimals() {
         #expect(1.23456.rounded(decimals: 3) == 1.235)
         #expect((-1.2345).rounded(decimals: 0) == -1)

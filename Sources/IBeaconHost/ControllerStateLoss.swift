@@ -29,13 +29,10 @@ public enum ControllerStateLoss: Sendable, Equatable {
             self = .resetByAnotherHost
         case .commandComplete(_, let opcode, _) where opcode == .nop:
             self = .poweredUp
-        case .stackInternal(let parameters):
-            // Type 0x0001 (device event), then the device event (3 = up, 4 = down;
-            // lib/hci.h HCI_DEV_UP/HCI_DEV_DOWN) and the device id.
-            guard parameters.count >= 4, parameters[0] == 0x01, parameters[1] == 0x00 else { return nil }
-            switch parameters[2] {
-            case 3: self = .adapterUp
-            case 4: self = .adapterDown
+        case .stackInternal:
+            switch StackInternalDeviceEvent(event)?.kind {
+            case .up?: self = .adapterUp
+            case .down?: self = .adapterDown
             default: return nil
             }
         default:

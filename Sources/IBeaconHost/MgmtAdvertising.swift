@@ -187,6 +187,9 @@ public struct MgmtAdvertisingSession: Sendable {
         var present = true
         /// The adapter's identity address and Connectable setting, for which address is on the air.
         var adapter: MgmtAdapterAddressing?
+        /// The warnings of the registration that completed first, reported with `onReady`.
+        var warnings: [String] = []
+        var readyReported = false
         var instances: [UInt8] { registered.compactMap { $0?.instance } }
     }
 
@@ -200,108 +203,135 @@ public struct MgmtAdvertisingSession: Sendable {
         onReady: @Sendable (AdvertisingStatus) -> Void, onLost: @Sendable (String) -> Void = { _ in },
         onRestored: @Sendable () -> Void = {}
     ) async throws {
-        let info = try await client.execute(MgmtReadControllerInfo(), index: index)
-        guard info.supportedSettings.contains(.lowEnergy) else {
-            throw AdvertisingError("\(name) does not support Bluetooth Low Energy; it cannot advertise an iBeacon")
-        }
-        var state = State(
-            registered: Array(repeating: nil, count: advertiser.beacons.count),
-            powered: info.currentSettings.contains(.powered), adapter: MgmtAdapterAddressing(info))
-        var readyReported = false
-        func reportReadyIfDone(_ warnings: [String]) {
-            guard !readyReported, state.registered.allSatisfy({ $0 != nil }) else { return }
-            readyReported = true
-            let beacons = state.registered.compactMap { $0 }.map { i in
-                AdvertisingStatus.Beacon(
-                    spec: i.spec,
-                    placement: .kernelInstance(
-                        i.instance, method: i.method, connectable: i.connectable, address: i.address),
-                    txPower: i.txPower)
-            }
-            onReady(AdvertisingStatus(commandSet: nil, beacons: beacons, warnings: warnings))
-        }
-        var warnings: [String] = []
+        var state = try await initialState()
         if state.powered {
-            warnings = try await register(&state, why: nil, throwing: true)
-            reportReadyIfDone(warnings)
+            state.warnings = try await register(&state, why: nil, throwing: true)
+            reportReadyIfDone(&state, onReady)
         } else {
             logger.warning(
                 "\(name) is powered off; advertising will start when it is powered on (e.g. `bluetoothctl power on`)")
         }
-
         for await event in client.events {
             if Task.isCancelled { break }
-            var why: String?
-            switch event {
-            case .advertisingRemoved(index, let instance) where state.instances.contains(instance):
-                forget(&state, instance: instance)
-                why =
-                    "instance \(instance) was removed by another program (Advertising Removed; e.g. bluetoothd "
-                    + "starting, or `btmgmt rm-adv`)"
-            case .advertisingAdded(index, let instance) where state.instances.contains(instance):
-                // The kernel reports our own additions to every socket but ours: this is someone else
-                // writing over our instance number.
-                forget(&state, instance: instance)
-                why = "another program registered instance \(instance), which was ours (Advertising Added)"
-            case .newSettings(index, let settings):
-                state.adapter?.connectable = settings.contains(.connectable)
-                let powered = settings.contains(.powered)
-                if powered == state.powered { continue }
-                state.powered = powered
-                if !powered {
-                    logger.warning("\(name) was powered off (New Settings); waiting for it to be powered on again")
-                    onLost("\(name) was powered off")
-                    continue
-                }
-                why = "\(name) was powered on again (New Settings)"
-            case .indexRemoved(index):
-                state.present = false
-                state.powered = false
-                for i in state.registered.indices { state.registered[i] = nil }
-                onInstancesChanged(state.instances)
-                logger.warning("\(name) was removed (Index Removed); waiting for it to come back")
-                onLost("\(name) was removed")
-                continue
-            case .indexAdded(index):
-                state.present = true
-                let info = try? await client.execute(MgmtReadControllerInfo(), index: index)
-                state.powered = info?.currentSettings.contains(.powered) ?? false
-                state.adapter = info.map(MgmtAdapterAddressing.init)
-                if !state.powered {
-                    logger.warning("\(name) is back (Index Added) but powered off; waiting for it to be powered on")
-                    continue
-                }
-                why = "\(name) is back (Index Added)"
-            default:
+            guard let why = await cause(of: event, &state, onLost: onLost), state.powered, state.present else {
                 continue
             }
-            guard let why, state.powered, state.present else { continue }
             onLost(why)
-            let refresh: Bool
-            if case .advertisingRemoved = event {
-                refresh = false
-            } else if case .advertisingAdded = event {
-                refresh = false
-            } else {
-                refresh = true
-            }
-            do {
-                let (w, elapsed) = try await restorePolicy.run(on: clock) {
-                    try await register(&state, why: why, throwing: false, refresh: refresh)
-                } retrying: { error, delay, failures in
-                    await shouldRetryRestoring(after: error, nextDelay: delay, failures: failures)
-                }
-                if !readyReported { warnings = w }
-                reportReadyIfDone(warnings)
-                logger.notice("advertising checked and restored after \(elapsed.formattedSeconds) (\(why))")
+            if await restore(&state, why: why, refresh: Self.refreshes(after: event), onReady: onReady) {
                 onRestored()
-            } catch {
-                // Logged by `shouldRetryRestoring`, or cancelled during a wait: on the way out.
             }
         }
         if let error = await client.linkError { throw error }
         await advertiser.remove(state.instances, on: client)
         onInstancesChanged([])
+    }
+
+    /// The adapter as Read Controller Information finds it; throws when it has no LE.
+    private func initialState() async throws -> State {
+        let info = try await client.execute(MgmtReadControllerInfo(), index: index)
+        guard info.supportedSettings.contains(.lowEnergy) else {
+            throw AdvertisingError("\(name) does not support Bluetooth Low Energy; it cannot advertise an iBeacon")
+        }
+        return State(
+            registered: Array(repeating: nil, count: advertiser.beacons.count),
+            powered: info.currentSettings.contains(.powered), adapter: MgmtAdapterAddressing(info))
+    }
+
+    /// Calls `onReady` once, when every beacon is registered for the first time.
+    private func reportReadyIfDone(_ state: inout State, _ onReady: (AdvertisingStatus) -> Void) {
+        guard !state.readyReported, state.registered.allSatisfy({ $0 != nil }) else { return }
+        state.readyReported = true
+        let beacons = state.registered.compactMap { $0 }.map { i in
+            AdvertisingStatus.Beacon(
+                spec: i.spec,
+                placement: .kernelInstance(
+                    i.instance, method: i.method, connectable: i.connectable, address: i.address),
+                txPower: i.txPower)
+        }
+        onReady(AdvertisingStatus(commandSet: nil, beacons: beacons, warnings: state.warnings))
+    }
+
+    /// What an event means for our advertising, with `state` brought up to date: why it has to be
+    /// put back, or nil when there is nothing to do (yet: a power-off or a removed adapter is
+    /// waited out, and said in the log and to `onLost`).
+    private func cause(of event: MgmtEvent, _ state: inout State, onLost: (String) -> Void) async -> String? {
+        switch event {
+        case .advertisingRemoved(index, let instance) where state.instances.contains(instance):
+            forget(&state, instance: instance)
+            return "instance \(instance) was removed by another program (Advertising Removed; e.g. bluetoothd "
+                + "starting, or `btmgmt rm-adv`)"
+        case .advertisingAdded(index, let instance) where state.instances.contains(instance):
+            // The kernel reports our own additions to every socket but ours: this is someone else
+            // writing over our instance number.
+            forget(&state, instance: instance)
+            return "another program registered instance \(instance), which was ours (Advertising Added)"
+        case .newSettings(index, let settings):
+            state.adapter?.connectable = settings.contains(.connectable)
+            let powered = settings.contains(.powered)
+            if powered == state.powered { return nil }
+            state.powered = powered
+            guard powered else {
+                logger.warning("\(name) was powered off (New Settings); waiting for it to be powered on again")
+                onLost("\(name) was powered off")
+                return nil
+            }
+            return "\(name) was powered on again (New Settings)"
+        case .indexRemoved(index):
+            state.present = false
+            state.powered = false
+            for i in state.registered.indices { state.registered[i] = nil }
+            onInstancesChanged(state.instances)
+            logger.warning("\(name) was removed (Index Removed); waiting for it to come back")
+            onLost("\(name) was removed")
+            return nil
+        case .indexAdded(index):
+            return await adapterCameBack(&state)
+        default:
+            return nil
+        }
+    }
+
+    /// Index Added: the adapter is back; the cause to put the advertising back once it is powered.
+    private func adapterCameBack(_ state: inout State) async -> String? {
+        state.present = true
+        let info = try? await client.execute(MgmtReadControllerInfo(), index: index)
+        state.powered = info?.currentSettings.contains(.powered) ?? false
+        state.adapter = info.map(MgmtAdapterAddressing.init)
+        guard state.powered else {
+            logger.warning("\(name) is back (Index Added) but powered off; waiting for it to be powered on")
+            return nil
+        }
+        return "\(name) is back (Index Added)"
+    }
+
+    /// Whether our instances still listed are registered again too: not when another program
+    /// only took one of ours; yes after a power cycle or a returning adapter, when the
+    /// controller may have lost what the kernel kept.
+    private static func refreshes(after event: MgmtEvent) -> Bool {
+        switch event {
+        case .advertisingRemoved, .advertisingAdded: false
+        default: true
+        }
+    }
+
+    /// Puts the advertising back after `why`, retrying by `restorePolicy`; whether it is back.
+    private func restore(
+        _ state: inout State, why: String, refresh: Bool, onReady: (AdvertisingStatus) -> Void
+    ) async -> Bool {
+        do {
+            let (warnings, elapsed) = try await restorePolicy.run(on: clock) {
+                try await register(&state, why: why, throwing: false, refresh: refresh)
+            } retrying: { error, delay, failures in
+                await shouldRetryRestoring(after: error, nextDelay: delay, failures: failures)
+            }
+            if !state.readyReported { state.warnings = warnings }
+            reportReadyIfDone(&state, onReady)
+            logger.notice("advertising checked and restored after \(elapsed.formattedSeconds) (\(why))")
+            return true
+        } catch {
+            // Logged by `shouldRetryRestoring`, or cancelled during a wait: on the way out.
+            return false
+        }
     }
 
     /// Putting the advertising back after an event: the kernel may still be busy with the

@@ -123,7 +123,7 @@ public actor MgmtClient {
             }
             outstanding.begin(
                 id: id, key: ReplyKey(opcode: opcode, index: packet.index), continuation: continuation, timer: timer)
-            logger.trace("mgmt send", metadata: ["packet": "\(packet)"])
+            logger.trace("mgmt send", metadata: ["command": "\(opcode)", "packet": "\(packet)"])
             do {
                 try transport.send(packet.bytes)
             } catch let error as TransportError {

@@ -25,13 +25,12 @@ public struct MonitorScanParameters: Sendable, Equatable, CustomStringConvertibl
         formatMilliseconds(Slots.milliseconds(slots), decimals: 1)
     }
 
-    /// `btmgmt set-sysconfig` spelling of the window (`0014:2:3000` for 48 slots).
+    /// `btmgmt set-sysconfig` spelling of the window: type (big-endian hex), length, value
+    /// (little-endian hex): `0014:2:3000` for 48 slots.
     var btmgmtWindowArgument: String {
-        func hex(_ b: UInt16) -> String {
-            let s = String(b, radix: 16)
-            return s.count == 1 ? "0" + s : s
-        }
-        return "0014:2:\(hex(window & 0xFF))\(hex(window >> 8))"
+        let type = MgmtSystemParameter.leScanWindowAdvMonitor
+        let value = MgmtSystemParameter(type: type, uint16: window).value
+        return "\([UInt8(type >> 8), UInt8(type & 0xFF)].hexString):\(value.count):\(value.hexString)"
     }
 }
 

@@ -54,7 +54,8 @@ public struct MgmtSightingSource: SightingSource {
         guard let type = report.leAddressType else { return [] }  // BR/EDR inquiry result
         return [
             Sighting(
-                address: report.address, addressType: type, rssi: report.rssi == 127 ? nil : report.rssi,
+                address: report.address, addressType: type,
+                rssi: report.rssi == MgmtDeviceFound.rssiNotAvailable ? nil : report.rssi,
                 data: report.data, extended: false)
         ]
     }
@@ -75,21 +76,11 @@ public struct MgmtSightingSource: SightingSource {
         let run = LiveScanLoop(clock: clock)
         let now = run.now
         let client = self.client
-        let index = self.index
-        let logger = self.logger
         let tracker = ReceptionTracker(watchdog: watchdog, report: reception)
         let monitor = try MgmtAddAdvPatternsMonitor(patterns: [.iBeacon])
-        // The window first: adding the monitor (re)starts the kernel's passive scan with it.
         let scanWindow = MgmtMonitorScanWindow(client: client, index: index, records: scanWindowRecords, logger: logger)
-        let widened = await scanWindow.widen()
-        var handle: UInt16
-        do {
-            handle = try await client.execute(monitor, index: index)
-        } catch {
-            if let widened { await scanWindow.restore(widened) }
-            throw error
-        }
-        logger.debug("advertisement monitor \(handle) registered on \(index): the kernel scans for us")
+        let (widened, registered) = try await register(monitor, widening: scanWindow)
+        var handle = registered
 
         let (inputs, sink) = AsyncStream.makeStream(of: Input.self, bufferingPolicy: .unbounded)
         let forwarder = Task {
@@ -111,24 +102,10 @@ public struct MgmtSightingSource: SightingSource {
                         tracker.deaf(Deafness(.link, "the kernel's management socket closed"), at: now())
                         if let error = await client.linkError { throw error }
                         throw MgmtError.closed(opcode: .addAdvPatternsMonitor)
-                    case .event(.indexRemoved(index)):
-                        let why = "\(index) was removed while scanning (unplugged, or the driver was unloaded)"
-                        tracker.deaf(Deafness(.removed, why), at: now())
-                        throw TransportError(.disconnected, why)
-                    case .event(.newSettings(index, let settings)):
-                        // The kernel keeps the monitor across a power cycle and scans again by itself.
-                        if !settings.contains(.powered), tracker.deafness?.cause != .poweredOff {
-                            logger.notice("\(index) was powered off: no reports until it is back")
-                            tracker.deaf(Deafness(.poweredOff, "\(index) was powered off"), at: now())
-                        } else if settings.contains(.powered), tracker.deafness?.cause == .poweredOff {
-                            logger.notice(
-                                "\(index) is powered again: scanning resumed (the kernel scans for the monitor)")
-                            tracker.hears(at: now())
-                        }
                     case .event(let event):
-                        let sightings = Self.sightings(in: event, index: index)
-                        guard !sightings.isEmpty else { continue }
                         let t = now()
+                        let sightings = try observe(event, tracker: tracker, at: t)
+                        guard !sightings.isEmpty else { continue }
                         tracker.heard(at: t)
                         if receive(sightings, t) == .stop { break loop }
                     }
@@ -137,19 +114,67 @@ public struct MgmtSightingSource: SightingSource {
             cleanup: { failure in
                 forwarder.cancel()
                 sink.finish()
-                // Restored before the monitor goes, so the kernel's next passive scan uses it again.
-                if let widened { await scanWindow.restore(widened) }
-                do {
-                    _ = try await client.execute(try MgmtRemoveAdvMonitor(handle: handle), index: index)
-                    logger.debug("advertisement monitor \(handle) removed from \(index)")
-                } catch {
-                    if failure == nil {
-                        logger.warning(
-                            "could not remove advertisement monitor \(handle) from \(index): \(error); `btmgmt --index \(index.rawValue) rem-monitor \(handle)` removes it"
-                        )
-                    }
-                }
+                await unregister(handle, restoring: widened, of: scanWindow, quietly: failure != nil)
             })
+    }
+
+    /// Widens the scan window, then adds the monitor (adding it (re)starts the kernel's passive
+    /// scan with the window); the window is put back when adding fails.
+    private func register(_ monitor: MgmtAddAdvPatternsMonitor, widening scanWindow: MgmtMonitorScanWindow)
+        async throws -> (MgmtMonitorScanWindow.Change?, UInt16)
+    {
+        let widened = await scanWindow.widen()
+        do {
+            let handle = try await client.execute(monitor, index: index)
+            logger.debug("advertisement monitor \(handle) registered on \(index): the kernel scans for us")
+            return (widened, handle)
+        } catch {
+            if let widened { await scanWindow.restore(widened) }
+            throw error
+        }
+    }
+
+    /// Puts the window back, then removes the monitor, so that the kernel's next passive scan
+    /// uses the window again. A failure to remove is a warning naming the command that does it,
+    /// unless the scan already failed (`quietly`).
+    private func unregister(
+        _ handle: UInt16, restoring widened: MgmtMonitorScanWindow.Change?, of scanWindow: MgmtMonitorScanWindow,
+        quietly: Bool
+    ) async {
+        if let widened { await scanWindow.restore(widened) }
+        do {
+            _ = try await client.execute(try MgmtRemoveAdvMonitor(handle: handle), index: index)
+            logger.debug("advertisement monitor \(handle) removed from \(index)")
+        } catch {
+            if !quietly {
+                logger.warning(
+                    "could not remove advertisement monitor \(handle) from \(index): \(error); `btmgmt --index \(index.rawValue) rem-monitor \(handle)` removes it"
+                )
+            }
+        }
+    }
+
+    /// What one event means for the scan: its sightings; the adapter's removal (thrown) or power
+    /// change (told to `tracker`), with no sightings.
+    private func observe(_ event: MgmtEvent, tracker: ReceptionTracker, at t: Double) throws -> [Sighting] {
+        switch event {
+        case .indexRemoved(index):
+            let why = "\(index) was removed while scanning (unplugged, or the driver was unloaded)"
+            tracker.deaf(Deafness(.removed, why), at: t)
+            throw TransportError(.disconnected, why)
+        case .newSettings(index, let settings):
+            // The kernel keeps the monitor across a power cycle and scans again by itself.
+            if !settings.contains(.powered), tracker.deafness?.cause != .poweredOff {
+                logger.notice("\(index) was powered off: no reports until it is back")
+                tracker.deaf(Deafness(.poweredOff, "\(index) was powered off"), at: t)
+            } else if settings.contains(.powered), tracker.deafness?.cause == .poweredOff {
+                logger.notice("\(index) is powered again: scanning resumed (the kernel scans for the monitor)")
+                tracker.hears(at: t)
+            }
+            return []
+        default:
+            return Self.sightings(in: event, index: index)
+        }
     }
 
     /// The watchdog fired: the receiver is deaf until something is heard, and the kernel's scan

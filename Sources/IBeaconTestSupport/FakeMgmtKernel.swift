@@ -31,8 +31,20 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
         public var address = BDAddress.zero
     }
 
+    /// The one adapter's index: hci0.
+    public static let index = MgmtIndex(0)
     /// The adapter's identity (public) address, as Read Controller Info reports it.
     public static let identityAddress = BDAddress("00:AA:01:00:00:00")!
+    /// The kernel's advertisement-monitor scan defaults, 60 ms / 30 ms (hci_core.c
+    /// `le_scan_int_adv_monitor`, `le_scan_window_adv_monitor`).
+    public static let defaultMonitorScan = MonitorScanParameters(interval: 0x0060, window: 0x0030)
+    /// "0x000D LE Scanning Interval for auto connect" and "0x000E … Window …": parameters of
+    /// other features, which a scan must leave alone.
+    public static let leScanIntervalAutoConnect: UInt16 = 0x000D
+    public static let leScanWindowAutoConnect: UInt16 = 0x000E
+    /// What another program advertises unless told otherwise: Manufacturer Specific Data
+    /// (length 3, type 0xFF) with company 0xFECA.
+    public static let otherProgramData: [UInt8] = [0x03, 0xFF, 0xCA, 0xFE]
 
     public var maxInstances: UInt8 = 5
     /// False: Add Extended Advertising Parameters answers Unknown Command (kernel < 5.12).
@@ -51,8 +63,9 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
     private var _nextMonitor: UInt16 = 1
     private var _otherDiscovering = false
     private var _systemConfiguration: [UInt16: UInt16] = [
-        MgmtSystemParameter.leScanIntervalAdvMonitor: 0x0060, MgmtSystemParameter.leScanWindowAdvMonitor: 0x0030,
-        0x000D: 0x0060, 0x000E: 0x0030,
+        MgmtSystemParameter.leScanIntervalAdvMonitor: defaultMonitorScan.interval,
+        MgmtSystemParameter.leScanWindowAdvMonitor: defaultMonitorScan.window,
+        leScanIntervalAutoConnect: 0x0060, leScanWindowAutoConnect: 0x0030,
     ]
     private var _monitorScan: MonitorScanParameters?
     private var _refusals: [MgmtStatus] = []
@@ -72,11 +85,11 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
     /// Another program (bluetoothd, `btmgmt connectable on`) changes the adapter's Connectable
     /// setting; the client sees New Settings.
     public func setConnectable(_ on: Bool) {
-        let powered = lock.withLock {
+        let settings = lock.withLock {
             _connectable = on
-            return _powered
+            return currentSettings(powered: _powered)
         }
-        emit(.newSettings, settingsBytes(powered: powered))
+        emit(.newSettings(index: Self.index, settings))
     }
 
     /// The address the kernel would advertise an instance with `flags` from (lock held).
@@ -120,16 +133,15 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
     // MARK: - other programs and the adapter
 
     /// Another program adds an instance (e.g. `btmgmt add-adv`); the client sees Advertising Added.
-    public func otherProgramAdds(_ instance: UInt8, data: [UInt8] = [0x03, 0xFF, 0xCA, 0xFE], owner: String = "btmgmt")
-    {
+    public func otherProgramAdds(_ instance: UInt8, data: [UInt8] = otherProgramData, owner: String = "btmgmt") {
         lock.withLock { _instances[instance] = Instance(flags: [], data: data, owner: owner) }
-        emit(.advertisingAdded, [instance])
+        emit(.advertisingAdded(index: Self.index, instance: instance))
     }
 
     /// Another program removes an instance; the client sees Advertising Removed.
     public func otherProgramRemoves(_ instance: UInt8) {
         let existed = lock.withLock { _instances.removeValue(forKey: instance) != nil }
-        if existed { emit(.advertisingRemoved, [instance]) }
+        if existed { emit(.advertisingRemoved(index: Self.index, instance: instance)) }
     }
 
     /// Another program starts or stops discovery (bluetoothd `scan on`, `btmgmt find -l`).
@@ -144,9 +156,9 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
         let (discovering, monitoring, powered) = lock.withLock { (_otherDiscovering, !_monitors.isEmpty, _powered) }
         guard powered else { return false }
         if discovering {
-            emit(.deviceFound, report.bytes)
+            emit(.deviceFound(index: Self.index, report))
         } else if monitoring {
-            emit(.advMonitorDeviceFound, [0, 0] + report.bytes)
+            emit(.advMonitorDeviceFound(index: Self.index, handle: MgmtEvent.unmatchedMonitorHandle, report))
         } else {
             return false
         }
@@ -165,12 +177,15 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
     }
 
     /// The adapter goes away (unplugged): Index Removed.
-    public func removeIndex() { emit(.indexRemoved, []) }
+    public func removeIndex() { emit(.indexRemoved(Self.index)) }
 
     /// Powers the adapter off (New Settings); like the kernel, instances without a timeout stay.
     public func powerOff() {
-        lock.withLock { _powered = false }
-        emit(.newSettings, settingsBytes(powered: false))
+        let settings = lock.withLock {
+            _powered = false
+            return currentSettings(powered: false)
+        }
+        emit(.newSettings(index: Self.index, settings))
     }
 
     /// The next `times` Add Extended Advertising Parameters / Add Advertising answer `status`
@@ -183,29 +198,23 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
     /// Powers the adapter on; like the kernel, programs the instances again (a non-connectable
     /// one gets a new non-resolvable address).
     public func powerOn() {
-        lock.withLock {
+        let settings = lock.withLock {
             _powered = true
             for (number, instance) in _instances { _instances[number]?.address = onAirAddress(instance.flags) }
+            return currentSettings(powered: true)
         }
-        emit(.newSettings, settingsBytes(powered: true))
+        emit(.newSettings(index: Self.index, settings))
     }
 
-    private func settingsBytes(powered: Bool) -> [UInt8] {
-        var w = ByteWriter()
-        w.uint32LE(currentSettings(powered: powered).rawValue)
-        return w.bytes
-    }
-
+    /// Current_Settings, for New Settings and Read Controller Information (lock held).
     private func currentSettings(powered: Bool) -> MgmtSettings {
         var settings: MgmtSettings = [.lowEnergy]
         if powered { settings.insert(.powered) }
-        if lock.withLock({ _connectable }) { settings.insert(.connectable) }
+        if _connectable { settings.insert(.connectable) }
         return settings
     }
 
-    private func emit(_ code: MgmtEventCode, _ parameters: [UInt8], index: MgmtIndex = MgmtIndex(0)) {
-        sink.yield(MgmtPacket(code: code.rawValue, index: index, parameters: parameters).bytes)
-    }
+    private func emit(_ event: MgmtEvent) { sink.yield(event.packet.bytes) }
 
     // MARK: - MgmtTransport
 
@@ -214,19 +223,13 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
         let opcode = MgmtOpcode(rawValue: packet.code)
         lock.withLock { _opcodes.append(opcode) }
         if unansweredOpcodes.contains(opcode) { return }
-        let (status, reply) = answer(opcode, packet)
-        if status.isSuccess {
-            var w = ByteWriter()
-            w.uint16LE(opcode.rawValue)
-            w.uint8(status.rawValue)
-            w.append(reply)
-            emit(.commandComplete, w.bytes, index: packet.index)
-        } else {
-            var w = ByteWriter()
-            w.uint16LE(opcode.rawValue)
-            w.uint8(status.rawValue)
-            emit(.commandStatus, w.bytes, index: packet.index)
-        }
+        let answer = answer(opcode, packet.parameters)
+        emit(
+            answer.status.isSuccess
+                ? .commandComplete(
+                    index: packet.index, opcode: opcode, status: answer.status,
+                    returnParameters: answer.returnParameters)
+                : .commandStatus(index: packet.index, opcode: opcode, status: answer.status))
     }
 
     public func close() { sink.finish() }
@@ -237,128 +240,228 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
         lock.withLock { _socket = AsyncThrowingStream.makeStream(of: [UInt8].self, throwing: (any Error).self) }
     }
 
-    private func answer(_ opcode: MgmtOpcode, _ packet: MgmtPacket) -> (MgmtStatus, [UInt8]) {
-        lock.withLock {
-            var r = ByteReader(packet.parameters)
-            switch opcode {
-            case .readIndexList:
-                return (.success, [1, 0, 0, 0])
-            case .readControllerInfo:
-                var w = ByteWriter()
-                w.append(Self.identityAddress.bytes)
-                w.uint8(9)
-                w.uint16LE(1521)
-                w.uint32LE(0x0001_FFFF)
-                var settings: MgmtSettings = [.lowEnergy]
-                if _powered { settings.insert(.powered) }
-                if _connectable { settings.insert(.connectable) }
-                w.uint32LE(settings.rawValue)
-                w.uint24LE(0)
-                w.append([UInt8](repeating: 0, count: 249 + 11))
-                return (.success, w.bytes)
-            case .readAdvertisingFeatures:
-                var w = ByteWriter()
-                w.uint32LE(0x0000_FFFF)
-                w.uint8(31)
-                w.uint8(31)
-                w.uint8(maxInstances)
-                let numbers = _instances.keys.sorted()
-                w.uint8(UInt8(numbers.count))
-                w.append(numbers)
-                return (.success, w.bytes)
-            case .addExtendedAdvertisingParameters:
-                guard supportsExtendedParameters else { return (.unknownCommand, []) }
-                guard _powered else { return (.rejected, []) }
-                if !_refusals.isEmpty { return (_refusals.removeFirst(), []) }
-                guard let instance = try? r.readUInt8(), instance >= 1, instance <= maxInstances,
-                    let flags = try? r.readUInt32LE(), (try? r.readBytes(4)) != nil,
-                    let minInterval = try? r.readUInt32LE(), (try? r.readUInt32LE()) != nil,
-                    let tx = try? r.readInt8()
-                else { return (.invalidParameters, []) }
-                let f = MgmtAdvertisingFlags(rawValue: flags)
-                _instances[instance] = Instance(
-                    flags: f, minInterval: f.contains(.useIntervals) ? minInterval : nil,
-                    txPower: f.contains(.useTxPower) ? tx : nil, data: [], owner: "test", address: onAirAddress(f))
-                let selected = legacyOnlyController ? 127 : f.contains(.useTxPower) ? tx : 0
-                return (.success, [instance, UInt8(bitPattern: selected), 31, 31])
-            case .addExtendedAdvertisingData:
-                guard let instance = try? r.readUInt8(), _instances[instance] != nil,
-                    let length = try? r.readUInt8(), (try? r.readUInt8()) != nil,
-                    let data = try? r.readBytes(Int(length))
-                else { return (.invalidParameters, []) }
-                _instances[instance]?.data = data
-                return (.success, [instance])
-            case .addAdvertising:
-                if !_refusals.isEmpty { return (_refusals.removeFirst(), []) }
-                guard let instance = try? r.readUInt8(), instance >= 1, instance <= maxInstances,
-                    let flags = try? r.readUInt32LE(), (try? r.readBytes(4)) != nil,
-                    let length = try? r.readUInt8(), (try? r.readUInt8()) != nil,
-                    let data = try? r.readBytes(Int(length))
-                else { return (.invalidParameters, []) }
-                let f = MgmtAdvertisingFlags(rawValue: flags)
-                _instances[instance] = Instance(flags: f, data: data, owner: "test", address: onAirAddress(f))
-                return (.success, [instance])
-            case .removeAdvertising:
-                guard let instance = try? r.readUInt8() else { return (.invalidParameters, []) }
-                if instance == 0 {
-                    _instances.removeAll()
-                    return (.success, [0])
-                }
-                guard _instances.removeValue(forKey: instance) != nil else { return (.invalidParameters, []) }
-                return (.success, [instance])
-            case .addAdvPatternsMonitor:
-                guard supportsAdvMonitor else { return (.unknownCommand, []) }
-                guard let count = try? r.readUInt8(), count > 0, packet.parameters.count == 1 + 34 * Int(count)
-                else { return (.invalidParameters, []) }
-                var patterns: [MgmtAdvPattern] = []
-                for _ in 0..<count {
-                    guard let type = try? r.readUInt8(), let offset = try? r.readUInt8(),
-                        let length = try? r.readUInt8(), let value = try? r.readBytes(31),
-                        let pattern = try? MgmtAdvPattern(
-                            adType: type, offset: offset, value: Array(value.prefix(Int(length))))
-                    else { return (.invalidParameters, []) }
-                    patterns.append(pattern)
-                }
-                let handle = _nextMonitor
-                _nextMonitor += 1
-                _monitors[handle] = patterns
-                restartPassiveScan()
-                return (.success, [UInt8(handle & 0xFF), UInt8(handle >> 8)])
-            case .removeAdvMonitor:
-                guard let handle = try? r.readUInt16LE() else { return (.invalidParameters, []) }
-                if handle == 0 {
-                    _monitors.removeAll()
-                } else if _monitors.removeValue(forKey: handle) == nil {
-                    return (.invalidIndex, [])
-                }
-                restartPassiveScan()
-                return (.success, [UInt8(handle & 0xFF), UInt8(handle >> 8)])
-            case .readDefaultSystemConfiguration:
-                guard supportsSystemConfiguration else { return (.unknownCommand, []) }
-                var w = ByteWriter()
-                for (type, value) in _systemConfiguration.sorted(by: { $0.key < $1.key }) {
-                    w.uint16LE(type)
-                    w.uint8(2)
-                    w.uint16LE(value)
-                }
-                return (.success, w.bytes)
-            case .setDefaultSystemConfiguration:
-                guard supportsSystemConfiguration else { return (.unknownCommand, []) }
-                guard setSystemConfigurationStatus.isSuccess else { return (setSystemConfigurationStatus, []) }
-                // mgmt_config.c: every entry is validated first (16-bit values), then applied.
-                var updates: [(UInt16, UInt16)] = []
-                while !r.isAtEnd {
-                    guard let type = try? r.readUInt16LE(), let length = try? r.readUInt8(), length == 2,
-                        let value = try? r.readUInt16LE()
-                    else { return (.invalidParameters, []) }
-                    updates.append((type, value))
-                }
-                guard !updates.isEmpty else { return (.invalidParameters, []) }
-                for (type, value) in updates { _systemConfiguration[type] = value }
-                return (.success, [])
-            default:
-                return (.unknownCommand, [])
+    // MARK: - the kernel's command handlers
+
+    /// What the kernel answers a command: a status, and return parameters when it succeeded.
+    private struct Answer {
+        var status: MgmtStatus
+        var returnParameters: [UInt8] = []
+
+        init(_ status: MgmtStatus) { self.status = status }
+        init(success returnParameters: [UInt8]) {
+            status = .success
+            self.returnParameters = returnParameters
+        }
+    }
+
+    /// As hci_sock.c `hci_mgmt_cmd` checks before any handler runs: Unknown Command for a code
+    /// without a row, Invalid Parameters for a length the row does not admit; and as the
+    /// handlers do, Invalid Parameters for parameters that do not add up.
+    private func answer(_ opcode: MgmtOpcode, _ parameters: [UInt8]) -> Answer {
+        guard let spec = opcode.spec else { return Answer(.unknownCommand) }
+        guard spec.parameters.admits(parameters.count) else { return Answer(.invalidParameters) }
+        var r = ByteReader(parameters)
+        return lock.withLock {
+            do {
+                return try handle(opcode, &r)
+            } catch {
+                return Answer(.invalidParameters)
             }
         }
+    }
+
+    /// The handler of each command this fake knows (lock held); Unknown Command for the others.
+    private func handle(_ opcode: MgmtOpcode, _ r: inout ByteReader) throws(DecodingError) -> Answer {
+        switch opcode {
+        case .readIndexList: readIndexList()
+        case .readControllerInfo: readControllerInfo()
+        case .readAdvertisingFeatures: readAdvertisingFeatures()
+        case .addExtendedAdvertisingParameters: try addExtendedAdvertisingParameters(&r)
+        case .addExtendedAdvertisingData: try addExtendedAdvertisingData(&r)
+        case .addAdvertising: try addAdvertising(&r)
+        case .removeAdvertising: try removeAdvertising(&r)
+        case .addAdvPatternsMonitor: try addAdvPatternsMonitor(&r)
+        case .removeAdvMonitor: try removeAdvMonitor(&r)
+        case .readDefaultSystemConfiguration: readDefaultSystemConfiguration()
+        case .setDefaultSystemConfiguration: try setDefaultSystemConfiguration(&r)
+        default: Answer(.unknownCommand)
+        }
+    }
+
+    /// Read Controller Information: Bluetooth 5.0 (version 9), manufacturer 1521 (0x05F1, The
+    /// Linux Foundation), every setting of bits 0–16 supported.
+    static let bluetoothVersion: UInt8 = 9
+    static let manufacturer: UInt16 = 1521
+    static let supportedSettings = MgmtSettings(rawValue: 0x0001_FFFF)
+    /// The Name (249) and Short_Name (11) fields, both empty.
+    static let emptyNames = [UInt8](repeating: 0, count: 249 + 11)
+    /// Read Advertising Features: every flag of bits 0–15 supported; legacy advertising data
+    /// and scan responses of at most 31 bytes.
+    static let supportedFlags = MgmtAdvertisingFlags(rawValue: 0x0000_FFFF)
+    static let maxDataLength: UInt8 = 31
+    /// Each pattern of Add Advertisement Patterns Monitor: AD_Type, Offset, Length, Value (31).
+    static let patternLength = 3 + 31
+
+    private func readIndexList() -> Answer {
+        var w = ByteWriter()
+        w.uint16LE(1)  // Num_Controllers
+        w.uint16LE(Self.index.rawValue)
+        return Answer(success: w.bytes)
+    }
+
+    private func readControllerInfo() -> Answer {
+        var w = ByteWriter()
+        w.append(Self.identityAddress.bytes)
+        w.uint8(Self.bluetoothVersion)
+        w.uint16LE(Self.manufacturer)
+        w.uint32LE(Self.supportedSettings.rawValue)
+        w.uint32LE(currentSettings(powered: _powered).rawValue)
+        w.uint24LE(0)  // Class_Of_Device
+        w.append(Self.emptyNames)
+        return Answer(success: w.bytes)
+    }
+
+    private func readAdvertisingFeatures() -> Answer {
+        var w = ByteWriter()
+        w.uint32LE(Self.supportedFlags.rawValue)
+        w.uint8(Self.maxDataLength)  // Max_Adv_Data_Len
+        w.uint8(Self.maxDataLength)  // Max_Scan_Rsp_Len
+        w.uint8(maxInstances)
+        let numbers = _instances.keys.sorted()
+        w.uint8(UInt8(numbers.count))
+        w.append(numbers)
+        return Answer(success: w.bytes)
+    }
+
+    /// Instance (1), Flags (4), Duration (2), Timeout (2): how Add Advertising and Add Extended
+    /// Advertising Parameters begin (`ByteWriter.mgmtAdvertisingHeader`).
+    private static func readHeader(_ r: inout ByteReader) throws(DecodingError) -> (UInt8, MgmtAdvertisingFlags) {
+        let instance = try r.readUInt8("Instance")
+        let flags = MgmtAdvertisingFlags(rawValue: try r.readUInt32LE("Flags"))
+        _ = try r.readUInt32LE("Duration, Timeout")
+        return (instance, flags)
+    }
+
+    /// Adv_Data_Len (1), Scan_Rsp_Len (1), Adv_Data (the scan response is not kept): how Add
+    /// Advertising and Add Extended Advertising Data end.
+    private static func readAdvertisingData(_ r: inout ByteReader) throws(DecodingError) -> [UInt8] {
+        let length = try r.readUInt8("Adv_Data_Len")
+        _ = try r.readUInt8("Scan_Rsp_Len")
+        return try r.readBytes(Int(length), "Adv_Data")
+    }
+
+    /// "a value between 1 and the number of supported instances".
+    private func isValidInstance(_ instance: UInt8) -> Bool { instance >= 1 && instance <= maxInstances }
+
+    private func addExtendedAdvertisingParameters(_ r: inout ByteReader) throws(DecodingError) -> Answer {
+        guard supportsExtendedParameters else { return Answer(.unknownCommand) }
+        guard _powered else { return Answer(.rejected) }
+        if !_refusals.isEmpty { return Answer(_refusals.removeFirst()) }
+        let (instance, flags) = try Self.readHeader(&r)
+        let minInterval = try r.readUInt32LE("MinInterval")
+        _ = try r.readUInt32LE("MaxInterval")
+        let txPower = try r.readInt8("TxPower")
+        guard isValidInstance(instance) else { return Answer(.invalidParameters) }
+        _instances[instance] = Instance(
+            flags: flags, minInterval: flags.contains(.useIntervals) ? minInterval : nil,
+            txPower: flags.contains(.useTxPower) ? txPower : nil, data: [], owner: "test",
+            address: onAirAddress(flags))
+        let selected =
+            legacyOnlyController
+            ? MgmtAddExtendedAdvertisingParameters.unknownTxPower : flags.contains(.useTxPower) ? txPower : 0
+        var w = ByteWriter()
+        w.uint8(instance)
+        w.int8(selected)
+        w.uint8(Self.maxDataLength)  // MaxAdvDataLen
+        w.uint8(Self.maxDataLength)  // MaxScanRspLen
+        return Answer(success: w.bytes)
+    }
+
+    private func addExtendedAdvertisingData(_ r: inout ByteReader) throws(DecodingError) -> Answer {
+        let instance = try r.readUInt8("Instance")
+        let data = try Self.readAdvertisingData(&r)
+        guard _instances[instance] != nil else { return Answer(.invalidParameters) }
+        _instances[instance]?.data = data
+        return Answer(success: [instance])
+    }
+
+    private func addAdvertising(_ r: inout ByteReader) throws(DecodingError) -> Answer {
+        if !_refusals.isEmpty { return Answer(_refusals.removeFirst()) }
+        let (instance, flags) = try Self.readHeader(&r)
+        let data = try Self.readAdvertisingData(&r)
+        guard isValidInstance(instance) else { return Answer(.invalidParameters) }
+        _instances[instance] = Instance(flags: flags, data: data, owner: "test", address: onAirAddress(flags))
+        return Answer(success: [instance])
+    }
+
+    /// Instance 0 removes every instance.
+    private func removeAdvertising(_ r: inout ByteReader) throws(DecodingError) -> Answer {
+        let instance = try r.readUInt8("Instance")
+        if instance == 0 {
+            _instances.removeAll()
+        } else if _instances.removeValue(forKey: instance) == nil {
+            return Answer(.invalidParameters)
+        }
+        return Answer(success: [instance])
+    }
+
+    private func addAdvPatternsMonitor(_ r: inout ByteReader) throws(DecodingError) -> Answer {
+        guard supportsAdvMonitor else { return Answer(.unknownCommand) }
+        let count = Int(try r.readUInt8("Pattern_Count"))
+        guard count > 0, r.remaining == Self.patternLength * count else { return Answer(.invalidParameters) }
+        var patterns: [MgmtAdvPattern] = []
+        for _ in 0..<count {
+            let type = try r.readUInt8("AD_Type")
+            let offset = try r.readUInt8("Offset")
+            let length = Int(try r.readUInt8("Length"))
+            let value = try r.readBytes(Self.patternLength - 3, "Value")
+            guard let pattern = try? MgmtAdvPattern(adType: type, offset: offset, value: Array(value.prefix(length)))
+            else { return Answer(.invalidParameters) }
+            patterns.append(pattern)
+        }
+        let handle = _nextMonitor
+        _nextMonitor += 1
+        _monitors[handle] = patterns
+        restartPassiveScan()
+        var w = ByteWriter()
+        w.uint16LE(handle)
+        return Answer(success: w.bytes)
+    }
+
+    /// Handle 0 removes every monitor.
+    private func removeAdvMonitor(_ r: inout ByteReader) throws(DecodingError) -> Answer {
+        let handle = try r.readUInt16LE("Monitor_Handle")
+        if handle == 0 {
+            _monitors.removeAll()
+        } else if _monitors.removeValue(forKey: handle) == nil {
+            return Answer(.invalidIndex)
+        }
+        restartPassiveScan()
+        var w = ByteWriter()
+        w.uint16LE(handle)
+        return Answer(success: w.bytes)
+    }
+
+    private func readDefaultSystemConfiguration() -> Answer {
+        guard supportsSystemConfiguration else { return Answer(.unknownCommand) }
+        let parameters = _systemConfiguration.sorted { $0.key < $1.key }.map {
+            MgmtSystemParameter(type: $0.key, uint16: $0.value)
+        }
+        return Answer(success: MgmtSystemParameter.encode(parameters))
+    }
+
+    /// mgmt_config.c: every entry is validated first (16-bit values), then applied.
+    private func setDefaultSystemConfiguration(_ r: inout ByteReader) throws(DecodingError) -> Answer {
+        guard supportsSystemConfiguration else { return Answer(.unknownCommand) }
+        guard setSystemConfigurationStatus.isSuccess else { return Answer(setSystemConfigurationStatus) }
+        var updates: [(UInt16, UInt16)] = []
+        while !r.isAtEnd {
+            let type = try r.readUInt16LE("Parameter_Type")
+            guard try r.readUInt8("Value_Length") == 2 else { return Answer(.invalidParameters) }
+            updates.append((type, try r.readUInt16LE("Value")))
+        }
+        guard !updates.isEmpty else { return Answer(.invalidParameters) }
+        for (type, value) in updates { _systemConfiguration[type] = value }
+        return Answer(success: [])
     }
 }

@@ -222,18 +222,16 @@ public final class BlueZHCITransport: HCITransport {
             errno: Errno.operationNotSupportedByDevice.rawValue)
     }
 
-    /// A stack internal event (0xFD) saying that this adapter went down or was removed.
-    /// Layout (BlueZ lib/hci.h): event code, length, type (2 bytes, EVT_SI_DEVICE = 1),
-    /// then `evt_si_device`: event (2 bytes, HCI_DEV_DOWN = 4, HCI_DEV_UNREG = 2), dev_id (2 bytes).
+    /// A stack internal event (0xFD) saying that this adapter went down or was removed
+    /// (`StackInternalDeviceEvent`: HCI_DEV_DOWN, HCI_DEV_UNREG).
     static func deviceGone(_ packet: H4Packet, index: UInt16) -> TransportError? {
-        guard packet.type == .event, packet.body.first == Sys.stackInternalEvent else { return nil }
-        var reader = ByteReader(packet.body.dropFirst(2))
-        guard let type = try? reader.readUInt16LE(), type == Sys.stackInternalDevice,
-            let event = try? reader.readUInt16LE(), let device = try? reader.readUInt16LE(), device == index
+        guard packet.type == .event, packet.body.first == HCIEventCode.stackInternal.rawValue,
+            let event = try? HCIEvent.decode(packet.body), let device = StackInternalDeviceEvent(event),
+            device.deviceID == index
         else { return nil }
-        switch event {
-        case Sys.deviceDown: return TransportError(.disconnected, "hci\(index) went down")
-        case Sys.deviceUnregistered: return TransportError(.disconnected, "hci\(index) was removed")
+        switch device.kind {
+        case .down: return TransportError(.disconnected, "hci\(index) went down")
+        case .unregistered: return TransportError(.disconnected, "hci\(index) was removed")
         default: return nil
         }
     }

@@ -374,10 +374,6 @@ extension Sys {
         }
     }
 
-    static let stackInternalEvent = UInt8(EVT_STACK_INTERNAL)
-    static let stackInternalDevice = UInt16(EVT_SI_DEVICE)
-    static let deviceDown = UInt16(HCI_DEV_DOWN)
-    static let deviceUnregistered = UInt16(HCI_DEV_UNREG)
     /// ERFKILL, which swift-system does not name.
     static let rfkilled = Errno(rawValue: ERFKILL)
 }

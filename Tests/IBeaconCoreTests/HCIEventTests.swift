@@ -315,3 +315,31 @@ struct HCIEventDecodingTests {
         #expect(LEMetaSubevent(rawValue: 0x7E).description == "unknown LE subevent (0x7E)")
     }
 }
+
+/// BlueZ's stack-internal device event (lib/hci.h `evt_stack_internal`, `evt_si_device`): the one parser.
+@Suite struct StackInternalDeviceEventTests {
+    @Test func readsTheDeviceEvent() throws {
+        // fd | 06 | 0100 EVT_SI_DEVICE | 0400 HCI_DEV_DOWN | 0200 dev_id 2
+        let down = try HCIEvent.decode(bytes("fd06010004000200"))
+        #expect(
+            StackInternalDeviceEvent(down)
+                == StackInternalDeviceEvent(parameters: [0x01, 0x00, 0x04, 0x00, 0x02, 0x00]))
+        #expect(StackInternalDeviceEvent(down)?.kind == .down)
+        #expect(StackInternalDeviceEvent(down)?.deviceID == 2)
+        // HCI_DEV_UP (3), HCI_DEV_UNREG (2), HCI_DEV_REG (1).
+        #expect(StackInternalDeviceEvent(parameters: [0x01, 0x00, 0x03, 0x00, 0x00, 0x00])?.kind == .up)
+        #expect(StackInternalDeviceEvent(parameters: [0x01, 0x00, 0x02, 0x00, 0x00, 0x00])?.kind == .unregistered)
+        #expect(StackInternalDeviceEvent(parameters: [0x01, 0x00, 0x01, 0x00, 0x00, 0x00])?.kind == .registered)
+        // Without Dev_ID the event is still read; the device is unknown.
+        let short = StackInternalDeviceEvent(parameters: [0x01, 0x00, 0x04, 0x00])
+        #expect(short?.kind == .down && short?.deviceID == nil)
+    }
+
+    @Test func otherTypesAndTruncatedEventsAreNotDeviceEvents() throws {
+        // Type 0x0002 (EVT_SI_SECURITY) is no device event.
+        #expect(StackInternalDeviceEvent(parameters: [0x02, 0x00, 0x04, 0x00, 0x00, 0x00]) == nil)
+        #expect(StackInternalDeviceEvent(parameters: [0x01, 0x00, 0x04]) == nil)
+        #expect(StackInternalDeviceEvent(parameters: []) == nil)
+        #expect(StackInternalDeviceEvent(try HCIEvent.decode(bytes("100101"))) == nil)  // Hardware Error
+    }
+}

@@ -245,21 +245,23 @@ import Testing
         #expect(throws: DecodingError.self) { try MgmtReadControllerInfo.decodeReturn(Array(bytes.dropLast())) }
     }
 
+    /// Event code, controller index, parameter length (little-endian), parameters.
     @Test func events() throws {
-        #expect(
+        #expect(  // Advertising Removed, hci0: instance 2
             try MgmtEvent(MgmtPacket(decoding: [0x24, 0x00, 0x00, 0x00, 0x01, 0x00, 0x02]))
                 == .advertisingRemoved(index: MgmtIndex(0), instance: 2))
-        #expect(
+        #expect(  // Advertising Added, hci1: instance 4
             try MgmtEvent(MgmtPacket(decoding: [0x23, 0x00, 0x01, 0x00, 0x01, 0x00, 0x04]))
                 == .advertisingAdded(index: MgmtIndex(1), instance: 4))
-        #expect(
+        #expect(  // New Settings, hci1, 4 bytes: bits 0 (powered) and 9 (le)
             try MgmtEvent(MgmtPacket(decoding: [0x06, 0x00, 0x01, 0x00, 0x04, 0x00, 0x01, 0x02, 0x00, 0x00]))
                 == .newSettings(index: MgmtIndex(1), [.powered, .lowEnergy]))
-        #expect(
+        #expect(  // Index Removed, hci0, no parameters
             try MgmtEvent(MgmtPacket(decoding: [0x05, 0x00, 0x00, 0x00, 0x00, 0x00])) == .indexRemoved(MgmtIndex(0)))
-        #expect(
+        #expect(  // Command Status, no controller (0xFFFF): Add Advertising (0x003E), Invalid Parameters (0x0D)
             try MgmtEvent(MgmtPacket(decoding: [0x02, 0x00, 0xFF, 0xFF, 0x03, 0x00, 0x3E, 0x00, 0x0D]))
                 == .commandStatus(index: .none, opcode: .addAdvertising, status: .invalidParameters))
+        // A code without a row (0x0099) is kept whole.
         let unknown = try MgmtPacket(decoding: [0x99, 0x00, 0x00, 0x00, 0x01, 0x00, 0x07])
         #expect(try MgmtEvent(unknown) == .unknown(unknown))
     }
@@ -335,5 +337,97 @@ import Testing
         short.removeLast()
         short[18] = 0x05
         #expect(throws: DecodingError.self) { try MgmtEvent(MgmtPacket(decoding: short)) }
+    }
+}
+
+/// The table (`MgmtTable.swift`): every view of a command or event comes from its row.
+@Suite struct MgmtTableTests {
+    @Test func commandRowsAreUniqueAndNameTheOpcodes() {
+        let specs = MgmtCommandSpec.commands.map { $0.spec }
+        #expect(Set(specs.map(\.opcode)).count == specs.count)
+        #expect(Set(specs.map(\.name)).count == specs.count)
+        #expect(specs.map(\.opcode.rawValue) == specs.map(\.opcode.rawValue).sorted())
+        for spec in specs {
+            #expect(spec.opcode.spec?.name == spec.name)
+            #expect(spec.opcode.description == "\(spec.name) (\(spec.opcode.hex))")
+        }
+        #expect(MgmtOpcode.addAdvertising.name == "Add Advertising")
+        #expect(MgmtOpcode(rawValue: 0x0099).spec == nil)
+    }
+
+    /// What the encoders write is what the rows (and so the kernel's handler table) admit.
+    @Test func everyEncodedCommandHasALengthItsRowAdmits() throws {
+        let interval = try AdvertisingInterval(milliseconds: 100, for: .extended)
+        let commands: [any MgmtCommand] = [
+            MgmtReadVersion(), MgmtReadIndexList(), MgmtReadControllerInfo(), MgmtReadAdvertisingFeatures(),
+            try MgmtAddAdvertising(instance: 1, advertisingData: [0x02, 0x01, 0x06], scanResponse: [0x01]),
+            try MgmtRemoveAdvertising(instance: 1), MgmtReadDefaultSystemConfiguration(),
+            try MgmtSetDefaultSystemConfiguration([
+                MgmtSystemParameter(type: MgmtSystemParameter.leScanWindowAdvMonitor, uint16: 0x0060)
+            ]),
+            try MgmtAddAdvPatternsMonitor(patterns: [.iBeacon, .iBeacon]), try MgmtRemoveAdvMonitor(handle: 1),
+            try MgmtAddExtendedAdvertisingParameters(instance: 1, interval: interval, txPower: -4),
+            try MgmtAddExtendedAdvertisingData(instance: 1, advertisingData: [0x02, 0x01, 0x06]),
+        ]
+        #expect(commands.count == MgmtCommandSpec.commands.count)
+        for command in commands {
+            let spec = type(of: command).spec
+            #expect(spec.parameters.admits(command.encodeParameters().count), "\(spec.name)")
+        }
+    }
+
+    @Test func repliesAreCheckedAgainstTheRowFirst() {
+        // Add Extended Advertising Parameters returns exactly 4 bytes: 2 is short, whatever field it stops in.
+        #expect(
+            throws: DecodingError.truncated(
+                what: "Add Extended Advertising Parameters return parameters", needed: 4, available: 2)
+        ) {
+            try MgmtAddExtendedAdvertisingParameters.decodeReturn([0x02, 0xFC])
+        }
+        // Read Controller Information is exactly 280 bytes.
+        #expect(throws: DecodingError.trailingBytes(what: "Read Controller Information return parameters", count: 1)) {
+            try MgmtReadControllerInfo.decodeReturn([UInt8](repeating: 0, count: 281))
+        }
+    }
+
+    /// One event of every row: the fake kernel's encoder and the decoder agree.
+    @Test func everyEventRoundTrips() throws {
+        let report = MgmtDeviceFound(
+            address: BDAddress("C6:05:04:03:02:01")!, addressType: MgmtDeviceFound.leRandomAddress, rssi: -59,
+            flags: 4, data: [0x02, 0x01, 0x06])
+        let hci1 = MgmtIndex(1)
+        let events: [MgmtEvent] = [
+            .commandComplete(index: hci1, opcode: .addAdvertising, status: .success, returnParameters: [0x01]),
+            .commandStatus(index: .none, opcode: .addAdvertising, status: .invalidParameters),
+            .controllerError(index: hci1, code: 0x2A),
+            .indexAdded(hci1),
+            .indexRemoved(hci1),
+            .newSettings(index: hci1, [.powered, .lowEnergy]),
+            .deviceFound(index: hci1, report),
+            .advertisingAdded(index: hci1, instance: 4),
+            .advertisingRemoved(index: hci1, instance: 2),
+            .advMonitorDeviceFound(index: hci1, handle: MgmtEvent.unmatchedMonitorHandle, report),
+        ]
+        #expect(events.map { MgmtEventCode(rawValue: $0.packet.code) } == MgmtEventSpec.events.map(\.code))
+        for event in events {
+            let packet = event.packet
+            #expect(MgmtEventCode(rawValue: packet.code).spec?.parameters.admits(packet.parameters.count) == true)
+            #expect(try MgmtEvent(MgmtPacket(decoding: packet.bytes)) == event)
+        }
+        #expect(MgmtEventCode.advertisingAdded.description == "Advertising Added (0x0023)")
+        #expect(MgmtEventCode(rawValue: 0x0099).description == "management event 0x0099")
+    }
+
+    @Test func anEventOfALengthItsRowRefusesThrows() {
+        let indexRemovedWithAByte = MgmtPacket(
+            code: MgmtEventCode.indexRemoved.rawValue, index: MgmtIndex(0), parameters: [0x01])
+        #expect(throws: DecodingError.trailingBytes(what: "Index Removed (0x0005) parameters", count: 1)) {
+            try MgmtEvent(indexRemovedWithAByte)
+        }
+        let newSettingsShort = MgmtPacket(
+            code: MgmtEventCode.newSettings.rawValue, index: MgmtIndex(0), parameters: [0x01, 0x02, 0x00])
+        #expect(throws: DecodingError.truncated(what: "New Settings (0x0006) parameters", needed: 4, available: 3)) {
+            try MgmtEvent(newSettingsShort)
+        }
     }
 }

@@ -27,7 +27,7 @@ import Testing
         await client.start()
         let status = Mutex<AdvertisingStatus?>(nil)
         let session = MgmtAdvertisingSession(
-            advertiser: MgmtAdvertiser(beacons: beacons, index: MgmtIndex(0), logger: Logger(label: "test")),
+            advertiser: MgmtAdvertiser(beacons: beacons, index: FakeMgmtKernel.index, logger: Logger(label: "test")),
             client: client, logger: logger, clock: clock)
         let task = Task { try await session.run(onReady: { s in status.withLock { $0 = s } }) }
         try await body { status.withLock { $0 } }
@@ -200,7 +200,7 @@ import Testing
         let client = MgmtClient(
             transport: kernel, logger: Logger(label: "test"), clock: clock, defaultTimeout: .seconds(10))
         await client.start()
-        let read = Task { try await client.execute(MgmtReadAdvertisingFeatures(), index: MgmtIndex(0)) }
+        let read = Task { try await client.execute(MgmtReadAdvertisingFeatures(), index: FakeMgmtKernel.index) }
         // The unanswered command's timer is the only sleeper once the kernel has it.
         #expect(await eventually { kernel.opcodes == [.readAdvertisingFeatures] && clock.sleeperCount == 1 })
         clock.advance(by: .milliseconds(9_999))
@@ -211,11 +211,11 @@ import Testing
             Issue.record("expected a timeout")
         } catch MgmtError.timeout(let opcode, let index, let after) {
             #expect(opcode == .readAdvertisingFeatures)
-            #expect(index == MgmtIndex(0))
+            #expect(index == FakeMgmtKernel.index)
             #expect(after == .seconds(10))
         }
         // The client is free again for the next command.
-        let info = try await client.execute(MgmtReadControllerInfo(), index: MgmtIndex(0))
+        let info = try await client.execute(MgmtReadControllerInfo(), index: FakeMgmtKernel.index)
         #expect(info.currentSettings.contains(.powered))
         await client.close()
     }
@@ -353,7 +353,8 @@ import Testing
         let client = MgmtClient(transport: kernel, logger: Logger(label: "test"))
         await client.start()
         let session = MgmtAdvertisingSession(
-            advertiser: MgmtAdvertiser(beacons: [Self.spec(minor: 3)], index: MgmtIndex(0), logger: Logger(label: "t")),
+            advertiser: MgmtAdvertiser(
+                beacons: [Self.spec(minor: 3)], index: FakeMgmtKernel.index, logger: Logger(label: "t")),
             client: client, logger: Logger(label: "test"))
         // Bounded: a regression that starts advertising anyway must fail the test, not hang it.
         let run = Task { try await session.run(onReady: { _ in }) }
@@ -365,5 +366,31 @@ import Testing
         watchdog.cancel()
         #expect(kernel.instances.keys.sorted() == [1])
         await client.close()
+    }
+
+    /// The fake checks every command against its row before any handler runs, as hci_sock.c
+    /// `hci_mgmt_cmd` does: a length the row does not admit is Invalid Parameters (and changes
+    /// nothing), a code without a row Unknown Command.
+    @Test func theFakeKernelRefusesWhatItsTableRefuses() async throws {
+        let kernel = FakeMgmtKernel()
+        kernel.otherProgramAdds(1)
+        var replies = kernel.incoming.makeAsyncIterator()
+        _ = try await replies.next()  // Advertising Added, for the other program's instance
+        // Deliberately malformed: Remove Advertising of instance 1 with a byte too many (its row: exactly 1).
+        let removeWithAByteTooMany = MgmtPacket(
+            code: MgmtOpcode.removeAdvertising.rawValue, index: FakeMgmtKernel.index, parameters: [1, 0])
+        let unknownCode = MgmtOpcode(rawValue: 0x0099)
+        try kernel.send(removeWithAByteTooMany.bytes)
+        try kernel.send(MgmtPacket(code: unknownCode.rawValue, index: FakeMgmtKernel.index, parameters: []).bytes)
+        var got: [MgmtEvent] = []
+        for _ in 0..<2 {
+            got.append(try MgmtEvent(MgmtPacket(decoding: try #require(try await replies.next()))))
+        }
+        #expect(
+            got == [
+                .commandStatus(index: FakeMgmtKernel.index, opcode: .removeAdvertising, status: .invalidParameters),
+                .commandStatus(index: FakeMgmtKernel.index, opcode: unknownCode, status: .unknownCommand),
+            ])
+        #expect(kernel.instances.keys.sorted() == [1])
     }
 }

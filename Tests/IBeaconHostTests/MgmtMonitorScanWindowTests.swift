@@ -12,6 +12,11 @@ import Testing
 @Suite struct MgmtMonitorScanWindowTests {
     static let interval = MgmtSystemParameter.leScanIntervalAdvMonitor
     static let window = MgmtSystemParameter.leScanWindowAdvMonitor
+    /// The kernel's defaults (60 ms / 30 ms), and the window widened to the interval.
+    static let defaults = FakeMgmtKernel.defaultMonitorScan
+    static let continuous = MonitorScanParameters(interval: defaults.interval, window: defaults.interval)
+    /// A window another program sets meanwhile (50 ms).
+    static let othersWindow: UInt16 = 0x50
 
     /// Runs a kernel scan for a moment, then cancels it as SIGINT/SIGTERM would.
     static func scan(
@@ -21,7 +26,7 @@ import Testing
         let client = MgmtClient(transport: kernel, logger: Logger(label: "test"), defaultTimeout: .seconds(5))
         await client.start()
         let source = MgmtSightingSource(
-            client: client, index: MgmtIndex(0), scanWindowRecords: records, logger: Logger(label: "test"))
+            client: client, index: FakeMgmtKernel.index, scanWindowRecords: records, logger: Logger(label: "test"))
         let task = Task {
             try await source.scan(
                 tickInterval: .milliseconds(20), receive: { _, _ in .proceed }, tick: { _ in .proceed })
@@ -39,14 +44,14 @@ import Testing
         try await Self.scan(kernel) {
             #expect(await eventually { kernel.monitors.count == 2 })
             // The passive scan was (re)started with the monitor: window = interval = 60 ms.
-            #expect(kernel.monitorScan == MonitorScanParameters(interval: 0x60, window: 0x60))
-            #expect(kernel.systemConfiguration[Self.window] == 0x60)
+            #expect(kernel.monitorScan == Self.continuous)
+            #expect(kernel.systemConfiguration[Self.window] == Self.continuous.window)
         }
-        #expect(kernel.systemConfiguration[Self.window] == 0x30)
-        #expect(kernel.systemConfiguration[Self.interval] == 0x60)
+        #expect(kernel.systemConfiguration[Self.window] == Self.defaults.window)
+        #expect(kernel.systemConfiguration[Self.interval] == Self.defaults.interval)
         // Restored first: the scan the kernel restarted for the other monitor is back at 30 ms.
         #expect(Array(kernel.monitors.keys) == [other])
-        #expect(kernel.monitorScan == MonitorScanParameters(interval: 0x60, window: 0x30))
+        #expect(kernel.monitorScan == Self.defaults)
         let ops = kernel.opcodes
         let firstSet = ops.firstIndex(of: .setDefaultSystemConfiguration)
         let add = ops.firstIndex(of: .addAdvPatternsMonitor)
@@ -58,32 +63,32 @@ import Testing
 
     @Test func leavesAContinuousWindowAlone() async throws {
         let kernel = FakeMgmtKernel()
-        kernel.otherProgramSetsSystemConfiguration(Self.window, 0x60)
+        kernel.otherProgramSetsSystemConfiguration(Self.window, Self.continuous.window)
         try await Self.scan(kernel)
         #expect(!kernel.opcodes.contains(.setDefaultSystemConfiguration))
-        #expect(kernel.systemConfiguration[Self.window] == 0x60)
+        #expect(kernel.systemConfiguration[Self.window] == Self.continuous.window)
     }
 
     @Test func leavesAWindowAnotherProgramChangedMeanwhile() async throws {
         let kernel = FakeMgmtKernel()
         try await Self.scan(kernel) {
-            #expect(kernel.systemConfiguration[Self.window] == 0x60)
-            kernel.otherProgramSetsSystemConfiguration(Self.window, 0x50)
+            #expect(kernel.systemConfiguration[Self.window] == Self.continuous.window)
+            kernel.otherProgramSetsSystemConfiguration(Self.window, Self.othersWindow)
         }
-        #expect(kernel.systemConfiguration[Self.window] == 0x50)
+        #expect(kernel.systemConfiguration[Self.window] == Self.othersWindow)
         #expect(kernel.monitors.isEmpty)
     }
 
     @Test func scansWithTheDefaultWindowWhenTheKernelCannotChangeIt() async throws {
         let old = FakeMgmtKernel()
         old.supportsSystemConfiguration = false
-        try await Self.scan(old) { #expect(old.monitorScan?.window == 0x30) }
+        try await Self.scan(old) { #expect(old.monitorScan?.window == Self.defaults.window) }
         #expect(old.monitors.isEmpty)
 
         let denied = FakeMgmtKernel()
         denied.setSystemConfigurationStatus = .permissionDenied
-        try await Self.scan(denied) { #expect(denied.monitorScan?.window == 0x30) }
-        #expect(denied.systemConfiguration[Self.window] == 0x30)
+        try await Self.scan(denied) { #expect(denied.monitorScan?.window == Self.defaults.window) }
+        #expect(denied.systemConfiguration[Self.window] == Self.defaults.window)
         #expect(denied.monitors.isEmpty)
     }
 
@@ -92,13 +97,13 @@ import Testing
         kernel.supportsAdvMonitor = false
         let client = MgmtClient(transport: kernel, logger: Logger(label: "test"), defaultTimeout: .seconds(5))
         await client.start()
-        let source = MgmtSightingSource(client: client, index: MgmtIndex(0), logger: Logger(label: "test"))
+        let source = MgmtSightingSource(client: client, index: FakeMgmtKernel.index, logger: Logger(label: "test"))
         await #expect(throws: MgmtError.self) {
             try await source.scan(
                 tickInterval: .milliseconds(20), receive: { _, _ in .proceed }, tick: { _ in .proceed })
         }
         #expect(kernel.opcodes.filter { $0 == .setDefaultSystemConfiguration }.count == 2)
-        #expect(kernel.systemConfiguration[Self.window] == 0x30)
+        #expect(kernel.systemConfiguration[Self.window] == Self.defaults.window)
         await source.close()
     }
 
@@ -115,9 +120,9 @@ import Testing
                 save: { p in saved.withLock { $0[pid] = p } },
                 othersScanning: { saved.withLock { $0.keys.filter { $0 != pid }.sorted() } })
             return MgmtMonitorScanWindow(
-                client: client, index: MgmtIndex(0), records: records, logger: Logger(label: "t"))
+                client: client, index: FakeMgmtKernel.index, records: records, logger: Logger(label: "t"))
         }
-        let defaults = MonitorScanParameters(interval: 0x60, window: 0x30)
+        let defaults = Self.defaults
         let first = window(pid: 1)
         let second = window(pid: 2)
         let firstChange = try #require(await first.widen())
@@ -126,11 +131,18 @@ import Testing
         #expect(secondChange.original == defaults)
         #expect(saved.withLock { $0 } == [1: defaults, 2: defaults])
         await first.restore(firstChange)
-        #expect(kernel.systemConfiguration[Self.window] == 0x60)
+        #expect(kernel.systemConfiguration[Self.window] == Self.continuous.window)
         await second.restore(secondChange)
-        #expect(kernel.systemConfiguration[Self.window] == 0x30)
+        #expect(kernel.systemConfiguration[Self.window] == Self.defaults.window)
         #expect(saved.withLock { $0.isEmpty })
         #expect(kernel.opcodes.filter { $0 == .setDefaultSystemConfiguration }.count == 2)
         await client.close()
+    }
+
+    /// The command a failed restore names: the type big-endian, the value little-endian, as
+    /// `btmgmt set-sysconfig -v` takes them (lopsided value so a swap shows).
+    @Test func theRestoreHintSpellsTheWindowAsBtmgmtTakesIt() {
+        #expect(Self.defaults.btmgmtWindowArgument == "0014:2:3000")
+        #expect(MonitorScanParameters(interval: 0x0400, window: 0x0102).btmgmtWindowArgument == "0014:2:0201")
     }
 }

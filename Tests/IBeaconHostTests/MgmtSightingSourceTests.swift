@@ -22,7 +22,9 @@ import Testing
         ]
     static let address = try! BDAddress(littleEndian: [1, 2, 3, 4, 5, 0xC6])
 
-    static func report(rssi: Int8 = -59, data: [UInt8] = beaconData, type: UInt8 = 2) -> MgmtDeviceFound {
+    static func report(rssi: Int8 = -59, data: [UInt8] = beaconData, type: UInt8 = MgmtDeviceFound.leRandomAddress)
+        -> MgmtDeviceFound
+    {
         MgmtDeviceFound(address: address, addressType: type, rssi: rssi, flags: 0, data: data)
     }
 
@@ -33,7 +35,7 @@ import Testing
     ) async throws {
         let client = MgmtClient(transport: kernel, logger: Logger(label: "test"), defaultTimeout: .seconds(5))
         await client.start()
-        let source = MgmtSightingSource(client: client, index: MgmtIndex(0), logger: Logger(label: "test"))
+        let source = MgmtSightingSource(client: client, index: FakeMgmtKernel.index, logger: Logger(label: "test"))
         let received = Mutex<[Sighting]>([])
         let task = Task {
             try await source.scan(
@@ -61,8 +63,8 @@ import Testing
             kernel.otherProgramDiscovers(true)
             #expect(kernel.advertisementHeard(Self.report(rssi: -61)))
             // RSSI 127 is "not available"; a BR/EDR inquiry result is no LE report.
-            #expect(kernel.advertisementHeard(Self.report(rssi: 127)))
-            #expect(kernel.advertisementHeard(Self.report(type: 0)))
+            #expect(kernel.advertisementHeard(Self.report(rssi: MgmtDeviceFound.rssiNotAvailable)))
+            #expect(kernel.advertisementHeard(Self.report(type: MgmtDeviceFound.brEdrAddress)))
             #expect(await eventually { received().count == 3 })
             let got = received()
             #expect(got.map(\.rssi) == [-60, -61, nil])
@@ -130,7 +132,8 @@ import Testing
         let clock = ManualClock()
         let client = MgmtClient(transport: kernel, logger: Logger(label: "test"), defaultTimeout: .seconds(5))
         await client.start()
-        let source = MgmtSightingSource(client: client, index: MgmtIndex(0), clock: clock, logger: Logger(label: "t"))
+        let source = MgmtSightingSource(
+            client: client, index: FakeMgmtKernel.index, clock: clock, logger: Logger(label: "t"))
         let seen = Mutex<[String]>([])
         let task = Task {
             try await source.scan(
@@ -163,7 +166,8 @@ import Testing
         let clock = ManualClock()
         let client = MgmtClient(transport: kernel, logger: Logger(label: "test"), defaultTimeout: .seconds(5))
         await client.start()
-        let source = MgmtSightingSource(client: client, index: MgmtIndex(0), clock: clock, logger: Logger(label: "t"))
+        let source = MgmtSightingSource(
+            client: client, index: FakeMgmtKernel.index, clock: clock, logger: Logger(label: "t"))
         let target = CalibrationTarget(
             proximityUUID: UUID(uuidString: "F7826DA6-4FA2-4E98-8024-BC5B71E0893E")!, major: 0x0102, minor: 0x0304)
         let calibrator = Calibrator(target: target, settings: CalibrationSettings(), logger: Logger(label: "test"))
@@ -190,7 +194,8 @@ import Testing
         let clock = ManualClock()
         let client = MgmtClient(transport: kernel, logger: Logger(label: "test"), defaultTimeout: .seconds(5))
         await client.start()
-        let source = MgmtSightingSource(client: client, index: MgmtIndex(0), clock: clock, logger: Logger(label: "t"))
+        let source = MgmtSightingSource(
+            client: client, index: FakeMgmtKernel.index, clock: clock, logger: Logger(label: "t"))
         let seen = Mutex<[String]>([])
         let task = Task {
             try await source.scan(

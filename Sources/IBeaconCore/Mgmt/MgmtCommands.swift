@@ -1,21 +1,35 @@
-/// A management command: its code, how its parameters are written, and how its return
-/// parameters are read (one type per command; mgmt-api.txt section named in each doc comment).
+/// A management command: its row of the table, how its parameters are written, and how its
+/// return parameters are read (one type per command; mgmt-api.txt section named in each doc comment).
 public protocol MgmtCommand: Sendable {
     associatedtype ReturnParameters: Sendable
-    static var opcode: MgmtOpcode { get }
+    /// The command's row: code, name, parameter and reply lengths (`MgmtTable.swift`).
+    static var spec: MgmtCommandSpec { get }
     /// The command parameters, without the header.
     func encodeParameters() -> [UInt8]
-    /// Reads the Return_Parameters of a successful Command Complete.
-    static func decodeReturn(_ bytes: [UInt8]) throws(DecodingError) -> ReturnParameters
+    /// Reads the fields of the Return_Parameters of a successful Command Complete, whose
+    /// length `decodeReturn` has checked against `spec`.
+    static func readReturn(_ r: inout ByteReader) throws(DecodingError) -> ReturnParameters
 }
 
 extension MgmtCommand {
+    public static var opcode: MgmtOpcode { spec.opcode }
+
     public func packet(index: MgmtIndex) -> MgmtPacket {
         MgmtPacket(code: Self.opcode.rawValue, index: index, parameters: encodeParameters())
     }
 
+    /// Reads the Return_Parameters of a successful Command Complete: a length the row does not
+    /// admit, a field running past the end or a byte left over is an error naming the command.
+    public static func decodeReturn(_ bytes: [UInt8]) throws(DecodingError) -> ReturnParameters {
+        try spec.returnParameters.check(bytes.count, returnParameters)
+        var r = ByteReader(bytes)
+        let value = try readReturn(&r)
+        try r.expectEnd(returnParameters)
+        return value
+    }
+
     /// What decoding errors call the reply: `Add Advertising return parameters`.
-    static var returnParameters: String { "\(opcode.name ?? opcode.description) return parameters" }
+    static var returnParameters: String { "\(spec.name) return parameters" }
 }
 
 /// The management settings bitmask (mgmt-api.txt "Read Controller Information Command").
@@ -101,41 +115,40 @@ public struct MgmtAdvertisingFlags: OptionSet, Hashable, Sendable, CustomStringC
     }
 }
 
-/// Read Management Version Information (0x0001, non-controller). Returns Version (1), Revision (2).
+/// Read Management Version Information (non-controller). Returns Version (1), Revision (2).
 public struct MgmtReadVersion: MgmtCommand {
     public struct ReturnParameters: Sendable, Equatable {
         public var version: UInt8
         public var revision: UInt16
         public var description: String { "\(version).\(revision)" }
     }
-    public static let opcode = MgmtOpcode.readVersion
+    public static let spec = MgmtCommandSpec(
+        0x0001, "Read Management Version Information", parameters: .exactly(0), returns: .exactly(3))
     public init() {}
     public func encodeParameters() -> [UInt8] { [] }
-    public static func decodeReturn(_ bytes: [UInt8]) throws(DecodingError) -> ReturnParameters {
-        var r = ByteReader(bytes)
+    public static func readReturn(_ r: inout ByteReader) throws(DecodingError) -> ReturnParameters {
         let v = try r.readUInt8("Version")
         let rev = try r.readUInt16LE("Revision")
         return ReturnParameters(version: v, revision: rev)
     }
 }
 
-/// Read Controller Index List (0x0003, non-controller). Returns Num_Controllers (2),
+/// Read Controller Index List (non-controller). Returns Num_Controllers (2),
 /// Controller_Index[i] (2 each).
 public struct MgmtReadIndexList: MgmtCommand {
-    public static let opcode = MgmtOpcode.readIndexList
+    public static let spec = MgmtCommandSpec(
+        0x0003, "Read Controller Index List", parameters: .exactly(0), returns: .atLeast(2))
     public init() {}
     public func encodeParameters() -> [UInt8] { [] }
-    public static func decodeReturn(_ bytes: [UInt8]) throws(DecodingError) -> [UInt16] {
-        var r = ByteReader(bytes)
+    public static func readReturn(_ r: inout ByteReader) throws(DecodingError) -> [UInt16] {
         let count = Int(try r.readUInt16LE("Num_Controllers"))
         var indices: [UInt16] = []
         for i in 0..<count { indices.append(try r.readUInt16LE("Controller_Index[\(i)]")) }
-        try r.expectEnd(Self.returnParameters)
         return indices
     }
 }
 
-/// Read Controller Information (0x0004). Returns Address (6), Bluetooth_Version (1),
+/// Read Controller Information. Returns Address (6), Bluetooth_Version (1),
 /// Manufacturer (2), Supported_Settings (4), Current_Settings (4), Class_Of_Device (3),
 /// Name (249), Short_Name (11): 280 bytes.
 public struct MgmtReadControllerInfo: MgmtCommand {
@@ -149,11 +162,11 @@ public struct MgmtReadControllerInfo: MgmtCommand {
         public var name: String
         public var shortName: String
     }
-    public static let opcode = MgmtOpcode.readControllerInfo
+    public static let spec = MgmtCommandSpec(
+        0x0004, "Read Controller Information", parameters: .exactly(0), returns: .exactly(280))
     public init() {}
     public func encodeParameters() -> [UInt8] { [] }
-    public static func decodeReturn(_ bytes: [UInt8]) throws(DecodingError) -> ReturnParameters {
-        var r = ByteReader(bytes)
+    public static func readReturn(_ r: inout ByteReader) throws(DecodingError) -> ReturnParameters {
         let address = try BDAddress.read(from: &r, "Address")
         let version = try r.readUInt8("Bluetooth_Version")
         let manufacturer = try r.readUInt16LE("Manufacturer")
@@ -173,7 +186,7 @@ func cString(_ bytes: [UInt8]) -> String {
     String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
 }
 
-/// Read Advertising Features (0x003D). Returns Supported_Flags (4), Max_Adv_Data_Len (1),
+/// Read Advertising Features. Returns Supported_Flags (4), Max_Adv_Data_Len (1),
 /// Max_Scan_Rsp_Len (1), Max_Instances (1), Num_Instances (1), Instance[i] (1 each).
 public struct MgmtReadAdvertisingFeatures: MgmtCommand {
     public struct ReturnParameters: Sendable, Equatable {
@@ -195,18 +208,17 @@ public struct MgmtReadAdvertisingFeatures: MgmtCommand {
             self.instances = instances
         }
     }
-    public static let opcode = MgmtOpcode.readAdvertisingFeatures
+    public static let spec = MgmtCommandSpec(
+        0x003D, "Read Advertising Features", parameters: .exactly(0), returns: .atLeast(8))
     public init() {}
     public func encodeParameters() -> [UInt8] { [] }
-    public static func decodeReturn(_ bytes: [UInt8]) throws(DecodingError) -> ReturnParameters {
-        var r = ByteReader(bytes)
+    public static func readReturn(_ r: inout ByteReader) throws(DecodingError) -> ReturnParameters {
         let flags = MgmtAdvertisingFlags(rawValue: try r.readUInt32LE("Supported_Flags"))
         let maxData = try r.readUInt8("Max_Adv_Data_Len")
         let maxScan = try r.readUInt8("Max_Scan_Rsp_Len")
         let maxInstances = try r.readUInt8("Max_Instances")
         let count = Int(try r.readUInt8("Num_Instances"))
         let instances = try r.readBytes(count, "Instance[]")
-        try r.expectEnd(Self.returnParameters)
         return ReturnParameters(
             supportedFlags: flags, maxAdvertisingDataLength: maxData, maxScanResponseLength: maxScan,
             maxInstances: maxInstances, instances: instances)
@@ -219,7 +231,7 @@ public struct MgmtParameterError: Error, Sendable, Equatable, CustomStringConver
     public var description: String { message }
 }
 
-/// Add Advertising (0x003E): Instance (1), Flags (4), Duration (2), Timeout (2),
+/// Add Advertising: Instance (1), Flags (4), Duration (2), Timeout (2),
 /// Adv_Data_Len (1), Scan_Rsp_Len (1), Adv_Data, Scan_Rsp. Returns Instance (1).
 /// The kernel advertises it at its default interval (`le_adv_min_interval`/`max`, 1.28 s
 /// unless changed with Set Default System Configuration); there is no interval parameter.
@@ -231,7 +243,7 @@ public struct MgmtAddAdvertising: MgmtCommand {
     public var advertisingData: [UInt8]
     public var scanResponse: [UInt8]
 
-    public static let opcode = MgmtOpcode.addAdvertising
+    public static let spec = MgmtCommandSpec(0x003E, "Add Advertising", parameters: .atLeast(11), returns: .exactly(1))
 
     /// Refuses instance 0 and data or a scan response longer than 255 bytes.
     public init(
@@ -254,8 +266,8 @@ public struct MgmtAddAdvertising: MgmtCommand {
         return w.bytes
     }
 
-    public static func decodeReturn(_ bytes: [UInt8]) throws(DecodingError) -> UInt8 {
-        try decodeInstance(bytes, Self.returnParameters)
+    public static func readReturn(_ r: inout ByteReader) throws(DecodingError) -> UInt8 {
+        try r.readUInt8("Instance")
     }
 }
 
@@ -300,18 +312,12 @@ extension ByteWriter {
     }
 }
 
-func decodeInstance(_ bytes: [UInt8], _ what: String) throws(DecodingError) -> UInt8 {
-    var r = ByteReader(bytes)
-    let instance = try r.readUInt8("Instance")
-    try r.expectEnd(what)
-    return instance
-}
-
-/// Remove Advertising (0x003F): Instance (1). Returns Instance (1). Instance 0 removes every
+/// Remove Advertising: Instance (1). Returns Instance (1). Instance 0 removes every
 /// instance of every program, so this type refuses it.
 public struct MgmtRemoveAdvertising: MgmtCommand {
     public var instance: UInt8
-    public static let opcode = MgmtOpcode.removeAdvertising
+    public static let spec = MgmtCommandSpec(
+        0x003F, "Remove Advertising", parameters: .exactly(1), returns: .exactly(1))
 
     public init(instance: UInt8) throws(MgmtParameterError) {
         guard instance != 0 else {
@@ -321,12 +327,12 @@ public struct MgmtRemoveAdvertising: MgmtCommand {
     }
 
     public func encodeParameters() -> [UInt8] { [instance] }
-    public static func decodeReturn(_ bytes: [UInt8]) throws(DecodingError) -> UInt8 {
-        try decodeInstance(bytes, Self.returnParameters)
+    public static func readReturn(_ r: inout ByteReader) throws(DecodingError) -> UInt8 {
+        try r.readUInt8("Instance")
     }
 }
 
-/// Add Extended Advertising Parameters (0x0054, kernel ≥ 5.12): Instance (1), Flags (4),
+/// Add Extended Advertising Parameters (kernel ≥ 5.12): Instance (1), Flags (4),
 /// Duration (2), Timeout (2), MinInterval (4), MaxInterval (4), TxPower (1). Returns
 /// Instance (1), TxPower (1), MaxAdvDataLen (1), MaxScanRspLen (1).
 public struct MgmtAddExtendedAdvertisingParameters: MgmtCommand {
@@ -348,7 +354,9 @@ public struct MgmtAddExtendedAdvertisingParameters: MgmtCommand {
     public var maxInterval: UInt32
     public var txPower: Int8
 
-    public static let opcode = MgmtOpcode.addExtendedAdvertisingParameters
+    /// The kernel takes a longer block too (`MGMT_ADD_EXT_ADV_PARAMS_MIN_SIZE`, variable length).
+    public static let spec = MgmtCommandSpec(
+        0x0054, "Add Extended Advertising Parameters", parameters: .atLeast(18), returns: .exactly(4))
     /// "both must have values in the range [0x000020, 0xFFFFFF]".
     public static let intervalRange: ClosedRange<UInt32> = 0x20...0xFF_FFFF
     /// "The acceptable range for requested Tx Power is … [-127, +20] dBm".
@@ -397,25 +405,24 @@ public struct MgmtAddExtendedAdvertisingParameters: MgmtCommand {
         return w.bytes
     }
 
-    public static func decodeReturn(_ bytes: [UInt8]) throws(DecodingError) -> ReturnParameters {
-        var r = ByteReader(bytes)
+    public static func readReturn(_ r: inout ByteReader) throws(DecodingError) -> ReturnParameters {
         let instance = try r.readUInt8("Instance")
         let tx = try r.readInt8("TxPower")
         let maxData = try r.readUInt8("MaxAdvDataLen")
         let maxScan = try r.readUInt8("MaxScanRspLen")
-        try r.expectEnd(Self.returnParameters)
         return ReturnParameters(
             instance: instance, txPower: tx, maxAdvertisingDataLength: maxData, maxScanResponseLength: maxScan)
     }
 }
 
-/// Add Extended Advertising Data (0x0055): Instance (1), Advertising Data Length (1),
+/// Add Extended Advertising Data: Instance (1), Advertising Data Length (1),
 /// Scan Response Length (1), Advertising Data, Scan Response. Returns Instance (1).
 public struct MgmtAddExtendedAdvertisingData: MgmtCommand {
     public var instance: UInt8
     public var advertisingData: [UInt8]
     public var scanResponse: [UInt8]
-    public static let opcode = MgmtOpcode.addExtendedAdvertisingData
+    public static let spec = MgmtCommandSpec(
+        0x0055, "Add Extended Advertising Data", parameters: .atLeast(3), returns: .exactly(1))
 
     public init(instance: UInt8, advertisingData: [UInt8], scanResponse: [UInt8] = []) throws(MgmtParameterError) {
         try MgmtAdvertisingFields.check(instance: instance, advertisingData, scanResponse)
@@ -431,123 +438,8 @@ public struct MgmtAddExtendedAdvertisingData: MgmtCommand {
         return w.bytes
     }
 
-    public static func decodeReturn(_ bytes: [UInt8]) throws(DecodingError) -> UInt8 {
-        try decodeInstance(bytes, Self.returnParameters)
-    }
-}
-
-/// What the kernel sends on the control channel.
-public enum MgmtEvent: Sendable, Equatable {
-    /// Command Complete (0x0001): Command_Opcode (2), Status (1), Return_Parameters.
-    case commandComplete(index: MgmtIndex, opcode: MgmtOpcode, status: MgmtStatus, returnParameters: [UInt8])
-    /// Command Status (0x0002): Command_Opcode (2), Status (1).
-    case commandStatus(index: MgmtIndex, opcode: MgmtOpcode, status: MgmtStatus)
-    /// Controller Error (0x0003): Error_Code (1).
-    case controllerError(index: MgmtIndex, code: UInt8)
-    /// Index Added (0x0004), no parameters.
-    case indexAdded(MgmtIndex)
-    /// Index Removed (0x0005), no parameters.
-    case indexRemoved(MgmtIndex)
-    /// New Settings (0x0006): Current_Settings (4).
-    case newSettings(index: MgmtIndex, MgmtSettings)
-    /// Advertising Added (0x0023): Instance (1). Sent to every socket but the one that added it.
-    case advertisingAdded(index: MgmtIndex, instance: UInt8)
-    /// Advertising Removed (0x0024): Instance (1).
-    case advertisingRemoved(index: MgmtIndex, instance: UInt8)
-    /// Device Found (0x0012): one report while a program runs discovery (sent to every socket).
-    case deviceFound(index: MgmtIndex, MgmtDeviceFound)
-    /// Adv Monitor Device Found (0x002F): Monitor_Handle (2), then as Device Found. Handle 0:
-    /// a report forwarded while monitors are registered and no controller offload matched it.
-    case advMonitorDeviceFound(index: MgmtIndex, handle: UInt16, MgmtDeviceFound)
-    case unknown(MgmtPacket)
-
-    /// Decodes an event; codes it does not know become `.unknown`, malformed known ones throw.
-    public init(_ packet: MgmtPacket) throws(DecodingError) {
-        var r = ByteReader(packet.parameters)
-        let index = packet.index
-        switch MgmtEventCode(rawValue: packet.code) {
-        case .commandComplete:
-            let op = MgmtOpcode(rawValue: try r.readUInt16LE("Command Complete opcode"))
-            let status = MgmtStatus(rawValue: try r.readUInt8("Command Complete status"))
-            self = .commandComplete(index: index, opcode: op, status: status, returnParameters: r.readRest())
-            return
-        case .commandStatus:
-            let op = MgmtOpcode(rawValue: try r.readUInt16LE("Command Status opcode"))
-            let status = MgmtStatus(rawValue: try r.readUInt8("Command Status status"))
-            self = .commandStatus(index: index, opcode: op, status: status)
-        case .controllerError:
-            self = .controllerError(index: index, code: try r.readUInt8("Controller Error code"))
-        case .indexAdded:
-            self = .indexAdded(index)
-        case .indexRemoved:
-            self = .indexRemoved(index)
-        case .newSettings:
-            self = .newSettings(index: index, MgmtSettings(rawValue: try r.readUInt32LE("Current_Settings")))
-        case .advertisingAdded:
-            self = .advertisingAdded(index: index, instance: try r.readUInt8("Advertising Added instance"))
-        case .advertisingRemoved:
-            self = .advertisingRemoved(index: index, instance: try r.readUInt8("Advertising Removed instance"))
-        case .deviceFound:
-            self = .deviceFound(index: index, try MgmtDeviceFound.read(from: &r, "Device Found"))
-        case .advMonitorDeviceFound:
-            let handle = try r.readUInt16LE("Adv Monitor Device Found Monitor_Handle")
-            self = .advMonitorDeviceFound(
-                index: index, handle: handle, try MgmtDeviceFound.read(from: &r, "Adv Monitor Device Found"))
-        default:
-            self = .unknown(packet)
-            return
-        }
-        try r.expectEnd(MgmtEventCode(rawValue: packet.code).description)
-    }
-}
-
-/// The report of Device Found (0x0012) and Adv Monitor Device Found (0x002F): Address (6),
-/// Address_Type (1: 0 BR/EDR, 1 LE public, 2 LE random), RSSI (1), Flags (4),
-/// AD_Data_Length (2), AD_Data.
-public struct MgmtDeviceFound: Sendable, Equatable {
-    public var address: BDAddress
-    public var addressType: UInt8
-    public var rssi: Int8
-    public var flags: UInt32
-    public var data: [UInt8]
-
-    public init(address: BDAddress, addressType: UInt8, rssi: Int8, flags: UInt32, data: [UInt8]) {
-        self.address = address
-        self.addressType = addressType
-        self.rssi = rssi
-        self.flags = flags
-        self.data = data
-    }
-
-    /// The LE address type, nil for a BR/EDR device (inquiry results of a discovery).
-    public var leAddressType: LEAddressType? {
-        switch addressType {
-        case 1: .public
-        case 2: .random
-        default: nil
-        }
-    }
-
-    static func read(from r: inout ByteReader, _ event: String) throws(DecodingError) -> MgmtDeviceFound {
-        let address = try BDAddress.read(from: &r, "\(event) Address")
-        let type = try r.readUInt8("\(event) Address_Type")
-        let rssi = try r.readInt8("\(event) RSSI")
-        let flags = try r.readUInt32LE("\(event) Flags")
-        let length = Int(try r.readUInt16LE("\(event) AD_Data_Length"))
-        let data = try r.readBytes(length, "\(event) AD_Data")
-        return MgmtDeviceFound(address: address, addressType: type, rssi: rssi, flags: flags, data: data)
-    }
-
-    /// The wire form (for tests and fakes).
-    public var bytes: [UInt8] {
-        var w = ByteWriter()
-        w.append(address.bytes)
-        w.uint8(addressType)
-        w.int8(rssi)
-        w.uint32LE(flags)
-        w.uint16LE(UInt16(truncatingIfNeeded: data.count))
-        w.append(data)
-        return w.bytes
+    public static func readReturn(_ r: inout ByteReader) throws(DecodingError) -> UInt8 {
+        try r.readUInt8("Instance")
     }
 }
 
@@ -576,13 +468,14 @@ public struct MgmtAdvPattern: Sendable, Equatable {
     public static let iBeacon = try! MgmtAdvPattern(adType: 0xFF, offset: 0, value: [0x4C, 0x00, 0x02, 0x15])
 }
 
-/// Add Advertisement Patterns Monitor (0x0052, kernel ≥ 5.10): Pattern_Count (1), then each
+/// Add Advertisement Patterns Monitor (kernel ≥ 5.10): Pattern_Count (1), then each
 /// pattern (34 bytes). Returns Monitor_Handle (2). Without controller offload the kernel scans
 /// passively with duplicate filtering off while a monitor is registered and forwards every
 /// report as Adv Monitor Device Found (handle 0), matched or not.
 public struct MgmtAddAdvPatternsMonitor: MgmtCommand {
     public var patterns: [MgmtAdvPattern]
-    public static let opcode = MgmtOpcode.addAdvPatternsMonitor
+    public static let spec = MgmtCommandSpec(
+        0x0052, "Add Advertisement Patterns Monitor", parameters: .atLeast(1), returns: .exactly(2))
 
     public init(patterns: [MgmtAdvPattern]) throws(MgmtParameterError) {
         guard !patterns.isEmpty, patterns.count <= 255 else {
@@ -603,16 +496,17 @@ public struct MgmtAddAdvPatternsMonitor: MgmtCommand {
         return w.bytes
     }
 
-    public static func decodeReturn(_ bytes: [UInt8]) throws(DecodingError) -> UInt16 {
-        try decodeMonitorHandle(bytes, Self.returnParameters)
+    public static func readReturn(_ r: inout ByteReader) throws(DecodingError) -> UInt16 {
+        try r.readUInt16LE("Monitor_Handle")
     }
 }
 
-/// Remove Advertisement Monitor (0x0053): Monitor_Handle (2). Returns Monitor_Handle (2).
+/// Remove Advertisement Monitor: Monitor_Handle (2). Returns Monitor_Handle (2).
 /// Handle 0 removes every program's monitors, so this type refuses it.
 public struct MgmtRemoveAdvMonitor: MgmtCommand {
     public var handle: UInt16
-    public static let opcode = MgmtOpcode.removeAdvMonitor
+    public static let spec = MgmtCommandSpec(
+        0x0053, "Remove Advertisement Monitor", parameters: .exactly(2), returns: .exactly(2))
 
     public init(handle: UInt16) throws(MgmtParameterError) {
         guard handle != 0 else {
@@ -622,16 +516,9 @@ public struct MgmtRemoveAdvMonitor: MgmtCommand {
     }
 
     public func encodeParameters() -> [UInt8] { [UInt8(handle & 0xFF), UInt8(handle >> 8)] }
-    public static func decodeReturn(_ bytes: [UInt8]) throws(DecodingError) -> UInt16 {
-        try decodeMonitorHandle(bytes, Self.returnParameters)
+    public static func readReturn(_ r: inout ByteReader) throws(DecodingError) -> UInt16 {
+        try r.readUInt16LE("Monitor_Handle")
     }
-}
-
-func decodeMonitorHandle(_ bytes: [UInt8], _ what: String) throws(DecodingError) -> UInt16 {
-    var r = ByteReader(bytes)
-    let handle = try r.readUInt16LE("Monitor_Handle")
-    try r.expectEnd(what)
-    return handle
 }
 
 /// One parameter of Read/Set Default System Configuration: Parameter_Type (2), Value_Length (1),
@@ -660,7 +547,9 @@ public struct MgmtSystemParameter: Sendable, Equatable {
     /// "0x0014 LE Scanning Window for adv monitoring", in 0.625 ms slots.
     public static let leScanWindowAdvMonitor: UInt16 = 0x0014
 
-    static func encode(_ parameters: [MgmtSystemParameter]) -> [UInt8] {
+    /// Type/Length/Value entries, as Set Default System Configuration sends them and Read Default
+    /// System Configuration returns them.
+    public static func encode(_ parameters: [MgmtSystemParameter]) -> [UInt8] {
         var w = ByteWriter()
         for p in parameters {
             w.uint16LE(p.type)
@@ -670,8 +559,7 @@ public struct MgmtSystemParameter: Sendable, Equatable {
         return w.bytes
     }
 
-    static func decodeList(_ bytes: [UInt8], _ what: String) throws(DecodingError) -> [MgmtSystemParameter] {
-        var r = ByteReader(bytes)
+    static func readList(_ r: inout ByteReader, _ what: String) throws(DecodingError) -> [MgmtSystemParameter] {
         var out: [MgmtSystemParameter] = []
         while !r.isAtEnd {
             let type = try r.readUInt16LE("\(what) Parameter_Type")
@@ -682,24 +570,26 @@ public struct MgmtSystemParameter: Sendable, Equatable {
     }
 }
 
-/// Read Default System Configuration (0x004B, kernel ≥ 5.8): no parameters. Returns every
+/// Read Default System Configuration (kernel ≥ 5.8): no parameters. Returns every
 /// parameter the kernel supports with its current value ("a list of supported default
 /// parameters as well as their current value"), as Type/Length/Value entries.
 public struct MgmtReadDefaultSystemConfiguration: MgmtCommand {
-    public static let opcode = MgmtOpcode.readDefaultSystemConfiguration
+    public static let spec = MgmtCommandSpec(
+        0x004B, "Read Default System Configuration", parameters: .exactly(0), returns: .atLeast(0))
     public init() {}
     public func encodeParameters() -> [UInt8] { [] }
-    public static func decodeReturn(_ bytes: [UInt8]) throws(DecodingError) -> [MgmtSystemParameter] {
-        try MgmtSystemParameter.decodeList(bytes, "Read Default System Configuration")
+    public static func readReturn(_ r: inout ByteReader) throws(DecodingError) -> [MgmtSystemParameter] {
+        try MgmtSystemParameter.readList(&r, spec.name)
     }
 }
 
-/// Set Default System Configuration (0x004C): Type/Length/Value entries; no return parameters.
+/// Set Default System Configuration: Type/Length/Value entries; no return parameters.
 /// The values are the adapter's defaults for every program until changed again (bluetoothd
 /// sets those configured in main.conf when it sets the adapter up).
 public struct MgmtSetDefaultSystemConfiguration: MgmtCommand {
     public var parameters: [MgmtSystemParameter]
-    public static let opcode = MgmtOpcode.setDefaultSystemConfiguration
+    public static let spec = MgmtCommandSpec(
+        0x004C, "Set Default System Configuration", parameters: .atLeast(0), returns: .exactly(0))
 
     public init(_ parameters: [MgmtSystemParameter]) throws(MgmtParameterError) {
         guard !parameters.isEmpty else {
@@ -712,8 +602,5 @@ public struct MgmtSetDefaultSystemConfiguration: MgmtCommand {
     }
 
     public func encodeParameters() -> [UInt8] { MgmtSystemParameter.encode(parameters) }
-    public static func decodeReturn(_ bytes: [UInt8]) throws(DecodingError) {
-        let r = ByteReader(bytes)
-        try r.expectEnd(Self.returnParameters)
-    }
+    public static func readReturn(_ r: inout ByteReader) throws(DecodingError) {}
 }

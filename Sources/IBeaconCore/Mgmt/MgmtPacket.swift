@@ -15,38 +15,14 @@ public struct MgmtIndex: RawRepresentable, Hashable, Sendable, CustomStringConve
     public var description: String { self == .none ? "no controller" : "hci\(rawValue)" }
 }
 
-/// A management command code. Open: codes this table does not name print as `0x00NN`.
+/// A management command code. Open: codes the table (`MgmtCommandSpec`) does not name print as
+/// `management command 0x00NN`.
 public struct MgmtOpcode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     public let rawValue: UInt16
     public init(rawValue: UInt16) { self.rawValue = rawValue }
 
-    public static let readVersion = MgmtOpcode(rawValue: 0x0001)
-    public static let readIndexList = MgmtOpcode(rawValue: 0x0003)
-    public static let readControllerInfo = MgmtOpcode(rawValue: 0x0004)
-    public static let setPowered = MgmtOpcode(rawValue: 0x0005)
-    public static let readAdvertisingFeatures = MgmtOpcode(rawValue: 0x003D)
-    public static let addAdvertising = MgmtOpcode(rawValue: 0x003E)
-    public static let removeAdvertising = MgmtOpcode(rawValue: 0x003F)
-    public static let addExtendedAdvertisingParameters = MgmtOpcode(rawValue: 0x0054)
-    public static let addExtendedAdvertisingData = MgmtOpcode(rawValue: 0x0055)
-    public static let addAdvPatternsMonitor = MgmtOpcode(rawValue: 0x0052)
-    public static let removeAdvMonitor = MgmtOpcode(rawValue: 0x0053)
-    public static let readDefaultSystemConfiguration = MgmtOpcode(rawValue: 0x004B)
-    public static let setDefaultSystemConfiguration = MgmtOpcode(rawValue: 0x004C)
-
-    static let names: [UInt16: String] = [
-        0x0001: "Read Management Version Information", 0x0003: "Read Controller Index List",
-        0x0004: "Read Controller Information", 0x0005: "Set Powered", 0x003D: "Read Advertising Features",
-        0x003E: "Add Advertising", 0x003F: "Remove Advertising", 0x0054: "Add Extended Advertising Parameters",
-        0x0055: "Add Extended Advertising Data", 0x0052: "Add Advertisement Patterns Monitor",
-        0x0053: "Remove Advertisement Monitor", 0x004B: "Read Default System Configuration",
-        0x004C: "Set Default System Configuration",
-    ]
-
-    public var hex: String { "0x" + String(rawValue, radix: 16, uppercase: true).leftPadded(to: 4) }
-
-    /// `Add Advertising`; nil for a code this program does not know.
-    public var name: String? { Self.names[rawValue] }
+    /// `0x003E`.
+    public var hex: String { mgmtHex(rawValue) }
 
     /// `Add Advertising (0x003E)`.
     public var description: String {
@@ -54,32 +30,20 @@ public struct MgmtOpcode: RawRepresentable, Hashable, Sendable, CustomStringConv
     }
 }
 
-/// A management event code. Open, like `MgmtOpcode`.
+/// A management event code. Open, like `MgmtOpcode`; its names come from `MgmtEventSpec`.
 public struct MgmtEventCode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     public let rawValue: UInt16
     public init(rawValue: UInt16) { self.rawValue = rawValue }
 
-    public static let commandComplete = MgmtEventCode(rawValue: 0x0001)
-    public static let commandStatus = MgmtEventCode(rawValue: 0x0002)
-    public static let controllerError = MgmtEventCode(rawValue: 0x0003)
-    public static let indexAdded = MgmtEventCode(rawValue: 0x0004)
-    public static let indexRemoved = MgmtEventCode(rawValue: 0x0005)
-    public static let newSettings = MgmtEventCode(rawValue: 0x0006)
-    public static let advertisingAdded = MgmtEventCode(rawValue: 0x0023)
-    public static let advertisingRemoved = MgmtEventCode(rawValue: 0x0024)
-    public static let deviceFound = MgmtEventCode(rawValue: 0x0012)
-    public static let advMonitorDeviceFound = MgmtEventCode(rawValue: 0x002F)
-
+    /// `Advertising Added (0x0023)`.
     public var description: String {
-        let hex = "0x" + String(rawValue, radix: 16, uppercase: true).leftPadded(to: 4)
-        let names: [UInt16: String] = [
-            0x0001: "Command Complete", 0x0002: "Command Status", 0x0003: "Controller Error",
-            0x0004: "Index Added", 0x0005: "Index Removed", 0x0006: "New Settings",
-            0x0023: "Advertising Added", 0x0024: "Advertising Removed", 0x0012: "Device Found",
-            0x002F: "Adv Monitor Device Found",
-        ]
-        return names[rawValue].map { "\($0) (\(hex))" } ?? "management event \(hex)"
+        name.map { "\($0) (\(mgmtHex(rawValue)))" } ?? "management event \(mgmtHex(rawValue))"
     }
+}
+
+/// `0x003E`: four uppercase hex digits, as mgmt-api.txt writes codes.
+func mgmtHex(_ code: UInt16) -> String {
+    "0x" + String(code, radix: 16, uppercase: true).leftPadded(to: 4)
 }
 
 /// A management status code (mgmt-api.txt "Error Codes", 0x00–0x14). Open: unknown codes

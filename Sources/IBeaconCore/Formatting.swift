@@ -78,9 +78,10 @@ public func formatMilliseconds(_ ms: Double, decimals: Int? = nil) -> String {
     return text + " ms"
 }
 
-/// `v` in uppercase hex with at least `width` digits (`hex(0x0A, 4)` is `000A`).
-func hex(_ v: UInt32, _ width: Int) -> String {
-    let s = String(v, radix: 16, uppercase: true)
+/// `v` in hex with at least `width` digits, uppercase unless asked (`hex(0x0A, 4)` is `000A`):
+/// codes and opcodes in messages.
+func hex(_ v: UInt32, _ width: Int, uppercase: Bool = true) -> String {
+    let s = String(v, radix: 16, uppercase: uppercase)
     return String(repeating: "0", count: max(0, width - s.count)) + s
 }
 

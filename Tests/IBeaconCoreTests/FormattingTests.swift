@@ -189,6 +189,13 @@ private func gmtime(_ seconds: Int64) -> String {
         }
     }
 
+    @Test func paddedHexForCodes() {
+        #expect(hex(0x0A, 4) == "000A")
+        #expect(hex(0x200A, 2) == "200A")
+        #expect(hex(0x3E, 4, uppercase: false) == "003e")
+        #expect(HCIOpcode(rawValue: 0x0C03).hex == "0x0C03")
+    }
+
     @Test func paddingNeverTruncates() {
         #expect("7".padded(3, left: true) == "  7")
         #expect("ab".padded(4) == "ab  ")

@@ -70,10 +70,11 @@ test: unit e2e ## everything that runs without a Bluetooth kernel: unit, CLI and
 
 # Functions of the CLI stay under 60 code lines: a longer one is split into named steps
 # (scripts/function-length.py says which and how it counts).
-lint: venv ## swift format lint --strict with the checked-in .swift-format; pyflakes; CLI function length
+lint: venv ## swift format lint --strict with the checked-in .swift-format; pyflakes; CLI function length; no system-call imports in the CLI
 	$(SWIFT) format lint --strict --recursive Sources Tests Package.swift
 	$(PYTHON) -m pyflakes tests scripts
 	$(PYTHON) scripts/function-length.py --max 60 Sources/ibeacon
+	$(PYTHON) scripts/thin-cli.py Sources/ibeacon
 
 format: ## reformat the sources in place
 	$(SWIFT) format --in-place --recursive Sources Tests Package.swift

@@ -475,6 +475,16 @@ extension Sys {
         _ = kill(pid, signal)
     }
 
+    /// `signal(signo, SIG_IGN)`: the signal is ignored (a dispatch signal source still sees it).
+    static func ignoreSignal(_ signo: Int32) {
+        _ = signal(signo, SIG_IGN)
+    }
+
+    /// `_exit(2)`: ends the process at once, without running exit handlers or flushing stdio.
+    static func exitImmediately(_ status: Int32) -> Never {
+        _exit(status)
+    }
+
     /// `prctl(PR_SET_CHILD_SUBREAPER, 1)`: descendants orphaned by their parent are reparented
     /// to this process rather than to init, so it can reap them and end them on the way out.
     static func becomeChildSubreaper() {

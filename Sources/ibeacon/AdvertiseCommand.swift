@@ -4,12 +4,6 @@ import IBeaconHost
 import IBeaconTransports
 import Logging
 
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
-
 extension AdvertisingMode: ExpressibleByArgument {}
 
 struct AdvertiseCommand: AsyncParsableCommand {

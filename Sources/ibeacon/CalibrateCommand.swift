@@ -4,11 +4,12 @@ import IBeaconHost
 import IBeaconTransports
 import Logging
 
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
+/// calibrate's `--uuid`, `--major`, `--minor`: a beacon without a profile.
+enum CalibrationIdentityHelp: IdentityHelp {
+    static let uuid = "Calibrate a beacon without a profile: its UUID (with --major, --minor, --write)."
+    static let major = "Major of the beacon without a profile."
+    static let minor = "Minor of the beacon without a profile."
+}
 
 struct CalibrateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -42,14 +43,7 @@ struct CalibrateCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Profile of the beacon to calibrate; measuredPower is written back.", valueName: "file"))
     var profile: String?
 
-    @Option(
-        help: ArgumentHelp(
-            "Calibrate a beacon without a profile: its UUID (with --major, --minor, --write).", valueName: "uuid"))
-    var uuid: String?
-    @Option(help: ArgumentHelp("Major of the beacon without a profile.", valueName: "n"))
-    var major: Int?
-    @Option(help: ArgumentHelp("Minor of the beacon without a profile.", valueName: "n"))
-    var minor: Int?
+    @OptionGroup var identity: IdentityOptions<CalibrationIdentityHelp>
     @Option(help: ArgumentHelp("With --uuid/--major/--minor: the profile file to create or update.", valueName: "file"))
     var write: String?
 
@@ -76,16 +70,12 @@ struct CalibrateCommand: AsyncParsableCommand {
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
-        if profile != nil && (uuid != nil || major != nil || minor != nil || write != nil) {
+        if profile != nil && (!identity.isEmpty || write != nil) {
             throw ValidationError("give either --profile FILE, or --uuid/--major/--minor with --write FILE")
         }
         if profile == nil {
-            guard let uuid, let major, let minor else {
+            guard identity.uuid != nil, identity.major != nil, identity.minor != nil else {
                 throw ValidationError("give --profile FILE, or --uuid, --major, --minor and --write FILE")
-            }
-            guard UUID(uuidString: uuid) != nil else { throw ValidationError("--uuid \(uuid) is not a UUID") }
-            guard (0...65535).contains(major), (0...65535).contains(minor) else {
-                throw ValidationError("--major and --minor must be within 0…65535")
             }
             if write == nil && !dryRun {
                 throw ValidationError("--uuid/--major/--minor need --write FILE (or --dry-run)")
@@ -115,7 +105,7 @@ struct CalibrateCommand: AsyncParsableCommand {
         try refuseWritingACapture()
         let destination = try openDestination()
         defer { destination.lock?.unlock() }
-        let target = calibrationTarget(existing: destination.existing)
+        let target = try calibrationTarget(existing: destination.existing)
         let (result, receiverAddress) = try await measure(target, protecting: destination.path, logger: logger)
         let record = CalibrationRecord(
             timestamp: iso8601(unixSeconds: ProcessContext.unixTime, milliseconds: false),
@@ -202,15 +192,16 @@ struct CalibrateCommand: AsyncParsableCommand {
     }
 
     /// The beacon to listen to: the profile's, or --uuid/--major/--minor's.
-    func calibrationTarget(existing: Profile?) -> CalibrationTarget {
+    func calibrationTarget(existing: Profile?) throws -> CalibrationTarget {
         if let existing {
             return CalibrationTarget(
                 proximityUUID: existing.proximityUUID, major: existing.major, minor: existing.minor,
                 address: address.flatMap(BDAddress.init))
         }
         return CalibrationTarget(
-            proximityUUID: UUID(uuidString: uuid ?? "") ?? UUID(), major: UInt16(major ?? 0),
-            minor: UInt16(minor ?? 0), address: address.flatMap(BDAddress.init))
+            proximityUUID: try identity.uuid?.checked().uuid ?? ProximityUUID.random().uuid,
+            major: identity.major?.value ?? 0, minor: identity.minor?.value ?? 0,
+            address: address.flatMap(BDAddress.init))
     }
 
     var settings: CalibrationSettings {

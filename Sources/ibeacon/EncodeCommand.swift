@@ -2,65 +2,63 @@ import ArgumentParser
 import IBeaconCore
 import IBeaconHost
 
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
+/// encode's `--uuid`, `--major`, `--minor`: the beacon, instead of a profile.
+enum BeaconIdentityHelp: IdentityHelp {
+    static let uuid = "Proximity UUID (8-4-4-4-12), instead of --profile."
+    static let major = "Major, \(FieldRange.major.bounds)."
+    static let minor = "Minor, \(FieldRange.minor.bounds)."
+}
 
 /// `--profile FILE`, or the beacon's fields on the command line.
 struct BeaconOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Profile to read the beacon from.", valueName: "file"))
     var profile: String?
 
-    @Option(help: ArgumentHelp("Proximity UUID (8-4-4-4-12), instead of --profile.", valueName: "uuid"))
-    var uuid: String?
-
-    @Option(help: ArgumentHelp("Major, 0…65535.", valueName: "n"))
-    var major: Int?
-
-    @Option(help: ArgumentHelp("Minor, 0…65535.", valueName: "n"))
-    var minor: Int?
+    @OptionGroup var identity: IdentityOptions<BeaconIdentityHelp>
 
     // Negative numbers are values, not options: `--measured-power -65`.
     @Option(
-        parsing: .unconditional, help: ArgumentHelp("Measured power in dBm, -127…-1 (default -59).", valueName: "dBm"))
-    var measuredPower: Int?
+        parsing: .unconditional,
+        help: ArgumentHelp(
+            "Measured power in dBm, \(FieldRange.measuredPower.bounds) (default -59).", valueName: "dBm"))
+    var measuredPower: MeasuredPower?
 
-    @Option(help: ArgumentHelp("Advertising interval in ms, 20…10240 (default 100).", valueName: "ms"))
-    var intervalMs: Int?
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp(
+            "Advertising interval in ms, \(FieldRange.intervalMs.bounds) (default \(Profile.defaultIntervalMs)).",
+            valueName: "ms"))
+    var intervalMs: IntervalMs?
 
     func validate() throws {
         if profile != nil {
-            if uuid != nil || major != nil || minor != nil || measuredPower != nil {
+            if !identity.isEmpty || measuredPower != nil {
                 throw ValidationError("give either --profile or --uuid/--major/--minor/--measured-power, not both")
             }
+            // The profile's interval is replaced as given: Core checks it against the command set.
             return
         }
-        guard let uuid, major != nil, minor != nil else {
+        guard identity.uuid != nil, identity.major != nil, identity.minor != nil else {
             throw ValidationError("give --profile FILE, or --uuid, --major and --minor")
         }
-        try validateUUIDForm(uuid)
-        try validateMajorMinor(major, minor)
-        if let p = measuredPower, !(-127...(-1)).contains(p) {
-            throw ValidationError("--measured-power \(p) is outside -127…-1 dBm")
-        }
-        if let i = intervalMs, !(20...10240).contains(i) {
-            throw ValidationError("--interval-ms \(i) is outside 20…10240")
-        }
+        try measuredPower?.checked()
+        try intervalMs?.checked()
     }
 
     func spec() throws -> BeaconSpec {
         if let profile {
             var s = try beaconSpec(path: profile, forceRandomAddress: false)
-            if let intervalMs { s.intervalMilliseconds = intervalMs }
+            if let intervalMs { s.intervalMilliseconds = intervalMs.number }
             return s
         }
         // validate() checked every field.
         let beacon = IBeacon(
-            proximityUUID: UUID(uuidString: uuid ?? "") ?? UUID(), major: UInt16(major ?? 0), minor: UInt16(minor ?? 0),
-            measuredPower: Int8(measuredPower ?? -59))
-        return BeaconSpec(beacon: beacon, intervalMilliseconds: intervalMs ?? 100, label: "command line")
+            proximityUUID: try identity.uuid?.checked().uuid ?? ProximityUUID.random().uuid,
+            major: identity.major?.value ?? 0, minor: identity.minor?.value ?? 0,
+            measuredPower: Int8(clamping: measuredPower?.number ?? -59))
+        return BeaconSpec(
+            beacon: beacon, intervalMilliseconds: intervalMs?.number ?? Profile.defaultIntervalMs, label: "command line"
+        )
     }
 }
 

@@ -5,12 +5,6 @@ import IBeaconTransports
 import Logging
 import Synchronization
 
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
-
 /// `--mqtt URL` and its settings, shared by `monitor`, `advertise` and `scan`: where to publish
 /// states, events and ranging, and how Home Assistant finds them (README "Home Assistant and MQTT").
 struct MQTTOptions: ParsableArguments {

@@ -1,10 +1,16 @@
 import ArgumentParser
-import Glibc
 import IBeaconCore
 import IBeaconHost
 import IBeaconTransports
 import Logging
 import Synchronization
+
+/// monitor's `--uuid`, `--major`, `--minor`: a region.
+enum RegionIdentityHelp: IdentityHelp {
+    static let uuid = "A region by proximity UUID (with --major, --minor)."
+    static let major = "Narrow the --uuid region to this major."
+    static let minor = "Narrow the --uuid region to this minor (needs --major)."
+}
 
 struct MonitorCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -56,12 +62,7 @@ struct MonitorCommand: AsyncParsableCommand {
         help: ArgumentHelp("A region: [NAME=]UUID[:MAJOR[:MINOR]][@SECONDS]; repeatable.", valueName: "region"))
     var regions: [String] = []
 
-    @Option(help: ArgumentHelp("A region by proximity UUID (with --major, --minor).", valueName: "uuid"))
-    var uuid: String?
-    @Option(help: ArgumentHelp("Narrow the --uuid region to this major.", valueName: "n"))
-    var major: Int?
-    @Option(help: ArgumentHelp("Narrow the --uuid region to this minor (needs --major).", valueName: "n"))
-    var minor: Int?
+    @OptionGroup var identity: IdentityOptions<RegionIdentityHelp>
 
     @Option(
         name: .long, parsing: .singleValue,
@@ -127,14 +128,13 @@ struct MonitorCommand: AsyncParsableCommand {
             throw ValidationError("--min-rssi must be in -127…20 dBm, got \(minRSSI)")
         }
         if execShell && exec == nil { throw ValidationError("--exec-shell needs --exec COMMAND") }
-        if uuid == nil && (major != nil || minor != nil) {
+        if identity.uuid == nil && !identity.isEmpty {
             throw ValidationError("--major and --minor narrow a --uuid region: give --uuid too")
         }
-        if minor != nil && major == nil {
+        if identity.minor != nil && identity.major == nil {
             throw ValidationError("--minor needs --major (a region is UUID[:MAJOR[:MINOR]])")
         }
-        try validateMajorMinor(major, minor)
-        if regions.isEmpty && uuid == nil && profile.isEmpty {
+        if regions.isEmpty && identity.uuid == nil && profile.isEmpty {
             throw ValidationError(
                 "give at least one region: --region UUID[:MAJOR[:MINOR]], --uuid UUID or --profile FILE")
         }
@@ -156,11 +156,9 @@ struct MonitorCommand: AsyncParsableCommand {
     /// The regions given by --region and --uuid/--major/--minor.
     func commandLineRegions() throws(RegionError) -> [BeaconRegion] {
         var out = try regions.map { text throws(RegionError) in try BeaconRegion(parsing: text) }
-        if let uuid {
-            var text = uuid
-            if let major { text += ":\(major)" }
-            if let minor { text += ":\(minor)" }
-            out.append(try BeaconRegion(parsing: text))
+        if let uuid = identity.uuid?.value {
+            out.append(
+                try BeaconRegion(proximityUUID: uuid.uuid, major: identity.major?.value, minor: identity.minor?.value))
         }
         return out
     }

@@ -1,23 +1,9 @@
 import ArgumentParser
-import Dispatch
 import IBeaconCore
 import IBeaconHost
 import IBeaconTransports
 import Logging
 import Synchronization
-
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#elseif canImport(Darwin)
-    import Darwin
-#endif
 
 /// `--verbose` / `--quiet`, shared by every command; configures swift-log for the process.
 struct LoggingOptions: ParsableArguments {
@@ -111,20 +97,6 @@ func validateSeconds(
     )
 }
 
-/// Checks `--major` and `--minor`: each is two octets of the iBeacon payload, 0…65535.
-func validateMajorMinor(_ major: Int?, _ minor: Int?) throws {
-    for (name, value) in [("--major", major), ("--minor", minor)] {
-        if let value, !(0...65535).contains(value) { throw ValidationError("\(name) \(value) is outside 0…65535") }
-    }
-}
-
-/// Checks a `--uuid` that goes into a beacon (encode, profile new): the 8-4-4-4-12 form only.
-func validateUUIDForm(_ uuid: String) throws {
-    guard UUID(uuidString: uuid) != nil, uuid.count == 36 else {
-        throw ValidationError("--uuid \(uuid) is not a UUID like F7826DA6-4FA2-4E98-8024-BC5B71E0893E")
-    }
-}
-
 /// The longest `--duration` of advertise, scan and monitor: one year (longer runs need no duration).
 let maximumRunSeconds: Double = 366 * 86400
 
@@ -203,136 +175,28 @@ struct DeviceOptions: ParsableArguments {
     }
 }
 
-/// What SIGINT and SIGTERM mean to a long-running command.
-enum InterruptMeaning {
-    /// The normal way to end it (advertise, scan): clean up and exit 0.
-    case stop
-    /// An abort (calibrate): nothing is written, exit 128 + the signal number (130, 143).
-    case abort
-}
-
-/// The signals whose default action ends the process (signal(7)): all are caught, so that
-/// advertising is turned off before exiting. SIGPIPE is ignored instead: a write to a closed
-/// pipe then fails with EPIPE, which the output functions absorb.
-let terminatingSignals: [Int32] = [
-    SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGXCPU, SIGXFSZ, SIGIO, SIGPWR,
-    SIGSTKFLT,
-]
-
-/// After a signal, how long the cleanup (turning advertising off, stopping the scan) may take
-/// before the process exits anyway: a controller that stopped answering cannot hold it.
-let signalGraceMilliseconds = 1500
-
-/// As PID 1, a task reaping every orphan reparented here (`ChildReaper`); nil otherwise.
-func reapOrphansIfInit() -> Task<Void, Never>? {
-    guard getpid() == 1 else { return nil }
-    let reaper = ChildReaper()
-    return Task {
-        while !Task.isCancelled {
-            reaper.reap()
-            try? await Task.sleep(for: .milliseconds(500))
-        }
-    }
-}
-
-/// The signal's name, `SIGHUP`.
-func signalName(_ signo: Int32) -> String {
-    let names: [Int32: String] = [
-        SIGINT: "SIGINT", SIGTERM: "SIGTERM", SIGHUP: "SIGHUP", SIGUSR1: "SIGUSR1", SIGUSR2: "SIGUSR2",
-        SIGALRM: "SIGALRM", SIGVTALRM: "SIGVTALRM", SIGPROF: "SIGPROF", SIGXCPU: "SIGXCPU", SIGXFSZ: "SIGXFSZ",
-        SIGIO: "SIGIO", SIGPWR: "SIGPWR", SIGSTKFLT: "SIGSTKFLT", SIGPIPE: "SIGPIPE",
-    ]
-    return names[signo] ?? "signal \(signo)"
-}
-
-/// The first signal received, and whether the body has finished; shared with the handlers.
-private final class SignalState: Sendable {
-    let received = Atomic<Int32>(0)
-    let finished = Atomic<Bool>(false)
-    /// A handler is ending the process (`onForcedExit`, then `_exit`): the body must not win
-    /// the race and exit normally meanwhile.
-    let forcing = Atomic<Bool>(false)
-}
-
-/// Runs `body` until it returns or a terminating signal arrives. On a signal the body's task is
-/// cancelled so it can clean up (turn advertising off) before the process exits; if that takes
-/// longer than `signalGraceMilliseconds`, or a second signal comes, the process exits at once, saying so.
+/// Runs `body` until it returns or a terminating signal arrives (`SignalSupervisor`: the body
+/// is cancelled so it can clean up, a second signal or a cleanup longer than its grace ends the
+/// process at once, saying so).
 ///
 /// Exit status after a signal: 128 + its number (SIGHUP 129, SIGUSR1 138, ...), except SIGINT and
 /// SIGTERM for `.stop`, which end the command normally.
-///
-/// `cleanupSeconds`: how long the cleanup may take instead of `signalGraceMilliseconds` (monitor stopping a
-/// hook). `onForcedExit` runs just before such an exit (monitor: SIGKILL to its hooks, so that
-/// nothing of them outlives it). As PID 1 (a container without an init) every orphan of the
-/// container is reparented here: they are reaped while the body runs, unless `reapsChildren`
-/// (the body has a `ChildReaper` of its own: two would take each other's statuses).
 func runUntilSignalled(
     interrupt: InterruptMeaning = .stop, cleanupSeconds: Double? = nil, reapsChildren: Bool = false,
     onForcedExit: @escaping @Sendable () -> Void = {}, _ body: @escaping @Sendable () async throws -> Void
 ) async throws {
-    signal(SIGPIPE, SIG_IGN)
-    let state = SignalState()
-    let task = Task { try await body() }
-    let reaping = reapsChildren ? nil : reapOrphansIfInit()
-    defer { reaping?.cancel() }
-    let grace = cleanupSeconds ?? Double(signalGraceMilliseconds) / 1000
-    let sources = terminatingSignals.map { sig -> DispatchSourceSignal in
-        signal(sig, SIG_IGN)
-        let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-        source.setEventHandler {
-            let first = state.received.compareExchange(expected: 0, desired: sig, ordering: .sequentiallyConsistent)
-            if !first.exchanged {
-                state.forcing.store(true, ordering: .sequentiallyConsistent)
-                onForcedExit()
-                exitNow(sig, "\(signalName(sig)) again: exiting without finishing the cleanup")
-            }
-            task.cancel()
-            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(grace * 1000))) {
-                if !state.finished.load(ordering: .sequentiallyConsistent) {
-                    state.forcing.store(true, ordering: .sequentiallyConsistent)
-                    onForcedExit()
-                    exitNow(
-                        sig,
-                        "\(signalName(sig)): the cleanup did not finish within \(formatSeconds(grace)) (the controller "
-                            + "does not answer); exiting anyway: check with `ibeacon stop` that advertising is off")
-                }
-            }
-        }
-        source.resume()
-        return source
-    }
-    defer {
-        for source in sources { source.cancel() }
-    }
-    var failure: (any Error)?
-    do {
-        try await task.value
-    } catch {
-        failure = error
-    }
-    state.finished.store(true, ordering: .sequentiallyConsistent)
-    while state.forcing.load(ordering: .sequentiallyConsistent) {
-        Glibc.sleep(1)  // the handler exits the process in a moment
-    }
-    let sig = state.received.load(ordering: .sequentiallyConsistent)
-    if sig == 0 {
-        if let failure { throw failure }
+    let supervisor = SignalSupervisor(
+        cleanupSeconds: cleanupSeconds, reapsChildren: reapsChildren, onForcedExit: onForcedExit,
+        say: { printError("ibeacon: " + $0) })
+    let outcome = await supervisor.run(body)
+    guard let exit = outcome.signalledExit(interrupt) else {
+        if let failure = outcome.reportableFailure { throw failure }
         return
     }
-    if interrupt == .stop && (sig == SIGINT || sig == SIGTERM) {
-        if let failure, !(failure is CancellationError) { throw failure }
-        return
-    }
-    if let failure, !(failure is CancellationError) {
+    if let failure = outcome.reportableFailure {
         let (message, _) = classify(failure)
         printError("ibeacon: " + message)
     }
-    printError("ibeacon: stopped by \(signalName(sig))" + (interrupt == .abort ? "; nothing was written" : ""))
-    throw ExitCode(128 + sig)
-}
-
-/// Ends the process now with 128 + `signo`, after a last message.
-private func exitNow(_ signo: Int32, _ message: String) -> Never {
-    printError("ibeacon: " + message)
-    _exit(128 + signo)
+    printError("ibeacon: " + exit.message)
+    throw ExitCode(exit.status)
 }

@@ -2,12 +2,6 @@ import ArgumentParser
 import IBeaconCore
 import IBeaconHost
 
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
-
 struct ProfileCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "profile",
@@ -21,35 +15,39 @@ struct ProfileCommand: AsyncParsableCommand {
 
         @Argument(help: ArgumentHelp("The profile file to write, e.g. profiles/store12.json.", valueName: "file"))
         var file: String
-        @Option(help: ArgumentHelp("Major: the store, 0…65535.", valueName: "n"))
-        var major: Int
-        @Option(help: ArgumentHelp("Minor: the department, 0…65535.", valueName: "n"))
-        var minor: Int
+        @Option(
+            parsing: .unconditional, help: ArgumentHelp("Major: the store, \(FieldRange.major.bounds).", valueName: "n")
+        )
+        var major: Major
+        @Option(
+            parsing: .unconditional,
+            help: ArgumentHelp("Minor: the department, \(FieldRange.minor.bounds).", valueName: "n"))
+        var minor: Minor
         @Option(help: ArgumentHelp("Proximity UUID (8-4-4-4-12); default: a new random one.", valueName: "uuid"))
-        var uuid: String?
+        var uuid: UUIDArgument?
         @Option(
             parsing: .unconditional,
             help: ArgumentHelp(
-                "Measured power (RSSI at 1 m) in dBm, -127…-1; calibrate to get it right.", valueName: "dBm"))
-        var measuredPower: Int = -59
+                "Measured power (RSSI at 1 m) in dBm, \(FieldRange.measuredPower.bounds); calibrate to get it right.",
+                valueName: "dBm"))
+        var measuredPower = MeasuredPower(-59)
         @Option(help: ArgumentHelp("A name for people, e.g. \"Store 12 entrance\".", valueName: "text"))
         var name: String?
         @Flag(help: "Replace the file if it exists.")
         var force = false
 
         func validate() throws {
-            try validateMajorMinor(major, minor)
-            guard (-127...(-1)).contains(measuredPower) else {
-                throw ValidationError("--measured-power \(measuredPower) is outside -127…-1 dBm")
-            }
-            if let uuid { try validateUUIDForm(uuid) }
+            try major.checked()
+            try minor.checked()
+            try measuredPower.checked()
+            _ = try uuid?.checked()
         }
 
         func run() async throws {
             try await reporting {
                 let profile = try Profile.new(
-                    uuid: uuid.flatMap(UUID.init(uuidString:)) ?? UUID(), major: UInt16(major), minor: UInt16(minor),
-                    measuredPower: measuredPower, name: name, file: file)
+                    uuid: try uuid?.checked().uuid ?? ProximityUUID.random().uuid, major: major.value,
+                    minor: minor.value, measuredPower: measuredPower.number, name: name, file: file)
                 try ProfileStore.create(file, profile.encoded(), overwrite: force)
                 printOut(
                     "wrote \(file): \(profile.proximityUUID.uuidString) major \(major) minor \(minor), measured power \(measuredPower) dBm"

@@ -5,11 +5,12 @@ import IBeaconTransports
 import Logging
 import Synchronization
 
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
+/// scan's `--uuid`, `--major`, `--minor`: filters.
+enum ScanIdentityHelp: IdentityHelp {
+    static let uuid = "Only beacons with this proximity UUID."
+    static let major = "Only beacons with this major."
+    static let minor = "Only beacons with this minor."
+}
 
 struct ScanCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -35,12 +36,7 @@ struct ScanCommand: AsyncParsableCommand {
 
     @OptionGroup var device: DeviceOptions
 
-    @Option(help: ArgumentHelp("Only beacons with this proximity UUID.", valueName: "uuid"))
-    var uuid: String?
-    @Option(help: ArgumentHelp("Only beacons with this major.", valueName: "n"))
-    var major: Int?
-    @Option(help: ArgumentHelp("Only beacons with this minor.", valueName: "n"))
-    var minor: Int?
+    @OptionGroup var identity: IdentityOptions<ScanIdentityHelp>
     @Flag(help: "Also show advertisements that are not iBeacons (one row per address).")
     var all = false
     @OptionGroup var stopAfter: DurationOption<UntilInterrupted>
@@ -58,8 +54,6 @@ struct ScanCommand: AsyncParsableCommand {
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
-        if let uuid, UUID(uuidString: uuid) == nil { throw ValidationError("--uuid \(uuid) is not a UUID") }
-        try validateMajorMinor(major, minor)
         try validateSeconds("--forget-after", forgetAfter, 1...3600)
         if reports && !json {
             throw ValidationError("--reports changes what --json prints: use --json --reports")
@@ -69,7 +63,7 @@ struct ScanCommand: AsyncParsableCommand {
     /// Which reports to show, read once from the options (an option's value is slow to read
     /// through its property wrapper, and this runs for every report).
     struct Filter: Sendable {
-        var uuid: UUID?
+        var uuid: ProximityUUID?
         var major: Int?
         var minor: Int?
         var all: Bool
@@ -77,7 +71,7 @@ struct ScanCommand: AsyncParsableCommand {
 
         func matches(_ s: Sighting) -> Bool {
             guard let b = s.beacon else { return all && anyIdentity }
-            if let uuid, uuid != b.proximityUUID { return false }
+            if let uuid, uuid.uuid != b.proximityUUID { return false }
             if let major, Int(b.major) != major { return false }
             if let minor, Int(b.minor) != minor { return false }
             return true
@@ -85,7 +79,8 @@ struct ScanCommand: AsyncParsableCommand {
     }
 
     var filter: Filter {
-        Filter(uuid: uuid.flatMap { UUID(uuidString: $0) }, major: major, minor: minor, all: all)
+        Filter(
+            uuid: identity.uuid?.value, major: identity.major?.number, minor: identity.minor?.number, all: all)
     }
 
     func matches(_ s: Sighting) -> Bool { filter.matches(s) }

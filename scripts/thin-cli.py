@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Checks that the command-line target stays thin (issue 22): no file under the given paths
+imports a module that makes system calls or reads the process's state. Those go through
+IBeaconTransports and IBeaconHost, where they can be unit-tested.
+
+    scripts/thin-cli.py PATH...
+
+Forbidden: the C library (Glibc, Musl, Darwin), Dispatch, Foundation in every form
+(Foundation, FoundationEssentials, FoundationNetworking, ...), swift-system (SystemPackage,
+System) and the C modules (CBlueZ, CMosquitto). Any import form counts: `import Glibc`,
+`@preconcurrency import Dispatch`, `import struct Glibc.timespec`, inside `#if` or not.
+
+Prints `FILE:LINE: imports MODULE: ...` for each one and exits 1 when there is one, 0 otherwise,
+2 on a usage error or an unreadable file. Runs on the Python standard library only.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+FORBIDDEN = ('Glibc', 'Musl', 'Darwin', 'Dispatch', 'SystemPackage', 'System', 'CBlueZ', 'CMosquitto')
+FORBIDDEN_PREFIXES = ('Foundation',)
+
+# `@attr ... import [kind] Module[.Sub]`: attributes, an optional declaration kind, the module.
+IMPORT = re.compile(
+    r'^\s*(?:@[\w()]+\s+)*import\s+(?:(?:typealias|struct|class|enum|protocol|let|var|func)\s+)?([A-Za-z_]\w*)'
+)
+
+
+def forbidden(module: str) -> bool:
+    return module in FORBIDDEN or module.startswith(FORBIDDEN_PREFIXES)
+
+
+def violations(source: str) -> list[tuple[int, str]]:
+    """(line number, module) of every forbidden import in `source`."""
+    found = []
+    for number, line in enumerate(source.splitlines(), start=1):
+        match = IMPORT.match(line)
+        if match and forbidden(match.group(1)):
+            found.append((number, match.group(1)))
+    return found
+
+
+def swift_files(paths: list[str]) -> list[Path]:
+    files: list[Path] = []
+    for p in map(Path, paths):
+        files.extend(sorted(p.rglob('*.swift')) if p.is_dir() else [p])
+    return files
+
+
+def main(argv: list[str]) -> int:
+    if not argv or any(a.startswith('-') for a in argv):
+        print('usage: scripts/thin-cli.py PATH...', file=sys.stderr)
+        return 2
+    status = 0
+    for file in swift_files(argv):
+        try:
+            source = file.read_text(encoding='utf-8')
+        except OSError as e:
+            print(f'{file}: cannot read: {e.strerror}', file=sys.stderr)
+            return 2
+        for line, module in violations(source):
+            print(
+                f'{file}:{line}: imports {module}: the CLI target stays thin (no system calls, files, '
+                'environment or clocks of its own); do it in IBeaconTransports or IBeaconHost and call that'
+            )
+            status = 1
+    return status
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))

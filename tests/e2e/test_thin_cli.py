@@ -1,0 +1,81 @@
+"""scripts/thin-cli.py: the CLI target imports no module that makes system calls (issue 22).
+
+The checker is fed Swift in every import form it must catch, and forms it must let through;
+`make lint` runs it over Sources/ibeacon.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = REPO_ROOT / 'scripts' / 'thin-cli.py'
+
+_spec = importlib.util.spec_from_file_location('thin_cli', SCRIPT)
+assert _spec is not None and _spec.loader is not None
+thin_cli = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(thin_cli)
+
+
+def modules(source: str) -> list[str]:
+    return [module for _, module in thin_cli.violations(source)]
+
+
+def test_every_import_form_of_a_forbidden_module_is_caught() -> None:
+    source = '\n'.join([
+        'import Glibc',
+        '#if canImport(FoundationEssentials)',
+        '    import FoundationEssentials',
+        '#else',
+        '    import Foundation',
+        '#endif',
+        '@preconcurrency import Dispatch',
+        'import struct Glibc.timespec',
+        'import func Darwin.write',
+        '@_implementationOnly import CBlueZ',
+        'import SystemPackage',
+        'import Musl',
+        'import FoundationNetworking',
+    ])
+    assert modules(source) == [
+        'Glibc', 'FoundationEssentials', 'Foundation', 'Dispatch', 'Glibc', 'Darwin', 'CBlueZ', 'SystemPackage',
+        'Musl', 'FoundationNetworking',
+    ]
+    assert [line for line, _ in thin_cli.violations(source)] == [1, 3, 5, 7, 8, 9, 10, 11, 12, 13]
+
+
+def test_the_projects_own_modules_and_look_alikes_pass() -> None:
+    source = '\n'.join([
+        'import ArgumentParser',
+        'import IBeaconCore',
+        'import IBeaconHost',
+        'import IBeaconTransports',
+        'import Logging',
+        'import Synchronization',
+        '// import Glibc (a comment)',
+        'let s = "import Dispatch"',
+        'import GlibcHelpers',
+        'import DispatchQueueKit',
+    ])
+    assert modules(source) == []
+
+
+def test_it_names_the_file_and_line_and_fails(tmp_path: Path) -> None:
+    (tmp_path / 'Good.swift').write_text('import IBeaconCore\n')
+    (tmp_path / 'Sub').mkdir()
+    (tmp_path / 'Sub' / 'Bad.swift').write_text('import ArgumentParser\nimport Dispatch\n')
+    result = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path)], capture_output=True, text=True)
+    assert result.returncode == 1
+    assert result.stdout.startswith(f'{tmp_path}/Sub/Bad.swift:2: imports Dispatch: ')
+    assert 'Good.swift' not in result.stdout
+    clean = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / 'Good.swift')], capture_output=True, text=True)
+    assert clean.returncode == 0 and clean.stdout == ''
+
+
+def test_usage_errors_exit_2(tmp_path: Path) -> None:
+    assert subprocess.run([sys.executable, str(SCRIPT)], capture_output=True).returncode == 2
+    missing = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / 'missing.swift')], capture_output=True)
+    assert missing.returncode == 2

@@ -336,8 +336,8 @@ public struct Histogram: Sendable, Equatable {
             let barText = String(repeating: "#", count: row.count > 0 ? max(1, bar) : 0)
             let countText = String(row.count)
             out +=
-                String(repeating: " ", count: labelWidth - label.count) + label + " dBm |" + barText
-                + String(repeating: " ", count: width - barText.count + 1 + countWidth - countText.count) + countText
+                label.padded(labelWidth, left: true) + " dBm |" + barText
+                + countText.padded(width - barText.count + 1 + countWidth, left: true)
             if row.dBm == marked { out += "  <- \(markLabel)" }
             out += "\n"
         }

@@ -11,7 +11,7 @@ extension Double {
     /// form.
     public func fixed(_ decimals: Int, width: Int = 0) -> String {
         let text = fixedText(max(0, min(decimals, 15)))
-        return text.count >= width ? text : String(repeating: " ", count: width - text.count) + text
+        return text.padded(width, left: true)
     }
 
     /// `fixed(decimals)` with its sign always written, as `%+.Nf` (a change: `+1.5`, `-0.3`):
@@ -34,6 +34,55 @@ extension Double {
         let fraction = String(n % unit)
         return sign + String(n / unit) + "." + String(repeating: "0", count: digits - fraction.count) + fraction
     }
+}
+
+extension Double {
+    /// `30` rather than `30.0`; other values as they are (`2.5`, `1e+20`): a number as the user
+    /// would write it.
+    public var clean: String { self == rounded() && abs(self) < 1e15 ? String(Int64(self)) : String(self) }
+
+    /// The value rounded to `decimals` places, a half away from zero (`(v × 10^decimals)
+    /// .rounded() / 10^decimals`): what a `--json` time (3 places) or number (4) holds.
+    @inlinable public func rounded(decimals: Int) -> Double {
+        var scale = 1.0
+        for _ in 0..<max(0, decimals) { scale *= 10 }
+        return (self * scale).rounded() / scale
+    }
+}
+
+extension String {
+    /// Padded with spaces to `width` characters, on the left when `left` is set (right-aligned
+    /// numbers); never truncated.
+    public func padded(_ width: Int, left: Bool = false) -> String {
+        let pad = String(repeating: " ", count: max(0, width - count))
+        return left ? pad + self : self + pad
+    }
+}
+
+/// A duration in seconds for messages: `12 s` when whole, else one decimal (`2.5 s`).
+public func formatSeconds(_ s: Double) -> String {
+    // Past Int64 (and for infinity) as `fixed` spells it, rather than trapping.
+    s == s.rounded() && abs(s) < 9e18 ? "\(Int64(s)) s" : "\(s.fixed(1)) s"
+}
+
+/// Milliseconds for messages, without a trailing `.0` (`100 ms`, `37.5 ms`, `0.625 ms`:
+/// multiples of a 0.625 ms slot are exact in binary); with `decimals`, rounded to that many
+/// places first (`0.6 ms` for 0.625 with one decimal).
+public func formatMilliseconds(_ ms: Double, decimals: Int? = nil) -> String {
+    guard let decimals, ms.isFinite else { return "\(ms.clean) ms" }
+    var text = ms.fixed(decimals)
+    if text.contains(".") {
+        while text.hasSuffix("0") { text.removeLast() }
+        if text.hasSuffix(".") { text.removeLast() }
+    }
+    return text + " ms"
+}
+
+/// `v` in hex with at least `width` digits, uppercase unless asked (`hex(0x0A, 4)` is `000A`):
+/// codes and opcodes in messages.
+func hex(_ v: UInt32, _ width: Int, uppercase: Bool = true) -> String {
+    let s = String(v, radix: 16, uppercase: uppercase)
+    return String(repeating: "0", count: max(0, width - s.count)) + s
 }
 
 /// A UTC time in ISO 8601: `2026-11-24T07:12:03Z`, or with `milliseconds`

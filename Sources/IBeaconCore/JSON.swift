@@ -155,18 +155,16 @@ extension JSONValue {
     /// Compact JSON on one line, no spaces (`{"a":1,"b":[]}`): what a command's `--json`
     /// prints, one value per line.
     public func compactText() -> String {
-        var w = JSONWriter()
-        w.writeCompact(self)
-        return String(decoding: w.out, as: UTF8.self)
+        String(decoding: JSONWriter.bytes(maximumLength: maximumLength(indent: nil)) { $0.value(self) }, as: UTF8.self)
     }
 
     /// Pretty JSON: two-space indent, `"key": value`, one member or element per line, and a
     /// trailing newline. `parse(serialized())` gives back an equal value.
     public func serialized() -> [UInt8] {
-        var w = JSONWriter()
-        w.write(self, indent: 0)
-        w.out.append(0x0A)
-        return w.out
+        JSONWriter.bytes(maximumLength: maximumLength(indent: 0) + 1) { w in
+            w.value(self, indent: 0)
+            w.newline()
+        }
     }
 }
 
@@ -589,106 +587,9 @@ private struct JSONParser {
     }
 }
 
-func hex(_ v: UInt32, _ width: Int) -> String {
-    let s = String(v, radix: 16, uppercase: true)
-    return String(repeating: "0", count: max(0, width - s.count)) + s
-}
-
-// MARK: - Writer
-
-public struct JSONWriter {
-    var out: [UInt8] = []
-
-    mutating func write(_ value: JSONValue, indent: Int) {
-        switch value {
-        case .null: out += Array("null".utf8)
-        case .bool(let b): out += Array((b ? "true" : "false").utf8)
-        case .integer(let v): out += Array(String(v).utf8)
-        case .number(let d, let text):
-            if JSONWriter.isValidNumber(text) {
-                out += Array(text.utf8)
-            } else if d.isFinite {
-                out += Array(d.description.utf8)  // Swift's shortest round-trip form is JSON syntax
-            } else {
-                out += Array("null".utf8)  // JSON has no NaN or infinity
-            }
-        case .string(let s): out += Array(JSONWriter.quoted(s).utf8)
-        case .array(let elements):
-            if elements.isEmpty {
-                out += Array("[]".utf8)
-                return
-            }
-            out += Array("[\n".utf8)
-            for (k, e) in elements.enumerated() {
-                pad(indent + 1)
-                write(e, indent: indent + 1)
-                out += Array((k + 1 < elements.count ? ",\n" : "\n").utf8)
-            }
-            pad(indent)
-            out.append(UInt8(ascii: "]"))
-        case .object(let object):
-            if object.isEmpty {
-                out += Array("{}".utf8)
-                return
-            }
-            out += Array("{\n".utf8)
-            for (k, m) in object.members.enumerated() {
-                pad(indent + 1)
-                out += Array((JSONWriter.quoted(m.key) + ": ").utf8)
-                write(m.value, indent: indent + 1)
-                out += Array((k + 1 < object.count ? ",\n" : "\n").utf8)
-            }
-            pad(indent)
-            out.append(UInt8(ascii: "}"))
-        }
-    }
-
-    mutating func writeCompact(_ value: JSONValue) {
-        switch value {
-        case .array(let elements):
-            out.append(UInt8(ascii: "["))
-            for (k, e) in elements.enumerated() {
-                if k > 0 { out.append(UInt8(ascii: ",")) }
-                writeCompact(e)
-            }
-            out.append(UInt8(ascii: "]"))
-        case .object(let object):
-            out.append(UInt8(ascii: "{"))
-            for (k, m) in object.members.enumerated() {
-                if k > 0 { out.append(UInt8(ascii: ",")) }
-                out += Array(JSONWriter.quoted(m.key).utf8)
-                out.append(UInt8(ascii: ":"))
-                writeCompact(m.value)
-            }
-            out.append(UInt8(ascii: "}"))
-        default:
-            write(value, indent: 0)
-        }
-    }
-
-    mutating func pad(_ level: Int) { out += [UInt8](repeating: 0x20, count: 2 * level) }
-
-    /// A JSON string literal; escapes `"`, `\` and control characters, keeps everything else.
-    public static func quoted(_ s: String) -> String {
-        var r = "\""
-        for u in s.unicodeScalars {
-            switch u {
-            case "\"": r += "\\\""
-            case "\\": r += "\\\\"
-            case "\n": r += "\\n"
-            case "\r": r += "\\r"
-            case "\t": r += "\\t"
-            case "\u{08}": r += "\\b"
-            case "\u{0C}": r += "\\f"
-            // Every other character that acts on a terminal (C1, bidi, line separators) too:
-            // the same value, and a JSON line shown on a terminal stays one inert line.
-            case _ where u.isTerminalUnsafe: r += "\\u" + hex(u.value, 4)
-            default: r.unicodeScalars.append(u)
-            }
-        }
-        return r + "\""
-    }
-
+extension JSONValue {
+    /// Whether `text` is one JSON number literal (RFC 8259 §6): a `.number` is written as its
+    /// text only then.
     static func isValidNumber(_ text: String) -> Bool {
         var p = JSONParser(bytes: Array(text.utf8))
         guard let first = p.bytes.first, first == UInt8(ascii: "-") || p.isDigit(first) else { return false }

@@ -93,8 +93,7 @@ public struct RangingTableLayout: Sendable, Equatable {
     func line(_ cells: [String]) -> String {
         var parts: [String] = []
         for (column, text) in zip(columns, cells) {
-            let pad = String(repeating: " ", count: max(0, cellWidth(column) - text.count))
-            parts.append(Self.rightAligned(column) ? pad + text : text + pad)
+            parts.append(text.padded(cellWidth(column), left: Self.rightAligned(column)))
         }
         var text = parts.joined(separator: " ")
         while text.last == " " { text.removeLast() }

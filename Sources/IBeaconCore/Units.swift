@@ -36,16 +36,21 @@ public enum Slots {
     /// `slots` in milliseconds.
     public static func milliseconds<T: BinaryInteger>(_ slots: T) -> Double { Double(slots) * unitMilliseconds }
 
+    /// `slots` in whole milliseconds, rounded down (5 ms per 8 slots).
+    static func wholeMilliseconds(_ slots: Int) -> Int { slots * 5 / 8 }
+
+    /// The slot count nearest to `milliseconds` (1.6 slots a millisecond: never a half).
+    static func nearest(milliseconds: Int) -> Int { (milliseconds * 8 + 2) / 5 }
+
+    /// The slot count nearest to `milliseconds`, a half away from zero (not finite when the
+    /// input is not).
+    static func nearest(milliseconds: Double) -> Double { (milliseconds / unitMilliseconds).rounded() }
+
     /// `20 ms…10240 ms (32…16384 slots of 0.625 ms)`: a range of slots, for messages.
     static func rangeText<T: BinaryInteger>(_ r: ClosedRange<T>) -> String {
         "\(formatMilliseconds(milliseconds(r.lowerBound)))…\(formatMilliseconds(milliseconds(r.upperBound)))"
             + " (\(r.lowerBound)…\(r.upperBound) slots of 0.625 ms)"
     }
-}
-
-/// Prints milliseconds without a trailing `.0`: multiples of 0.625 are exact in binary.
-private func formatMilliseconds(_ ms: Double) -> String {
-    ms == ms.rounded() && abs(ms) < 1e15 ? "\(Int64(ms)) ms" : "\(ms) ms"
 }
 
 /// An advertising interval, stored as the controller counts it: slots of 0.625 ms.
@@ -83,14 +88,14 @@ public struct AdvertisingInterval: Hashable, Sendable, Comparable, CustomStringC
     public init(milliseconds: Int, for set: LECommandSet = .legacy) throws(ParameterError) {
         let range = Self.range(for: set)
         // Compare in milliseconds first so huge inputs cannot overflow the slot arithmetic.
-        let minMs = Int(range.lowerBound) * 5 / 8
-        let maxMs = Int(range.upperBound) * 5 / 8
+        let minMs = Slots.wholeMilliseconds(Int(range.lowerBound))
+        let maxMs = Slots.wholeMilliseconds(Int(range.upperBound))
         guard milliseconds >= minMs, milliseconds <= maxMs else {
             throw .outOfRange(
                 what: "advertising interval", value: "\(milliseconds) ms", allowed: Self.allowedText(set),
                 reference: Self.reference(set))
         }
-        try self.init(slots: UInt32((milliseconds * 8 + 2) / 5), for: set)  // round(ms / 0.625)
+        try self.init(slots: UInt32(Slots.nearest(milliseconds: milliseconds)), for: set)
     }
 
     public var milliseconds: Double { Slots.milliseconds(slots) }
@@ -132,7 +137,7 @@ public struct ScanTiming: Hashable, Sendable, Comparable, CustomStringConvertibl
     /// From milliseconds, rounded to the nearest 0.625 ms slot (2.5 ms → 4 slots).
     public init(milliseconds: Double, for set: LECommandSet = .legacy) throws(ParameterError) {
         let r = Self.range(for: set)
-        let slots = (milliseconds / Slots.unitMilliseconds).rounded()
+        let slots = Slots.nearest(milliseconds: milliseconds)
         guard slots.isFinite, slots >= Double(r.lowerBound), slots <= Double(r.upperBound) else {
             throw .outOfRange(
                 what: "scan interval/window", value: "\(milliseconds) ms", allowed: Self.allowedText(set),

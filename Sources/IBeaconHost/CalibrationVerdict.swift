@@ -79,8 +79,3 @@ extension CalibrationResult {
         return advice
     }
 }
-
-extension Double {
-    /// `30` rather than `30.0`; other values as they are: a number as the user would write it.
-    public var clean: String { self == rounded() && abs(self) < 1e15 ? String(Int64(self)) : String(self) }
-}

@@ -98,10 +98,6 @@ public enum CalibrationError: Error, Sendable, Equatable, CustomStringConvertibl
     }
 }
 
-public func formatSeconds(_ s: Double) -> String {
-    s == s.rounded() ? "\(Int(s)) s" : "\(s.fixed(1)) s"
-}
-
 /// Which value `ibeacon calibrate` writes.
 public enum CalibrationMethod: String, Sendable, CaseIterable {
     /// Apple's: the long-run average of the 1 Hz mean RSSI, fades included (what phones expect).

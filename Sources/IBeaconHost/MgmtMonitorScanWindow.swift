@@ -22,8 +22,7 @@ public struct MonitorScanParameters: Sendable, Equatable, CustomStringConvertibl
     }
 
     static func milliseconds(_ slots: UInt16) -> String {
-        let tenths = (Int(slots) * 625 + 50) / 100  // 0.1 ms units
-        return tenths % 10 == 0 ? "\(tenths / 10) ms" : "\(tenths / 10).\(tenths % 10) ms"
+        formatMilliseconds(Slots.milliseconds(slots), decimals: 1)
     }
 
     /// `btmgmt set-sysconfig` spelling of the window: type (big-endian hex), length, value

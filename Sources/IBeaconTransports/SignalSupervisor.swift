@@ -1,5 +1,6 @@
 import Dispatch
 import Glibc
+import IBeaconCore
 import IBeaconHost
 import Synchronization
 

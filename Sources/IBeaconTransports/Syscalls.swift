@@ -10,6 +10,25 @@ import SystemPackage
 // `Errno`. Only this module imports `CBlueZ`, so Core and Host build without libbluetooth.
 
 extension Sys {
+    /// `write(2)` until all of `bytes` is out, retrying EINTR; on another error, or a write of
+    /// nothing, the rest is dropped (`StandardStream.write`).
+    static func writeDroppingErrors(_ fd: Int32, _ bytes: ArraySlice<UInt8>) {
+        var done = bytes.startIndex
+        while done < bytes.endIndex {
+            let n = bytes[done...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            if n > 0 {
+                done += n
+            } else if n < 0 && errno == EINTR {
+                continue
+            } else {
+                return
+            }
+        }
+    }
+
+    /// `isatty(3)`.
+    static func isTerminal(_ fd: Int32) -> Bool { isatty(fd) != 0 }
+
     /// `gethostname(2)`: this machine's host name, nil when it cannot be read or is empty.
     static func hostName() -> String? {
         var buffer = [CChar](repeating: 0, count: 256)

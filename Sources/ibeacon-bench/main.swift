@@ -65,6 +65,10 @@ for _ in 0..<repeats {
 }
 guard reports > 0 else { fail("no advertising reports in \(arguments[1]): nothing to time", 65) }
 let rate = Double(reports) / best
+// `seconds` unrounded, in Swift's shortest round-trip form.
 print(
-    "{\"events\":\(bodies.count),\"reports\":\(reports),\"ibeacons\":\(beacons),\"seconds\":\(best),"
-        + "\"reportsPerSecond\":\(Int(rate)),\"nanosecondsPerReport\":\(Int(1e9 / rate))}")
+    jsonLine([
+        "events": bodies.count, "reports": reports, "ibeacons": beacons,
+        "seconds": JSONValue.number(best, text: best.description), "reportsPerSecond": Int(rate),
+        "nanosecondsPerReport": Int(1e9 / rate),
+    ]))

@@ -75,7 +75,7 @@ if let name = options["trace"] {
             if let e = PhoneCalibrationEstimator().estimate(means.means(completedBy: Double(next))) {
                 let drift = e.drift.map { "\($0.difference.signedFixed(2)) dB z \($0.z.signedFixed(1))" } ?? "–"
                 print(
-                    "\(String(next).count < 3 ? String(repeating: " ", count: 3 - String(next).count) : "")\(next) s  "
+                    "\(String(next).padded(3, left: true)) s  "
                         + "\(e.value.fixed(2)) ± \(e.halfWidth95.fixed(2)) dB  df \(e.degreesOfFreedom.fixed(1))  "
                         + "slow \(e.slowVariation ? "yes" : "no")  1 Hz sd \(e.secondSpread.fixed(2))  "
                         + "transients \(e.transients.count)  drift \(drift)")

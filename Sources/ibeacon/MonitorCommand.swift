@@ -456,28 +456,23 @@ extension RegionMonitor.Event {
     /// One compact JSON object, keys in a fixed order; times with exactly 3 decimals. `final`
     /// marks the state lines at the end of a run.
     func json(wallClock: Double?, origin: Double?, final: Bool = false) -> String {
-        func string(_ s: String?) -> String { s.map(jsonString) ?? "null" }
-        func decimal(_ v: Double, _ digits: Int) -> String { JSONValue.decimal(v, fractionDigits: digits).description }
-        func integer(_ v: (some BinaryInteger)?) -> String { v.map { String($0) } ?? "null" }
+        func decimal(_ v: Double, _ digits: Int) -> JSONValue { .decimal(v, fractionDigits: digits) }
         let id = identity
-        var members = [
-            ("event", string(kind.rawValue)), ("state", string(state.rawValue)), ("region", string(region.name)),
-            ("uuid", string(id.uuid)), ("major", integer(id.major)), ("minor", integer(id.minor)),
-            ("rssi", integer(rssi)), ("time", string(wallClock.map(Self.stamp))), ("t", decimal(time, 3)),
+        var members: JSONPairs = [
+            ("event", kind.rawValue), ("state", state.rawValue), ("region", region.name), ("uuid", id.uuid),
+            ("major", id.major), ("minor", id.minor), ("rssi", rssi), ("time", wallClock.map(Self.stamp)),
+            ("t", decimal(time, 3)),
         ]
         if let lastHeard, kind == .exit || kind == .state { members.append(("lastHeard", decimal(lastHeard, 3))) }
         if let silent { members.append(("silent", decimal(silent, 3))) }
         if let belowGate { members.append(("belowGate", decimal(belowGate, 1))) }
-        if let deafness {
-            members += [("cause", string(deafness.cause.rawValue)), ("reason", string(deafness.reason))]
-        }
+        if let deafness { members += [("cause", deafness.cause.rawValue), ("reason", deafness.reason)] }
         if kind == .state {
             members += [
-                ("since", decimal(since, 3)), ("sinceTime", string(origin.map { Self.stamp($0 + since) })),
-                ("final", final ? "true" : "false"),
+                ("since", decimal(since, 3)), ("sinceTime", origin.map { Self.stamp($0 + since) }), ("final", final),
             ]
         }
-        return "{" + members.map { jsonString($0.0) + ":" + $0.1 }.joined(separator: ",") + "}"
+        return jsonLine(members)
     }
 
     func text(wallClock: Double?, origin: Double?, final: Bool = false) -> String {

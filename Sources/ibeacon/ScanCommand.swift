@@ -148,7 +148,7 @@ struct ScanCommand: AsyncParsableCommand {
     /// Returns the error that ended the scan, after the summary.
     func range(_ source: any SightingSource, flushSize: Int, mqtt: MQTTPublisher? = nil) async -> (any Error)? {
         let output = self.output
-        let pending = Mutex(PendingOutput())
+        let pending = Mutex(JSONLineBuffer())
         let filter = self.filter
         let command = self
         let run = RangingRun(
@@ -173,7 +173,7 @@ struct ScanCommand: AsyncParsableCommand {
     }
 
     /// An update as lines: JSON objects, or table rows after the time (pipes and files).
-    static func write(_ update: RangingUpdate, _ output: Output, to pending: inout PendingOutput) {
+    static func write(_ update: RangingUpdate, _ output: Output, to pending: inout JSONLineBuffer) {
         for b in update.beacons {
             switch output {
             case .json: pending.append(rangingJSON(b, t: update.time) + "\n")
@@ -185,7 +185,7 @@ struct ScanCommand: AsyncParsableCommand {
 
     /// `--json --reports`: one JSON line per report heard. Returns the error that ended the scan.
     func printReports(_ source: any SightingSource, flushSize: Int) async -> (any Error)? {
-        let pending = Mutex(PendingOutput())
+        let pending = Mutex(JSONLineBuffer())
         let filter = self.filter
         let deadline = stopAfter.seconds
         let reportJSON = ReportJSON.shared
@@ -229,19 +229,19 @@ struct ScanCommand: AsyncParsableCommand {
     static func rangingJSON(_ b: RangedBeacon, t: Double) -> String {
         let id = b.identity
         return jsonLine([
-            ("t", (t * 1000).rounded() / 1000),
+            ("t", t.rounded(decimals: 3)),
             ("uuid", id?.proximityUUID.uuidString), ("major", id.map { Int($0.major) }),
             ("minor", id.map { Int($0.minor) }), ("measuredPower", b.measuredPower.map { Int($0) }),
             ("rssi", b.rssi), ("distance", b.distance),
             ("proximity", id == nil ? nil : b.proximity.rawValue), ("count", b.count),
-            ("addresses", b.addresses.map(\.description)), ("lastHeard", (b.lastHeard * 1000).rounded() / 1000),
+            ("addresses", b.addresses.map(\.description)), ("lastHeard", b.lastHeard.rounded(decimals: 3)),
         ])
     }
 
     /// Writes `--json` report lines, one per report: t, address, addressType, rssi, uuid, major,
     /// minor, measuredPower, distance, proximity, data (hex). The parts that depend on one octet
     /// or on the measured power − RSSI difference alone are spelled once per value by
-    /// `JSONLineBuilder` and copied into each line, so the text is the builder's (and so
+    /// `JSONWriter` and copied into each line, so the text is the writer's (and so
     /// `jsonLine`'s) in every case.
     struct ReportJSON: Sendable {
         /// `"distance":…,"proximity":"…"` for each measured power − RSSI difference, −255…255.
@@ -262,12 +262,12 @@ struct ScanCommand: AsyncParsableCommand {
             }
         }
 
-        func append(_ s: Sighting, t: Double, to buffer: inout PendingOutput) {
+        func append(_ s: Sighting, t: Double, to buffer: inout JSONLineBuffer) {
             let b = s.beacon
             // Keys and fixed values ~250 bytes, data in hex; the address type may be escaped.
             let maximum = 300 + 6 * 80 + 2 * s.data.count
             buffer.appendLine(maximumLength: maximum) { line in
-                line.number("t", (t * 1000).rounded() / 1000, decimals: 3)
+                line.number("t", t.rounded(decimals: 3), decimals: 3)
                 line.address("address", s.address)
                 addressTypes.withEntry(Int(s.addressType.rawValue)) { line.members($0) }
                 line.integer("rssi", s.rssi.map { Int($0) })
@@ -296,13 +296,5 @@ struct ScanCommand: AsyncParsableCommand {
         var footer = "\(beacons.count) transmitter(s), \(now.fixed(0)) s"
         if footer.count > layout.width ?? footer.count { footer = String(footer.prefix(layout.width ?? 0)) }
         printTerminalControl("\u{1B}[H\u{1B}[2J", lines.joined(separator: "\n") + "\n" + footer)
-    }
-}
-
-extension String {
-    /// Pads with spaces to `width` (right-aligned when `left` is set); never truncates.
-    func padded(_ width: Int, left: Bool = false) -> String {
-        let pad = String(repeating: " ", count: max(0, width - count))
-        return left ? pad + self : self + pad
     }
 }

@@ -148,6 +148,74 @@ private func gmtime(_ seconds: Int64) -> String {
 }
 
 /// Issue 23: the one escaping rule for names, paths and radio-derived text on the terminal.
+/// The spellings of durations and plain numbers in messages, in one place (issue 22).
+@Suite struct DurationFormattingTests {
+    @Test func cleanNumbersDropAWholeValuesPoint() {
+        #expect(30.0.clean == "30")
+        #expect((-2.0).clean == "-2")
+        #expect(2.5.clean == "2.5")
+        #expect(1e15.clean == "1000000000000000.0")
+        #expect(1e16.clean == "1e+16")
+        #expect(Double.nan.clean == "nan")
+    }
+
+    @Test func secondsAreWholeOrOneDecimal() {
+        #expect(formatSeconds(10) == "10 s")
+        #expect(formatSeconds(180) == "180 s")
+        #expect(formatSeconds(2.25) == "2.3 s")  // 22.5 tenths: a half away from zero
+        #expect(formatSeconds(0.05) == "0.1 s")
+        // Past Int64, and infinity, spelled rather than trapping.
+        #expect(formatSeconds(1e19) == "1e+19 s")
+        #expect(formatSeconds(.infinity) == "inf s")
+        #expect(formatSeconds(.nan) == "nan s")
+    }
+
+    @Test func millisecondsWithoutATrailingPointZero() {
+        #expect(formatMilliseconds(100) == "100 ms")
+        #expect(formatMilliseconds(20.625) == "20.625 ms")
+        #expect(formatMilliseconds(37.5, decimals: 1) == "37.5 ms")
+        #expect(formatMilliseconds(60, decimals: 1) == "60 ms")
+        #expect(formatMilliseconds(0.625, decimals: 1) == "0.6 ms")
+        #expect(formatMilliseconds(Double.infinity, decimals: 1) == "inf ms")
+    }
+
+    /// The monitor scan window's spelling (`interval 60 ms, window 30 ms`), once integer
+    /// arithmetic in tenths of a millisecond, is the same for every slot count.
+    @Test func slotMillisecondsInTenthsMatchTheIntegerSpelling() {
+        for slots in 0...Int(UInt16.max) {
+            let tenths = (slots * 625 + 50) / 100
+            let old = tenths % 10 == 0 ? "\(tenths / 10) ms" : "\(tenths / 10).\(tenths % 10) ms"
+            #expect(formatMilliseconds(Slots.milliseconds(slots), decimals: 1) == old)
+        }
+    }
+
+    @Test func paddedHexForCodes() {
+        #expect(hex(0x0A, 4) == "000A")
+        #expect(hex(0x200A, 2) == "200A")
+        #expect(hex(0x3E, 4, uppercase: false) == "003e")
+        #expect(HCIOpcode(rawValue: 0x0C03).hex == "0x0C03")
+    }
+
+    @Test func paddingNeverTruncates() {
+        #expect("7".padded(3, left: true) == "  7")
+        #expect("ab".padded(4) == "ab  ")
+        #expect("long".padded(2) == "long")
+        #expect("x".padded(-1, left: true) == "x")
+        #expect(2.5.fixed(2, width: 6) == "  2.50")
+    }
+
+    @Test func roundingToDecimals() {
+        #expect(1.23456.rounded(decimals: 3) == 1.235)
+        #expect((-1.2345).rounded(decimals: 0) == -1)
+        #expect(66.01549.rounded(decimals: 4) == (66.01549 * 10_000).rounded() / 10_000)
+        var random = SplitMix64(seed: 3)
+        for _ in 0..<10_000 {
+            let t = Double.random(in: -1e6...1e6, using: &random)
+            #expect(t.rounded(decimals: 3) == (t * 1000).rounded() / 1000)
+        }
+    }
+}
+
 @Suite struct TerminalEscapingTests {
     @Test func everyControlThatActsOnATerminalIsEscaped() {
         // ESC (colour), BEL, a newline that would forge a line, CSI as a C1 control, DEL, a

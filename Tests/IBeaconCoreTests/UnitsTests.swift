@@ -17,6 +17,17 @@ struct UnitsTests {
         #expect(try AdvertisingInterval(slots: 33).description == "20.625 ms (33 slots)")
     }
 
+    /// `Slots` is the one conversion: its integer forms agree with 0.625 ms exactly.
+    @Test func slotConversionsAgree() {
+        for ms in 0...20_000 {
+            #expect(Slots.nearest(milliseconds: ms) == Int((Double(ms) / Slots.unitMilliseconds).rounded()))
+            #expect(Slots.nearest(milliseconds: Double(ms)) == (Double(ms) / 0.625).rounded())
+        }
+        for slots in 0...0x4_0000 {
+            #expect(Slots.wholeMilliseconds(slots) == Int(Slots.milliseconds(slots).rounded(.down)))
+        }
+    }
+
     @Test func legacyRangeIsEnforced() {
         #expect(throws: ParameterError.self) { try AdvertisingInterval(milliseconds: 19) }
         #expect(throws: ParameterError.self) { try AdvertisingInterval(milliseconds: 10241) }

@@ -338,7 +338,8 @@ public struct LESetExtendedAdvertisingParameters: HCICommand, Hashable {
             guard allowed.contains(eventProperties) else {
                 throw .outOfRange(
                     what: "Advertising_Event_Properties with legacy PDUs",
-                    value: "0x\(hex16(eventProperties.rawValue))", allowed: "0x0013, 0x0015, 0x001D, 0x0012 or 0x0010",
+                    value: "0x\(hex(UInt32(eventProperties.rawValue), 4))",
+                    allowed: "0x0013, 0x0015, 0x001D, 0x0012 or 0x0010",
                     reference: reference + " Table 7.2")
             }
         } else if eventProperties.contains(.connectable) && eventProperties.contains(.scannable) {
@@ -436,10 +437,6 @@ public struct LESetExtendedAdvertisingParameters: HCICommand, Hashable {
             selectedTxPower = try r.readInt8("Selected_TX_Power")
         }
     }
-}
-
-func hex16(_ v: UInt16) -> String {
-    [UInt8(v >> 8), UInt8(v & 0xFF)].hexString.uppercased()
 }
 
 /// Operation of LE Set Extended Advertising / Scan Response Data, 1 octet.

@@ -10,8 +10,7 @@ public struct HCIOpcode: RawRepresentable, Hashable, Sendable, CustomStringConve
 
     /// `0x200A` style.
     public var hex: String {
-        let s = String(rawValue, radix: 16, uppercase: true)
-        return "0x" + String(repeating: "0", count: max(0, 4 - s.count)) + s
+        "0x" + IBeaconCore.hex(UInt32(rawValue), 4)
     }
 
     /// `LE Set Advertising Enable (0x200A)`, or `unknown command (0xFC01)`.

@@ -65,6 +65,22 @@ public func formatSeconds(_ s: Double) -> String {
     s == s.rounded() && abs(s) < 9e18 ? "\(Int64(s)) s" : "\(s.fixed(1)) s"
 }
 
+extension Duration {
+    /// The duration in seconds, as a `Double` (what clocks and `--json` times are compared in).
+    public var seconds: Double {
+        let (s, attos) = components
+        return Double(s) + Double(attos) / 1e18
+    }
+
+    /// `2 s`, `0.5 s`: whole milliseconds, without a trailing `.0`.
+    public var formattedSeconds: String {
+        let (s, attos) = components
+        let ms = s * 1000 + attos / 1_000_000_000_000_000
+        if ms % 1000 == 0 { return "\(ms / 1000) s" }
+        return "\(Double(ms) / 1000) s"
+    }
+}
+
 /// Milliseconds for messages, without a trailing `.0` (`100 ms`, `37.5 ms`, `0.625 ms`:
 /// multiples of a 0.625 ms slot are exact in binary); with `decimals`, rounded to that many
 /// places first (`0.6 ms` for 0.625 with one decimal).

@@ -327,13 +327,6 @@ public struct CalibrationCollector: Sendable {
     }
 }
 
-extension Duration {
-    public var seconds: Double {
-        let (s, attos) = components
-        return Double(s) + Double(attos) / 1e18
-    }
-}
-
 /// Runs a calibration on a source of sightings (a scanning controller, the kernel, a capture).
 public struct Calibrator: Sendable {
     public var target: CalibrationTarget

@@ -48,16 +48,6 @@ public enum ControllerError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-extension Duration {
-    /// `2 s`, `0.5 s`.
-    public var formattedSeconds: String {
-        let (s, attos) = components
-        let ms = s * 1000 + attos / 1_000_000_000_000_000
-        if ms % 1000 == 0 { return "\(ms / 1000) s" }
-        return "\(Double(ms) / 1000) s"
-    }
-}
-
 /// What the controller sent that was not the answer to one of our commands.
 public enum ControllerEvent: Sendable {
     case event(HCIEvent)

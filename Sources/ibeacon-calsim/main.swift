@@ -126,7 +126,7 @@ if let name = options["truth"] {
 }
 
 var settings = CalibrationSettings()
-settings.maximumDuration = .milliseconds(Int64(number("duration", 180) * 1000))
+settings.maximumDuration = .seconds(number("duration", 180))
 settings.precision = number("precision", 1)
 if let method = options["method"] {
     guard let m = CalibrationMethod(rawValue: method) else { fail("--method is apple or robust") }

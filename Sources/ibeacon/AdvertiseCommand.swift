@@ -92,7 +92,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
         let adapter = try await device.opener(logger: logger).open()
         let request = AdvertisingRequest(
             beacons: specs, mode: mode,
-            healthCheckInterval: checkInterval > 0 ? .milliseconds(Int64(checkInterval * 1000)) : nil)
+            healthCheckInterval: checkInterval > 0 ? .seconds(checkInterval) : nil)
         let json = self.json
         @Sendable func onAir(_ status: AdvertisingStatus) {
             mqtt?.update(

@@ -206,11 +206,11 @@ struct CalibrateCommand: AsyncParsableCommand {
 
     var settings: CalibrationSettings {
         var settings = CalibrationSettings()
-        settings.maximumDuration = .milliseconds(Int64(duration * 1000))
+        settings.maximumDuration = .seconds(duration)
         settings.precision = precision
         settings.offset = offset
         settings.method = method
-        settings.notHeardTimeout = .milliseconds(Int64(min(duration, 10) * 1000))
+        settings.notHeardTimeout = .seconds(min(duration, 10))
         return settings
     }
 

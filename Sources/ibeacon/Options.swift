@@ -126,7 +126,7 @@ struct DurationOption<Help: DurationHelp>: ParsableArguments {
     }
 
     /// As a `Duration` (to sleep for); nil without `--duration`.
-    var duration: Duration? { seconds.map { .milliseconds(Int64($0 * 1000)) } }
+    var duration: Duration? { seconds.map { .seconds($0) } }
 }
 
 /// `--device`, `--timeout`, `--btsnoop`: how to reach the controller.
@@ -170,7 +170,7 @@ struct DeviceOptions: ParsableArguments {
     /// `--device`. `protecting` is a file the btsnoop recording must never be (the profile being written).
     func opener(logger: Logger, protecting: String? = nil) -> AdapterOpener {
         AdapterOpener(
-            device: deviceText, timeout: .milliseconds(Int64(timeout * 1000)), btsnoop: btsnoop,
+            device: deviceText, timeout: .seconds(timeout), btsnoop: btsnoop,
             overwriteBtsnoop: overwriteBtsnoop, captureIndex: index, protecting: protecting, logger: logger)
     }
 }

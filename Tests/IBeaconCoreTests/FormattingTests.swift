@@ -150,6 +150,14 @@ private func gmtime(_ seconds: Int64) -> String {
 /// Issue 23: the one escaping rule for names, paths and radio-derived text on the terminal.
 /// The spellings of durations and plain numbers in messages, in one place (issue 22).
 @Suite struct DurationFormattingTests {
+    @Test func durationsReadInSecondsAndSpellWholeMilliseconds() {
+        #expect(Duration.milliseconds(1500).seconds == 1.5)
+        #expect(Duration.seconds(-2).seconds == -2)
+        #expect(Duration.seconds(2).formattedSeconds == "2 s")
+        #expect(Duration.milliseconds(500).formattedSeconds == "0.5 s")
+        #expect(Duration.microseconds(1_250_900).formattedSeconds == "1.25 s")  // whole ms, truncated
+    }
+
     @Test func cleanNumbersDropAWholeValuesPoint() {
         #expect(30.0.clean == "30")
         #expect((-2.0).clean == "-2")

@@ -91,7 +91,7 @@ public struct ADType: RawRepresentable, Hashable, Sendable, CustomStringConverti
     }
 
     /// `Flags (0x01)` or `unknown AD type (0x77)`.
-    public var description: String { "\(name ?? "unknown AD type") (0x\(hex(UInt32(rawValue), 2)))" }
+    public var description: String { "\(name ?? "unknown AD type") (0x\(paddedHex(UInt32(rawValue), 2)))" }
 }
 
 /// A Bluetooth SIG company identifier (Assigned Numbers §7.1), carried little-endian at the
@@ -131,7 +131,7 @@ public struct CompanyIdentifier: RawRepresentable, Hashable, Sendable, CustomStr
     }
 
     /// `Apple, Inc. (0x004C)` or `unknown company (0x1234)`.
-    public var description: String { "\(name ?? "unknown company") (0x\(hex(UInt32(rawValue), 4)))" }
+    public var description: String { "\(name ?? "unknown company") (0x\(paddedHex(UInt32(rawValue), 4)))" }
 }
 
 /// Why AD structures cannot be encoded.
@@ -235,7 +235,8 @@ public struct ADStructure: Hashable, Sendable, CustomStringConvertible {
         switch type {
         case .flags where data.count == 1:
             let names = ADStructure.flagNames(data[0])
-            return "Flags: \(names.isEmpty ? "none" : names.joined(separator: ", ")) (0x\(hex(UInt32(data[0]), 2)))"
+            let list = names.isEmpty ? "none" : names.joined(separator: ", ")
+            return "Flags: \(list) (0x\(paddedHex(UInt32(data[0]), 2)))"
         case .completeLocalName, .shortenedLocalName, .broadcastName:
             if let s = String(validating: data, as: UTF8.self) {
                 return "\(type.name ?? ""): \(JSONWriter.quoted(s))"
@@ -246,12 +247,13 @@ public struct ADStructure: Hashable, Sendable, CustomStringConvertible {
         case .incompleteList16BitServiceUUIDs, .completeList16BitServiceUUIDs, .list16BitServiceSolicitationUUIDs:
             guard data.count % 2 == 0 else { break }
             let uuids = stride(from: 0, to: data.count, by: 2).map {
-                "0x" + hex(UInt32(data[$0]) | UInt32(data[$0 + 1]) << 8, 4)
+                "0x" + paddedHex(UInt32(data[$0]) | UInt32(data[$0 + 1]) << 8, 4)
             }
             return "\(type.name ?? ""): \(uuids.joined(separator: ", "))"
         case .serviceData16BitUUID where data.count >= 2:
             let uuid = UInt32(data[0]) | UInt32(data[1]) << 8
-            return "Service Data - 16-bit UUID: 0x\(hex(uuid, 4)) \(Array(data.dropFirst(2)).hexString(separator: " "))"
+            let rest = Array(data.dropFirst(2)).hexString(separator: " ")
+            return "Service Data - 16-bit UUID: 0x\(paddedHex(uuid, 4)) \(rest)"
         case .manufacturerSpecificData where data.count >= 2:
             let company = CompanyIdentifier(rawValue: UInt16(data[0]) | UInt16(data[1]) << 8)
             if let beacon = IBeacon(manufacturerData: data) {

@@ -94,9 +94,9 @@ public func formatMilliseconds(_ ms: Double, decimals: Int? = nil) -> String {
     return text + " ms"
 }
 
-/// `v` in hex with at least `width` digits, uppercase unless asked (`hex(0x0A, 4)` is `000A`):
+/// `v` in hex with at least `width` digits, uppercase unless asked (`paddedHex(0x0A, 4)` is `000A`):
 /// codes and opcodes in messages.
-func hex(_ v: UInt32, _ width: Int, uppercase: Bool = true) -> String {
+func paddedHex(_ v: UInt32, _ width: Int, uppercase: Bool = true) -> String {
     let s = String(v, radix: 16, uppercase: uppercase)
     return String(repeating: "0", count: max(0, width - s.count)) + s
 }

@@ -361,7 +361,8 @@ private struct JSONParser {
                 scalars.append(try parseEscape())
             case 0x00..<0x20:
                 let hint = b == 0x0A ? "; a string cannot span lines, write \\n" : b == 0x09 ? "; write \\t" : ""
-                throw error(at: i, "control character U+\(hex(UInt32(b), 4)) must be escaped inside a string\(hint)")
+                throw error(
+                    at: i, "control character U+\(paddedHex(UInt32(b), 4)) must be escaped inside a string\(hint)")
             case 0x00..<0x80:
                 scalars.append(Unicode.Scalar(b))
                 i += 1
@@ -391,11 +392,13 @@ private struct JSONParser {
             if (0xDC00...0xDFFF).contains(high) {
                 throw error(
                     at: start,
-                    "\\u\(hex(high, 4)) is a lone low surrogate; it must follow a high surrogate (\\uD800–\\uDBFF)")
+                    "\\u\(paddedHex(high, 4)) is a lone low surrogate; it must follow a high surrogate (\\uD800–\\uDBFF)"
+                )
             }
             if (0xD800...0xDBFF).contains(high) {
                 guard i + 1 < bytes.count, bytes[i] == UInt8(ascii: "\\"), bytes[i + 1] == UInt8(ascii: "u") else {
-                    throw error(at: start, "\\u\(hex(high, 4)) is a high surrogate not followed by a \\u low surrogate")
+                    throw error(
+                        at: start, "\\u\(paddedHex(high, 4)) is a high surrogate not followed by a \\u low surrogate")
                 }
                 let lowStart = i
                 i += 2
@@ -403,7 +406,7 @@ private struct JSONParser {
                 guard (0xDC00...0xDFFF).contains(low) else {
                     throw error(
                         at: lowStart,
-                        "\\u\(hex(high, 4)) must be followed by a low surrogate (\\uDC00–\\uDFFF), not \\u\(hex(low, 4))"
+                        "\\u\(paddedHex(high, 4)) must be followed by a low surrogate (\\uDC00–\\uDFFF), not \\u\(paddedHex(low, 4))"
                     )
                 }
                 let value = 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00)
@@ -457,7 +460,7 @@ private struct JSONParser {
         default:
             throw error(
                 at: start,
-                "invalid UTF-8: byte 0x\(hex(UInt32(b0), 2)) cannot start a character; save the file as UTF-8")
+                "invalid UTF-8: byte 0x\(paddedHex(UInt32(b0), 2)) cannot start a character; save the file as UTF-8")
         }
         guard bytes.count - start >= count else {
             throw error(at: start, "invalid UTF-8: character cut off by the end of input")
@@ -467,7 +470,8 @@ private struct JSONParser {
             guard b & 0xC0 == 0x80 else {
                 throw error(
                     at: start,
-                    "invalid UTF-8: byte 0x\(hex(UInt32(b), 2)) is not a continuation byte; save the file as UTF-8")
+                    "invalid UTF-8: byte 0x\(paddedHex(UInt32(b), 2)) is not a continuation byte; save the file as UTF-8"
+                )
             }
             value = value << 6 | UInt32(b & 0x3F)
         }
@@ -548,8 +552,8 @@ private struct JSONParser {
         guard offset < bytes.count else { return "end of input" }
         let b = bytes[offset]
         if b >= 0x21 && b < 0x7F { return "character '\(printable(b))'" }
-        if b >= 0x80, let s = scalar(at: offset) { return "character '\(s)' (U+\(hex(s.value, 4)))" }
-        return "byte 0x\(hex(UInt32(b), 2))" + (b >= 0x80 || b < 0x20 ? " (binary data or not UTF-8 text?)" : "")
+        if b >= 0x80, let s = scalar(at: offset) { return "character '\(s)' (U+\(paddedHex(s.value, 4)))" }
+        return "byte 0x\(paddedHex(UInt32(b), 2))" + (b >= 0x80 || b < 0x20 ? " (binary data or not UTF-8 text?)" : "")
     }
 
     func scalar(at offset: Int) -> Unicode.Scalar? {
@@ -559,7 +563,7 @@ private struct JSONParser {
     }
 
     func printable(_ b: UInt8) -> String {
-        b >= 0x20 && b < 0x7F ? String(UnicodeScalar(b)) : "0x" + hex(UInt32(b), 2)
+        b >= 0x20 && b < 0x7F ? String(UnicodeScalar(b)) : "0x" + paddedHex(UInt32(b), 2)
     }
 
     func position(_ offset: Int) -> String {

@@ -198,9 +198,9 @@ private func gmtime(_ seconds: Int64) -> String {
     }
 
     @Test func paddedHexForCodes() {
-        #expect(hex(0x0A, 4) == "000A")
-        #expect(hex(0x200A, 2) == "200A")
-        #expect(hex(0x3E, 4, uppercase: false) == "003e")
+        #expect(paddedHex(0x0A, 4) == "000A")
+        #expect(paddedHex(0x200A, 2) == "200A")
+        #expect(paddedHex(0x3E, 4, uppercase: false) == "003e")
         #expect(HCIOpcode(rawValue: 0x0C03).hex == "0x0C03")
     }
 

@@ -338,7 +338,7 @@ public struct LESetExtendedAdvertisingParameters: HCICommand, Hashable {
             guard allowed.contains(eventProperties) else {
                 throw .outOfRange(
                     what: "Advertising_Event_Properties with legacy PDUs",
-                    value: "0x\(hex(UInt32(eventProperties.rawValue), 4))",
+                    value: "0x\(paddedHex(UInt32(eventProperties.rawValue), 4))",
                     allowed: "0x0013, 0x0015, 0x001D, 0x0012 or 0x0010",
                     reference: reference + " Table 7.2")
             }

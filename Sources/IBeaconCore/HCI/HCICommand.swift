@@ -10,7 +10,7 @@ public struct HCIOpcode: RawRepresentable, Hashable, Sendable, CustomStringConve
 
     /// `0x200A` style.
     public var hex: String {
-        "0x" + IBeaconCore.hex(UInt32(rawValue), 4)
+        "0x" + paddedHex(UInt32(rawValue), 4)
     }
 
     /// `LE Set Advertising Enable (0x200A)`, or `unknown command (0xFC01)`.

@@ -43,7 +43,7 @@ public struct MgmtEventCode: RawRepresentable, Hashable, Sendable, CustomStringC
 
 /// `0x003E`: four uppercase hex digits, as mgmt-api.txt writes codes.
 func mgmtHex(_ code: UInt16) -> String {
-    "0x" + hex(UInt32(code), 4)
+    "0x" + paddedHex(UInt32(code), 4)
 }
 
 /// A management status code (mgmt-api.txt "Error Codes", 0x00–0x14). Open: unknown codes
@@ -85,7 +85,7 @@ public struct MgmtStatus: RawRepresentable, Hashable, Sendable, CustomStringConv
 
     /// `Busy (0x0A)`.
     public var description: String {
-        let hex = "0x" + IBeaconCore.hex(UInt32(rawValue), 2)
+        let hex = "0x" + paddedHex(UInt32(rawValue), 2)
         return Int(rawValue) < Self.names.count
             ? "\(Self.names[Int(rawValue)]) (\(hex))" : "unknown management status (\(hex))"
     }
@@ -142,6 +142,6 @@ public struct MgmtPacket: Hashable, Sendable, CustomStringConvertible {
     }
 
     public var description: String {
-        "mgmt 0x\(hex(UInt32(code), 4, uppercase: false)) \(index) [\(parameters.hexString(separator: " "))]"
+        "mgmt 0x\(paddedHex(UInt32(code), 4, uppercase: false)) \(index) [\(parameters.hexString(separator: " "))]"
     }
 }

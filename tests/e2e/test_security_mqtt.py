@@ -1,0 +1,254 @@
+"""Issue 30, items 6–12: what a client of the store's broker, a careless install and a hook can
+get out of `--mqtt` and `--exec`. The broker is a real mosquitto on a loopback port
+(mqtt_broker.py); the adversary is mosquitto_pub. Hooks run from a btsnoop capture written here
+(no radio needed); the capabilities test runs ibeacon as nobody with an ambient CAP_NET_ADMIN
+(setpriv), as the shipped units do.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from mqtt_broker import Broker, free_port
+from support import BEACON_UUID, MAJOR, MINOR, run, wait_until, write_profile
+from test_monitor import Monitor
+from test_runtime_hostile import capture
+
+BEACON = f'{BEACON_UUID},{MAJOR},{MINOR},-59,100,D0:00:00:00:00:01'
+BAKERY = f'bakery={BEACON_UUID}:{MAJOR}:{MINOR}'
+BASE = 'test/box'
+STATUS = 'homeassistant/status'
+
+
+def peak_rss_kib(pid: int) -> int:
+    """VmHWM: the most resident memory the process ever had, in KiB."""
+    for line in Path(f'/proc/{pid}/status').read_text().splitlines():
+        if line.startswith('VmHWM:'):
+            return int(line.split()[1])
+    raise AssertionError('no VmHWM')
+
+
+def start_monitor(ibeacon_bin: Path, harness_factory, broker: Broker, *extra: str) -> Monitor:
+    """monitor --mqtt, once its region is inside and published (so it is subscribed too)."""
+    h = harness_factory('--beacon', BEACON, '--scanner')
+    m = Monitor(ibeacon_bin, '--device', h.device_spec, '--region', BAKERY, '--mqtt', broker.url,
+                '--mqtt-base', BASE, *extra)
+    m.wait_for('inside', 'bakery', timeout=8)
+    assert wait_until(lambda: broker.retained().get(f'{BASE}/region/bakery/state') == 'ON', 5), m.stderr
+    return m
+
+
+# --- item 6: one large message on homeassistant/status ----------------------------------------
+
+def test_a_100_mb_message_on_the_status_topic_costs_the_box_nothing(ibeacon_bin: Path, harness_factory,
+                                                                    tmp_path: Path) -> None:
+    """Anyone may publish on homeassistant/status. The box tells the broker (MQTT 5 Maximum
+    Packet Size) that it takes nothing over 64 KiB: the 100 MB message is never sent to it.
+    Before: libmosquitto read it whole, copied it, and the callback copied it twice more."""
+    broker = Broker(tmp_path)
+    try:
+        m = start_monitor(ibeacon_bin, harness_factory, broker)
+        try:
+            before = peak_rss_kib(m.proc.pid)
+            big = tmp_path / 'big'
+            big.write_bytes(b'x' * 100_000_000)
+            args = [a for a in broker.client_args() if a != '-v']
+            subprocess.run(['mosquitto_pub', *args, '-t', STATUS, '-f', str(big)], check=True, timeout=60)
+            big.unlink()
+            # Delivered in order after the big one: once it is answered, the big one has been
+            # dealt with (read and dropped before; never sent after).
+            broker.publish(STATUS, 'online')
+            assert wait_until(lambda: 'Home Assistant restarted' in m.stderr, 30), m.stderr
+            after = peak_rss_kib(m.proc.pid)
+        finally:
+            assert m.stop(signal.SIGTERM) == 0, m.stderr
+        print(f'peak RSS {before} KiB before the 100 MB message, {after} KiB after')
+        assert after - before < 16 * 1024, (before, after)
+    finally:
+        broker.close()
+
+
+# --- item 7: a flood of `online` ----------------------------------------------------------------
+
+def test_a_flood_of_online_is_answered_once_and_a_real_restart_still_is(ibeacon_bin: Path, harness_factory,
+                                                                        tmp_path: Path) -> None:
+    """2,000 `online` in a burst: one republish at once and one for the rest when the 5 s
+    interval is over (at most three if the burst straddles an interval), as many log lines.
+    Before: one republish (every retained topic) and one log line per message. A single
+    `online` after a quiet interval is answered at once."""
+    broker = Broker(tmp_path)
+    try:
+        m = start_monitor(ibeacon_bin, harness_factory, broker)
+        try:
+            box = {t for t in broker.retained() if t.startswith(f'{BASE}/') or t.startswith('homeassistant/')}
+            assert len(box) == 4, box  # availability, state, attributes, discovery
+            with broker.subscribe('#') as sub:
+                assert wait_until(lambda: len(sub.all()) >= len(box), 3)
+                seen = len(sub.all())
+                args = [a for a in broker.client_args() if a != '-v']
+                subprocess.run(['mosquitto_pub', *args, '-t', STATUS, '-l'], input='online\n' * 2000, text=True,
+                               check=True, timeout=60)
+                published = lambda: [t for r, t, _, _ in sub.all()[seen:] if t in box]  # noqa: E731
+                assert wait_until(lambda: len(published()) >= len(box), 10), sub.all()[seen:]
+                time.sleep(7)  # past the interval: the trailing republish, and nothing after it
+                count = len(published())
+                lines = m.stderr.count(f'online on {STATUS}')
+                print(f'2,000 online: {count} publications of the box\'s {len(box)} topics, {lines} log lines')
+                assert len(box) <= count <= 3 * len(box), count
+                assert 1 <= lines <= 3, m.stderr
+                assert 'once for all of them' in m.stderr, m.stderr
+                # Home Assistant's real restart, an interval after the last republish: answered at once.
+                time.sleep(5)
+                seen = len(sub.all())
+                broker.publish(STATUS, 'online')
+                assert wait_until(lambda: len(published()) >= len(box), 3), sub.all()[seen:]
+        finally:
+            assert m.stop(signal.SIGTERM) == 0, m.stderr
+    finally:
+        broker.close()
+
+
+# --- item 8: names MQTT cannot carry --------------------------------------------------------------
+
+@pytest.mark.parametrize('name, words', [
+    ('bakery\ufffe', 'noncharacter U+FFFE'),
+    ('b\ufdd0', 'noncharacter U+FDD0'),
+    ('x\U0010ffff', 'noncharacter U+10FFFF'),
+    ('y' * 70_000, 'MQTT allows at most 65535'),
+])
+def test_a_region_name_mqtt_cannot_carry_is_refused_at_start(ibeacon_bin: Path, tmp_path: Path, name: str,
+                                                             words: str) -> None:
+    """libmosquitto refuses to publish to such a topic; the refused retained message stayed first
+    in line, so no message of any region was sent again. Refused at start (64), from --region
+    and from a profile's name."""
+    port = free_port()
+    good = ['--region', f'{BAKERY}']
+    bad = ['--region', f'{name}={BEACON_UUID}:1:2']
+    result = run(ibeacon_bin, 'monitor', '--device', 'tcp:127.0.0.1:9', *good, *bad, '--mqtt',
+                 f'mqtt://127.0.0.1:{port}')
+    assert result.returncode == 64, result.stderr[:2000]
+    assert 'region' in result.stderr and words in result.stderr, result.stderr[:2000]
+    assert 'rename' in result.stderr or 'shorter name' in result.stderr, result.stderr[:2000]
+    profile = write_profile(tmp_path / 'p.json', name=name, minor=7)
+    result = run(ibeacon_bin, 'monitor', '--device', 'tcp:127.0.0.1:9', *good, '--profile', str(profile), '--mqtt',
+                 f'mqtt://127.0.0.1:{port}')
+    assert result.returncode == 64, result.stderr[:2000]
+    assert words in result.stderr, result.stderr[:2000]
+
+
+def test_a_good_region_next_to_a_bad_name_was_never_published(ibeacon_bin: Path, harness_factory,
+                                                              tmp_path: Path) -> None:
+    """What item 8 was: with a noncharacter in one region's name, the good region's state never
+    reached the broker. Now the bad name is refused and the good region alone is published."""
+    broker = Broker(tmp_path)
+    try:
+        h = harness_factory('--beacon', BEACON, '--scanner')
+        bad = ['--region', f'bad\ufffe={BEACON_UUID}:1:2']
+        proc = subprocess.Popen([str(ibeacon_bin), 'monitor', '--device', h.device_spec, '--region', BAKERY, *bad,
+                                 '--mqtt', broker.url, '--mqtt-base', BASE], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            rc = proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=10)
+            rc = None
+        retained = broker.retained()
+        print(f'exit {rc}; retained: {retained}')
+        assert rc == 64, (rc, retained)
+        assert 'noncharacter' in proc.stderr.read()
+        assert f'{BASE}/region/bakery/state' not in retained
+    finally:
+        broker.close()
+
+
+# --- item 9: the password in a malformed URL ----------------------------------------------------
+
+@pytest.mark.parametrize('url', [
+    'http://box:S3cr3tPw@127.0.0.1',
+    'mqtt://box:S3cr3tPw@127.0.0.1/topic',
+    'mqtt://box:S3cr3tPw@127.0.0.1?x=1',
+    'mqtt://box:S3cr3tPw@[::1',
+    'mqtt://box:S3cr3tPw@127.0.0.1:99999',
+    'mqtt//box:S3cr3tPw@127.0.0.1',
+])
+def test_a_malformed_url_never_shows_its_password(ibeacon_bin: Path, url: str) -> None:
+    result = run(ibeacon_bin, 'scan', '--device', 'tcp:127.0.0.1:9', '--mqtt', url)
+    assert result.returncode == 64, result.stderr
+    assert 'S3cr3tPw' not in result.stderr + result.stdout, result.stderr
+    assert 'box:***@' in result.stderr or 'password in the URL is refused' in result.stderr, result.stderr
+
+
+# --- item 10: a password file others may read -------------------------------------------------
+
+@pytest.mark.parametrize('mode, owner, words', [
+    (0o644, 0, ['readable by every user', 'mode 0644', 'chmod 600']),
+    (0o620, 0, ['writable by users other than its owner', 'mode 0620', 'chmod 600']),
+    (0o600, 65534, ['belongs to uid 65534', 'chown root']),
+    (0o600, 0, []),
+    (0o640, 0, []),
+])
+def test_a_password_file_others_may_read_or_change_is_warned_about(ibeacon_bin: Path, tmp_path: Path, mode: int,
+                                                                   owner: int, words: list[str]) -> None:
+    password = tmp_path / 'mqtt.password'
+    password.write_text('s3cret\n')
+    os.chmod(password, mode)
+    os.chown(password, owner, 0)
+    port = free_port()
+    result = run(ibeacon_bin, 'scan', '--device', 'tcp:127.0.0.1:9', '--duration', '1', '--mqtt',
+                 f'mqtt://box@127.0.0.1:{port}', '--mqtt-password-file', str(password))
+    warnings = [line for line in result.stderr.splitlines() if 'password file' in line]
+    if not words:
+        assert warnings == [], result.stderr
+    else:
+        assert len(warnings) == 1, result.stderr
+        assert str(password) in warnings[0] and all(w in warnings[0] for w in words), warnings
+    assert 's3cret' not in result.stderr
+
+
+# --- items 11, 12: what a hook inherits ----------------------------------------------------------
+
+def test_a_hook_gets_no_mqtt_password(ibeacon_bin: Path, tmp_path: Path) -> None:
+    cap = capture(tmp_path / 'c.btsnoop', [0, 500_000])
+    env = dict(os.environ, IBEACON_MQTT_PASSWORD='S3cr3tPw')
+    proc = subprocess.run([str(ibeacon_bin), 'monitor', '--region', BEACON_UUID, '--device', f'btsnoop:{cap}',
+                           '--exec', f'env > {tmp_path}/env', '--exec-shell'], capture_output=True, text=True,
+                          timeout=30, env=env)
+    assert proc.returncode == 0, proc.stderr
+    seen = (tmp_path / 'env').read_text()
+    assert 'IBEACON_EVENT=' in seen, seen  # the hook ran, with its event
+    assert 'S3cr3tPw' not in seen and 'IBEACON_MQTT_PASSWORD' not in seen, seen
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which('setpriv') is None, reason='needs root and setpriv')
+def test_a_hook_gets_none_of_the_units_ambient_capabilities(ibeacon_bin: Path) -> None:
+    """As the units run it: an unprivileged user with an ambient CAP_NET_ADMIN and a binary
+    without file capabilities. Before: the hook had CAP_NET_ADMIN ambient, permitted and
+    effective. Now it has nothing, while ibeacon keeps its own."""
+    work = Path(tempfile.mkdtemp(prefix='ibeacon-caps-'))
+    try:
+        os.chmod(work, 0o777)
+        cap = capture(work / 'c.btsnoop', [0, 500_000])
+        os.chmod(cap, 0o644)
+        hook = f'grep ^Cap /proc/self/status > {work}/hook; grep ^Cap /proc/$PPID/status > {work}/ibeacon'
+        proc = subprocess.run(['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups',
+                               '--inh-caps=+net_admin', '--ambient-caps=+net_admin', '--',
+                               str(ibeacon_bin), 'monitor', '--region', BEACON_UUID, '--device', f'btsnoop:{cap}',
+                               '--exec', hook, '--exec-shell'], capture_output=True, text=True, timeout=30)
+        assert proc.returncode == 0, proc.stderr
+        caps = dict(line.split(':\t') for line in (work / 'hook').read_text().splitlines())
+        mine = dict(line.split(':\t') for line in (work / 'ibeacon').read_text().splitlines())
+        print('hook:', caps, 'ibeacon:', mine)
+        assert mine['CapAmb'] == mine['CapEff'] == '0000000000001000', mine  # the setup worked
+        for field in ('CapAmb', 'CapEff', 'CapPrm', 'CapInh'):
+            assert int(caps[field], 16) == 0, caps
+    finally:
+        shutil.rmtree(work)

@@ -94,6 +94,8 @@ public final class MosquittoConnection: MQTTConnection, @unchecked Sendable {
 
     /// The CONNECT's properties: the Maximum Packet Size (`mosquitto_property *`).
     private let connectProperties: OpaquePointer?
+    /// libmosquitto holds the properties of the current protocol (`connect`). Client thread only.
+    private var propertiesSet = false
 
     /// Sets the client up (credentials, TLS, Last Will); connects only in `start`. Throws when a
     /// TLS file cannot be used (`mosquitto_tls_set`).
@@ -183,21 +185,25 @@ public final class MosquittoConnection: MQTTConnection, @unchecked Sendable {
         mosquitto_property_free_all(&properties)
     }
 
-    /// Starts a connection attempt: over MQTT 5 with the CONNECT's properties
-    /// (`mosquitto_connect_bind_v5`, the only call that sends them; it opens the TCP connection
-    /// and TLS session before it returns, on this client's own thread), else
-    /// `mosquitto_connect_async`. Switches to MQTT 3.1.1 when the broker asked for it.
+    /// Starts a connection attempt. The first (and the first after switching to 3.1.1) is
+    /// `mosquitto_connect_bind_v5`, the only call that sends CONNECT properties: it opens the TCP
+    /// connection and TLS session before it returns, on this client's own thread. libmosquitto
+    /// 2.0.11 keeps those properties for `mosquitto_reconnect_async` (seen on the wire: the
+    /// Maximum Packet Size is in every CONNECT), so later attempts do not block; and it refuses a
+    /// 3.1.1 connect that still has them (MOSQ_ERR_NOT_SUPPORTED), so the switch clears them by
+    /// connecting once more without any.
     private func connect() -> Int32 {
         if callbacks.wantsMQTT311.exchange(false, ordering: .sequentiallyConsistent) {
             callbacks.mqtt5.store(false, ordering: .sequentiallyConsistent)
             _ = mosquitto_int_option(mosq, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V311)
+            propertiesSet = false
         }
-        let host = settings.url.host
-        let port = Int32(settings.url.port)
-        if callbacks.mqtt5.load(ordering: .sequentiallyConsistent) {
-            return mosquitto_connect_bind_v5(mosq, host, port, settings.keepalive, nil, connectProperties)
-        }
-        return mosquitto_connect_async(mosq, host, port, settings.keepalive)
+        if propertiesSet { return mosquitto_reconnect_async(mosq) }
+        let properties = callbacks.mqtt5.load(ordering: .sequentiallyConsistent) ? connectProperties : nil
+        let rc = mosquitto_connect_bind_v5(
+            mosq, settings.url.host, Int32(settings.url.port), settings.keepalive, nil, properties)
+        propertiesSet = rc == MOSQ_ERR_SUCCESS.rawValue
+        return rc
     }
 
     /// `mosquitto_strerror`, or the errno text for MOSQ_ERR_ERRNO.

@@ -277,3 +277,114 @@ def test_mqtts_refuses_a_broker_it_cannot_verify(ibeacon_bin: Path, harness_fact
         assert not any(t.startswith(f'{BASE}/') for t in broker.retained()), broker.retained()
     finally:
         broker.close()
+
+
+class MQTT311Broker:
+    """A broker that speaks MQTT 3.1.1 only, as brokers before MQTT 5 did: a v5 CONNECT gets the
+    3.1.1 CONNACK "unacceptable protocol version" (1) and the connection is closed; a 3.1.1
+    client is accepted, its SUBSCRIBEs acknowledged, its PUBLISHes recorded, and `send` delivers
+    a PUBLISH to it."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+        self.listener = socket.create_server(('127.0.0.1', 0))
+        self.port = self.listener.getsockname()[1]
+        self.levels: list[int] = []
+        self.subscribed: list[str] = []
+        self.published: list[tuple[str, bytes]] = []
+        self.client = None
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    @staticmethod
+    def _read(conn, n: int) -> bytes:
+        out = b''
+        while len(out) < n:
+            chunk = conn.recv(n - len(out))
+            if not chunk:
+                raise EOFError
+            out += chunk
+        return out
+
+    def _packet(self, conn) -> tuple[int, bytes]:
+        kind = self._read(conn, 1)[0]
+        length, shift = 0, 0
+        while True:
+            b = self._read(conn, 1)[0]
+            length |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                break
+        return kind, self._read(conn, length)
+
+    @staticmethod
+    def _length(n: int) -> bytes:
+        out = b''
+        while True:
+            b, n = n & 0x7F, n >> 7
+            out += bytes([b | (0x80 if n else 0)])
+            if not n:
+                return out
+
+    def _serve(self) -> None:
+        while True:
+            conn, _ = self.listener.accept()
+            try:
+                kind, body = self._packet(conn)
+                level = body[6]
+                self.levels.append(level)
+                if level != 4:
+                    conn.sendall(bytes([0x20, 0x02, 0x00, 0x01]))
+                    conn.close()
+                    continue
+                conn.sendall(bytes([0x20, 0x02, 0x00, 0x00]))
+                self.client = conn
+                while True:
+                    kind, body = self._packet(conn)
+                    if kind & 0xF0 == 0x80:  # SUBSCRIBE: id, then (topic, qos)…
+                        n = int.from_bytes(body[2:4], 'big')
+                        self.subscribed.append(body[4:4 + n].decode())
+                        conn.sendall(bytes([0x90, 0x03]) + body[0:2] + b'\x00')
+                    elif kind & 0xF0 == 0x30:  # PUBLISH, QoS 0
+                        n = int.from_bytes(body[0:2], 'big')
+                        self.published.append((body[2:2 + n].decode(), body[2 + n:]))
+                    elif kind == 0xC0:
+                        conn.sendall(bytes([0xD0, 0x00]))
+            except (EOFError, OSError):
+                conn.close()
+
+    def send(self, topic: str, payload: bytes) -> None:
+        body = len(topic).to_bytes(2, 'big') + topic.encode() + payload
+        self.client.sendall(bytes([0x30]) + self._length(len(body)) + body)
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def test_a_broker_without_mqtt_5_gets_mqtt_3_1_1(ibeacon_bin: Path, harness_factory) -> None:
+    """The MQTT 5 CONNECT refused as an unacceptable protocol version: the next attempt is 3.1.1,
+    which works as before (states published, Home Assistant's `online` answered); a message over
+    64 KiB is dropped there without a copy, and memory does not grow by four times its size."""
+    broker = MQTT311Broker()
+    try:
+        h = harness_factory('--beacon', BEACON, '--scanner')
+        m = Monitor(ibeacon_bin, '--device', h.device_spec, '--region', BAKERY, '--mqtt',
+                    f'mqtt://127.0.0.1:{broker.port}', '--mqtt-base', BASE)
+        try:
+            m.wait_for('inside', 'bakery', timeout=8)
+            assert wait_until(lambda: STATUS in broker.subscribed, 10), (broker.levels, m.stderr)
+            assert broker.levels[:2] == [5, 4], broker.levels
+            assert 'does not speak MQTT 5; trying MQTT 3.1.1' in m.stderr, m.stderr
+            assert wait_until(lambda: (f'{BASE}/region/bakery/state', b'ON') in broker.published, 5), broker.published
+            before = peak_rss_kib(m.proc.pid)
+            broker.send(STATUS, b'x' * 50_000_000)
+            broker.send(STATUS, b'online')
+            assert wait_until(lambda: 'Home Assistant restarted' in m.stderr, 30), m.stderr
+            after = peak_rss_kib(m.proc.pid)
+        finally:
+            assert m.stop(signal.SIGTERM) == 0, m.stderr
+        print(f'MQTT 3.1.1: peak RSS {before} KiB before a 50 MB message, {after} KiB after')
+        # libmosquitto reads it whole and copies it (2 × 50 MB); the callback no longer adds 2 more.
+        assert after - before < 150 * 1024, (before, after)
+    finally:
+        broker.close()

@@ -237,12 +237,19 @@ def test_a_hook_gets_none_of_the_units_ambient_capabilities(ibeacon_bin: Path) -
         os.chmod(work, 0o777)
         cap = capture(work / 'c.btsnoop', [0, 500_000])
         os.chmod(cap, 0o644)
-        hook = f'grep ^Cap /proc/self/status > {work}/hook; grep ^Cap /proc/$PPID/status > {work}/ibeacon'
+        hook = (f'grep ^Cap /proc/self/status > {work}/hook; grep ^Cap /proc/$PPID/status > {work}/ibeacon; '
+                f'tr "\\0" "\\n" < /proc/$PPID/environ > {work}/environ')
         proc = subprocess.run(['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups',
                                '--inh-caps=+net_admin', '--ambient-caps=+net_admin', '--',
                                str(ibeacon_bin), 'monitor', '--region', BEACON_UUID, '--device', f'btsnoop:{cap}',
-                               '--exec', hook, '--exec-shell'], capture_output=True, text=True, timeout=30)
+                               '--exec', hook, '--exec-shell'], capture_output=True, text=True, timeout=30,
+                              env=dict(os.environ, IBEACON_MQTT_PASSWORD='S3cr3tPw'))
         assert proc.returncode == 0, proc.stderr
+        # Nor can it read the password from ibeacon's own environment: same user, but ibeacon
+        # holds a capability the hook lacks, so the kernel refuses (ptrace access check).
+        environ = (work / 'environ').read_text() if (work / 'environ').exists() else ''
+        print(f'/proc/PPID/environ read by the hook: {len(environ)} bytes')
+        assert 'S3cr3tPw' not in environ
         caps = dict(line.split(':\t') for line in (work / 'hook').read_text().splitlines())
         mine = dict(line.split(':\t') for line in (work / 'ibeacon').read_text().splitlines())
         print('hook:', caps, 'ibeacon:', mine)

@@ -43,8 +43,9 @@ public struct MQTTBrokerURL: Sendable, Equatable, CustomStringConvertible {
         + "or set IBEACON_MQTT_PASSWORD"
 
     public init(parsing text: String) throws(MQTTSettingError) {
+        let shown = Self.redacted(text)
         let fail = { (why: String) -> MQTTSettingError in
-            MQTTSettingError("--mqtt \(text): \(why) (expected mqtt://HOST[:PORT] or mqtts://HOST[:PORT])")
+            MQTTSettingError("--mqtt \(shown): \(why) (expected mqtt://HOST[:PORT] or mqtts://HOST[:PORT])")
         }
         guard let colon = text.firstIndex(of: ":"), text[colon...].hasPrefix("://") else { throw fail("no scheme") }
         tls = try Self.isTLS(scheme: text[..<colon].lowercased(), fail)
@@ -56,6 +57,17 @@ public struct MQTTBrokerURL: Sendable, Equatable, CustomStringConvertible {
     }
 
     private typealias Failure = (String) -> MQTTSettingError
+
+    /// `text` as it may be quoted in a message: whatever could be a password — from the first
+    /// `:` of the user part (after `://`, or from the start when there is none) to the last `@`
+    /// — becomes `***`, however malformed the rest is (`http://box:pw@host` → `http://box:***@host`).
+    public static func redacted(_ text: String) -> String {
+        guard let at = text.lastIndex(of: "@") else { return text }
+        var start = text.firstRange(of: "://")?.upperBound ?? text.startIndex
+        if start > at { start = text.startIndex }
+        guard let colon = text[start..<at].firstIndex(of: ":") else { return text }
+        return String(text[...colon]) + "***" + String(text[at...])
+    }
 
     /// `mqtt` or `mqtts`, whatever the case.
     private static func isTLS(scheme: String, _ fail: Failure) throws(MQTTSettingError) -> Bool {
@@ -193,6 +205,44 @@ public enum MQTTTopic {
         return out.isEmpty ? "_" : out
     }
 
+    /// The longest topic name MQTT can carry: a UTF-8 string with a two-byte length (MQTT 3.1.1
+    /// §1.5.3, 5.0 §1.5.4). libmosquitto refuses to publish to a longer one.
+    public static let maximumTopicBytes = 65_535
+
+    /// The first Unicode noncharacter in `text` (U+FDD0…U+FDEF, and U+FFFE and U+FFFF of every
+    /// plane), nil when there is none. MQTT says a topic should not contain one (3.1.1 §1.5.3,
+    /// 5.0 §1.5.4), and libmosquitto refuses to publish to such a topic (`mosquitto_validate_utf8`,
+    /// MOSQ_ERR_MALFORMED_UTF8): the message would stay first in line for ever.
+    public static func noncharacter(in text: String) -> Unicode.Scalar? {
+        text.unicodeScalars.first { s in
+            (0xFDD0...0xFDEF).contains(s.value) || s.value & 0xFFFE == 0xFFFE
+        }
+    }
+
+    /// `U+FFFE`.
+    static func codePoint(_ s: Unicode.Scalar) -> String {
+        let hex = String(s.value, radix: 16, uppercase: true)
+        return "U+" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
+    }
+
+    /// Refuses a name (a region's, a profile's) that would make one of its `topics` unusable:
+    /// a Unicode noncharacter, or a topic over `maximumTopicBytes`. Either would make libmosquitto
+    /// refuse the message, and the publisher keeps a refused retained message first in line, so
+    /// every later message of every name would wait behind it.
+    public static func checkName(_ name: String, kind: String, topics: [String]) throws(MQTTSettingError) {
+        let shown = JSONWriter.quoted(name.count > 40 ? String(name.prefix(40)) + "…" : name)
+        if let bad = noncharacter(in: name) {
+            throw MQTTSettingError(
+                "the \(kind) \(shown) contains the Unicode noncharacter \(codePoint(bad)), which MQTT does not allow "
+                    + "in a topic name (the broker's client library refuses to publish it): rename the \(kind)")
+        }
+        if let long = topics.first(where: { $0.utf8.count > maximumTopicBytes }) {
+            throw MQTTSettingError(
+                "the \(kind) \(shown) makes the MQTT topic \(long.prefix(60))… \(long.utf8.count) bytes long; MQTT "
+                    + "allows at most \(maximumTopicBytes): give the \(kind) a shorter name")
+        }
+    }
+
     /// Checks a topic prefix given by the user (`--mqtt-base`, `--mqtt-discovery-prefix`):
     /// non-empty levels, no wildcard, no control character, no leading `$`, at most 200 bytes.
     public static func validatePrefix(_ text: String, option: String) throws(MQTTSettingError) {
@@ -202,6 +252,9 @@ public enum MQTTTopic {
         if text.contains("+") || text.contains("#") { throw fail("+ and # are MQTT wildcards, not topic characters") }
         if text.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }) {
             throw fail("contains a control character")
+        }
+        if let bad = noncharacter(in: text) {
+            throw fail("contains the Unicode noncharacter \(codePoint(bad)), which MQTT does not allow in a topic")
         }
         if text.hasPrefix("$") { throw fail("topics starting with $ belong to the broker") }
         if text.split(separator: "/", omittingEmptySubsequences: false).contains(where: \.isEmpty) {
@@ -297,6 +350,25 @@ public struct MQTTLayout: Sendable, Equatable {
     public func beaconStateTopic(_ name: String) -> String { "\(base)/beacon/\(MQTTTopic.level(name))/state" }
     public func beaconAttributesTopic(_ name: String) -> String {
         "\(base)/beacon/\(MQTTTopic.level(name))/attributes"
+    }
+
+    /// Refuses region names that cannot be published: two that would share a topic, or one
+    /// whose topics MQTT cannot carry (`MQTTTopic.checkName`).
+    public func checkRegionNames(_ names: [String]) throws(MQTTSettingError) {
+        try MQTTTopic.checkDistinct(names, kind: "region")
+        for name in names {
+            let topics = [regionStateTopic(name), regionAttributesTopic(name), regionDiscovery(name)?.topic]
+            try MQTTTopic.checkName(name, kind: "region", topics: topics.compactMap { $0 })
+        }
+    }
+
+    /// The same for the names of advertised profiles.
+    public func checkBeaconNames(_ names: [String]) throws(MQTTSettingError) {
+        try MQTTTopic.checkDistinct(names, kind: "profile")
+        for name in names {
+            let topics = [beaconStateTopic(name), beaconAttributesTopic(name), beaconDiscovery(name)?.topic]
+            try MQTTTopic.checkName(name, kind: "profile", topics: topics.compactMap { $0 })
+        }
     }
 
     /// The device every entity of this box belongs to (Home Assistant groups them by `identifiers`).

@@ -182,6 +182,42 @@ public struct MQTTOutbox: Sendable {
     }
 }
 
+/// When to answer Home Assistant's `online` on its status topic (it restarted) by publishing
+/// discovery and every state again: at once for the first, then at most once per `interval`;
+/// the `online`s that come within it are answered together when it is over, so the last one is
+/// never left unanswered. Anyone who may publish on `homeassistant/status` (on a usual store
+/// broker, every client) can send thousands a second; each used to make every box publish
+/// everything again and log a line.
+public struct RepublishLimiter: Sendable, Equatable {
+    public let interval: Duration
+    private var last: Duration?
+    /// `online`s received since the last republish and not yet answered.
+    public private(set) var waiting = 0
+
+    public init(interval: Duration = .seconds(5)) {
+        self.interval = interval
+    }
+
+    /// An `online` arrived at `now` (any clock's elapsed time): true when to publish again now.
+    public mutating func online(at now: Duration) -> Bool {
+        if let last, now - last < interval {
+            waiting += 1
+            return false
+        }
+        last = now
+        return true
+    }
+
+    /// The number of waiting `online`s to answer now with one republish, nil when none is due.
+    public mutating func due(at now: Duration) -> Int? {
+        guard waiting > 0, let last, now - last >= interval else { return nil }
+        let answered = waiting
+        waiting = 0
+        self.last = now
+        return answered
+    }
+}
+
 /// Publishes what the commands know — region states, events, advertised beacons' status,
 /// ranging — to a broker, with Home Assistant discovery, and never holds up the caller: every
 /// call updates the outbox under a short lock and hands the client what it can take.
@@ -200,12 +236,23 @@ public final class MQTTPublisher: MQTTConnectionHandler {
         (false, nil, false, ""))
     /// When each ranged beacon was last published (source seconds), for the once-a-second limit.
     private let lastRanging = Mutex<[String: Double]>([:])
+    /// Home Assistant's restarts, coalesced.
+    private let restarts: Mutex<RepublishLimiter>
+    private let elapsed: @Sendable () -> Duration
 
-    public init(layout: MQTTLayout, connection: any MQTTConnection, logger: Logger, outbox: MQTTOutbox = MQTTOutbox()) {
+    /// `clock` and `republishInterval`: how often Home Assistant's `online` may make this box
+    /// publish everything again (`RepublishLimiter`).
+    public init(
+        layout: MQTTLayout, connection: any MQTTConnection, logger: Logger, outbox: MQTTOutbox = MQTTOutbox(),
+        clock: some Clock<Duration> = ContinuousClock(), republishInterval: Duration = .seconds(5)
+    ) {
         self.layout = layout
         self.connection = connection
         self.logger = logger
         self.outbox = Mutex(outbox)
+        self.restarts = Mutex(RepublishLimiter(interval: republishInterval))
+        let origin = clock.now
+        elapsed = { origin.duration(to: clock.now) }
         self.outbox.withLock { $0.setRetained(layout.availabilityTopic, "online") }
     }
 
@@ -334,12 +381,22 @@ public final class MQTTPublisher: MQTTConnectionHandler {
 
     public func received(topic: String, payload: String) {
         guard topic == layout.homeAssistantStatusTopic, payload == "online" else { return }
+        guard restarts.withLock({ $0.online(at: elapsed()) }) else { return }
         logger.notice("MQTT: Home Assistant restarted (online on \(topic)); publishing discovery and states again")
         outbox.withLock { $0.resendAll() }
         pump()
     }
 
-    public func idle() { pump() }
+    public func idle() {
+        if let answered = restarts.withLock({ $0.due(at: elapsed()) }) {
+            let seconds = restarts.withLock { $0.interval }.formattedSeconds
+            logger.notice(
+                "MQTT: \(answered) more online on \(layout.homeAssistantStatusTopic ?? "") within \(seconds) (Home Assistant restarting, or a client flooding the topic); publishing discovery and states again, once for all of them"
+            )
+            outbox.withLock { $0.resendAll() }
+        }
+        pump()
+    }
 
     /// Hands the client what the outbox lets through now.
     func pump(ignoringWindow: Bool = false) {

@@ -39,6 +39,40 @@ public enum ProfileStore {
         return try location.readExisting().bytes
     }
 
+    /// Reads a file that holds a secret (the MQTT password) by the rules of a profile read, with
+    /// what ssh would say of a private key in its place (`secretFileWarnings`).
+    public static func readSecret(_ path: String) throws(FileError) -> (bytes: [UInt8], warnings: [String]) {
+        let location = try locate(path, writing: false)
+        defer { location.close() }
+        let (bytes, status) = try location.readExisting()
+        let warnings = secretFileWarnings(
+            path: path, mode: status.mode, owner: status.uid, user: Sys.effectiveUserID())
+        return (bytes, warnings)
+    }
+
+    /// What is wrong with a secret's file, as ssh warns of a private key's: other users may read
+    /// or change it (its mode gives others any access, or its group write access), or it belongs
+    /// to someone other than root and `user`, who runs ibeacon (that owner can read it and change
+    /// it at will). Each warning names the file, what is wrong and the command that fixes it.
+    public static func secretFileWarnings(path: String, mode: UInt32, owner: UInt32, user: UInt32) -> [String] {
+        var out: [String] = []
+        let bits = mode & 0o777
+        let octal = "0" + String(bits, radix: 8)
+        if bits & 0o006 != 0 || bits & 0o020 != 0 {
+            let who = bits & 0o004 != 0 ? "readable by every user" : "writable by users other than its owner"
+            out.append(
+                "\(path) holds a password but is \(who) (mode \(octal)); fix it: chmod 600 \(path) "
+                    + "(or 640 with a group of its own)")
+        }
+        if owner != 0 && owner != user {
+            let fix = user == 0 ? "chown root \(path)" : "chown \(user) \(path) (as root)"
+            out.append(
+                "\(path) holds a password but belongs to uid \(owner), neither root nor uid \(user) running ibeacon: "
+                    + "that user can read it and change it; fix it: \(fix)")
+        }
+        return out
+    }
+
     /// Opens an existing file for reading by the rules of a profile read, without its size
     /// limit (a capture file): the path walked without following other users' links, anything
     /// but a regular file refused from its `lstat` before any open (a FIFO cannot block), the

@@ -75,10 +75,12 @@ public final class HookRunner: Sendable {
         var variables: [(String, String)]
     }
 
-    /// Variables systemd gives ibeacon itself, never a hook: a hook writing to ibeacon's
-    /// `NOTIFY_SOCKET` could tell systemd the service is ready or stopping, or feed its watchdog.
+    /// Variables for ibeacon itself, never a hook: systemd's (a hook writing to ibeacon's
+    /// `NOTIFY_SOCKET` could tell systemd the service is ready or stopping, or feed its
+    /// watchdog) and the MQTT password (`/etc/default/ibeacon` gives it to the units).
     public static let withheldVariables: Set<String> = [
         "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "WATCHDOG_USEC", "WATCHDOG_PID",
+        "IBEACON_MQTT_PASSWORD",
     ]
 
     public let hook: Hook
@@ -225,9 +227,11 @@ public final class HookRunner: Sendable {
         do {
             let environment = environment(job.variables)
             if let reaper {
-                pid = try reaper.spawn { () throws(Errno) in try Sys.spawn(hook.arguments, environment: environment) }
+                pid = try reaper.spawn { () throws(Errno) in
+                    try Sys.spawnWithoutCapabilities(hook.arguments, environment: environment)
+                }
             } else {
-                pid = try Sys.spawn(hook.arguments, environment: environment)
+                pid = try Sys.spawnWithoutCapabilities(hook.arguments, environment: environment)
             }
         } catch {
             logger.error("hook for \(label): cannot run `\(text)`: \(error)")

@@ -56,6 +56,10 @@ private final class MosquittoCallbacks: @unchecked Sendable {
     var handler: (any MQTTConnectionHandler)?
     let connected = Atomic(false)
     let closing = Atomic(false)
+    /// The broker answered the MQTT 5 CONNECT with "unsupported protocol version": use 3.1.1.
+    let wantsMQTT311 = Atomic(false)
+    /// MQTT 5 is spoken (until `wantsMQTT311` is acted on).
+    let mqtt5 = Atomic(true)
     var subscriptions: [String] = []
 }
 
@@ -79,6 +83,20 @@ public final class MosquittoConnection: MQTTConnection, @unchecked Sendable {
 
     public var brokerDescription: String { settings.url.description }
 
+    /// The largest packet the broker may send this client (MQTT 5's Maximum Packet Size in the
+    /// CONNECT, §3.1.2.11.4: "The Server MUST NOT send packets exceeding Maximum Packet Size to
+    /// the Client"): larger messages on a subscribed topic are dropped by the broker, never
+    /// sent. libmosquitto has no limit of its own (it allocates whatever length a packet
+    /// announces, then copies the payload), so without this one message on
+    /// `homeassistant/status`, which any client of a usual store broker may publish, cost every
+    /// box four times its size in memory. Home Assistant's `online` is 6 bytes.
+    public static let maximumPacketSize: UInt32 = 65_536
+
+    /// The CONNECT's properties: the Maximum Packet Size (`mosquitto_property *`).
+    private let connectProperties: OpaquePointer?
+    /// libmosquitto holds the properties of the current protocol (`connect`). Client thread only.
+    private var propertiesSet = false
+
     /// Sets the client up (credentials, TLS, Last Will); connects only in `start`. Throws when a
     /// TLS file cannot be used (`mosquitto_tls_set`).
     public init(settings: MQTTClientSettings) throws(MQTTSettingError) {
@@ -90,6 +108,11 @@ public final class MosquittoConnection: MQTTConnection, @unchecked Sendable {
         mosq = m
         mosquitto_user_data_set(m, Unmanaged.passUnretained(callbacks).toOpaque())
         _ = mosquitto_threaded_set(m, true)
+        _ = mosquitto_int_option(m, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V5)
+        var properties: OpaquePointer?
+        _ = mosquitto_property_add_int32(
+            &properties, Int32(MQTT_PROP_MAXIMUM_PACKET_SIZE.rawValue), Self.maximumPacketSize)
+        connectProperties = properties
         if settings.user != nil || settings.password != nil {
             _ = mosquitto_username_pw_set(m, settings.user, settings.password)
         }
@@ -113,14 +136,22 @@ public final class MosquittoConnection: MQTTConnection, @unchecked Sendable {
         mosquitto_connect_callback_set(m) { m, obj, rc in
             guard let obj else { return }
             let cb = Unmanaged<MosquittoCallbacks>.fromOpaque(obj).takeUnretainedValue()
+            let mqtt5 = cb.mqtt5.load(ordering: .sequentiallyConsistent)
             if rc == 0 {
                 // Subscribed again on every connect: a clean session forgets them.
                 for topic in cb.subscriptions { _ = mosquitto_subscribe(m, nil, topic, 0) }
                 cb.connected.store(true, ordering: .sequentiallyConsistent)
                 cb.handler?.connectionUp()
-            } else {
+            } else if mqtt5 && rc == Int32(MQTT_RC_UNSUPPORTED_PROTOCOL_VERSION.rawValue) {
+                cb.wantsMQTT311.store(true, ordering: .sequentiallyConsistent)
                 cb.handler?.connectionDown(
-                    "the broker refused the connection: \(String(cString: mosquitto_connack_string(rc)))")
+                    "the broker does not speak MQTT 5; trying MQTT 3.1.1, where the broker cannot be told the "
+                        + "largest message this box takes (larger ones are dropped here, after the client library read them)"
+                )
+            } else {
+                let why = mqtt5 ? mosquitto_reason_string(rc) : mosquitto_connack_string(rc)
+                cb.handler?.connectionDown(
+                    "the broker refused the connection: \(why.map { String(cString: $0) } ?? "reason \(rc)")")
             }
         }
         mosquitto_disconnect_callback_set(m) { _, obj, rc in
@@ -139,12 +170,40 @@ public final class MosquittoConnection: MQTTConnection, @unchecked Sendable {
             guard let obj, let message, let topic = message.pointee.topic else { return }
             let cb = Unmanaged<MosquittoCallbacks>.fromOpaque(obj).takeUnretainedValue()
             let count = Int(max(0, message.pointee.payloadlen))
+            // Over MQTT 3.1.1 the broker may send anything: not one more copy of an oversized one.
+            guard count < Int(MosquittoConnection.maximumPacketSize) else { return }
             let bytes =
                 message.pointee.payload.map {
                     Array(UnsafeRawBufferPointer(start: $0, count: count))
                 } ?? []
             cb.handler?.received(topic: String(cString: topic), payload: String(decoding: bytes, as: UTF8.self))
         }
+    }
+
+    deinit {
+        var properties = connectProperties
+        mosquitto_property_free_all(&properties)
+    }
+
+    /// Starts a connection attempt. The first (and the first after switching to 3.1.1) is
+    /// `mosquitto_connect_bind_v5`, the only call that sends CONNECT properties: it opens the TCP
+    /// connection and TLS session before it returns, on this client's own thread. libmosquitto
+    /// 2.0.11 keeps those properties for `mosquitto_reconnect_async` (seen on the wire: the
+    /// Maximum Packet Size is in every CONNECT), so later attempts do not block; and it refuses a
+    /// 3.1.1 connect that still has them (MOSQ_ERR_NOT_SUPPORTED), so the switch clears them by
+    /// connecting once more without any.
+    private func connect() -> Int32 {
+        if callbacks.wantsMQTT311.exchange(false, ordering: .sequentiallyConsistent) {
+            callbacks.mqtt5.store(false, ordering: .sequentiallyConsistent)
+            _ = mosquitto_int_option(mosq, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V311)
+            propertiesSet = false
+        }
+        if propertiesSet { return mosquitto_reconnect_async(mosq) }
+        let properties = callbacks.mqtt5.load(ordering: .sequentiallyConsistent) ? connectProperties : nil
+        let rc = mosquitto_connect_bind_v5(
+            mosq, settings.url.host, Int32(settings.url.port), settings.keepalive, nil, properties)
+        propertiesSet = rc == MOSQ_ERR_SUCCESS.rawValue
+        return rc
     }
 
     /// `mosquitto_strerror`, or the errno text for MOSQ_ERR_ERRNO.
@@ -220,7 +279,7 @@ public final class MosquittoConnection: MQTTConnection, @unchecked Sendable {
         let backoff = (first: 1.0, maximum: 30.0)
         var delay = backoff.first
         var attemptStarted = Self.monotonic()
-        var rc = mosquitto_connect_async(mosq, settings.url.host, Int32(settings.url.port), settings.keepalive)
+        var rc = connect()
         var socketOpen = rc == MOSQ_ERR_SUCCESS.rawValue
         if !socketOpen { callbacks.handler?.connectionDown("cannot connect (\(Self.describe(rc)))") }
         while !stopping.load(ordering: .sequentiallyConsistent) {
@@ -230,7 +289,7 @@ public final class MosquittoConnection: MQTTConnection, @unchecked Sendable {
                 delay = min(delay * 2, backoff.maximum)
                 if stopping.load(ordering: .sequentiallyConsistent) { return }
                 attemptStarted = Self.monotonic()
-                rc = mosquitto_reconnect_async(mosq)
+                rc = connect()
                 socketOpen = rc == MOSQ_ERR_SUCCESS.rawValue
                 if !socketOpen {
                     callbacks.handler?.connectionDown("cannot connect (\(Self.describe(rc)))")

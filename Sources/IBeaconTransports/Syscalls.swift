@@ -1,6 +1,7 @@
 import CBlueZ
 import Glibc
 import IBeaconHost
+import Synchronization
 import SystemPackage
 
 // The system calls only this module makes — descriptors for serial lines and TCP, poll,
@@ -437,6 +438,30 @@ extension Sys {
         let rc = posix_spawnp(&pid, program, &actions, &attributes, argv, envp)
         guard rc == 0 else { throw Errno(rawValue: rc) }
         return pid
+    }
+
+    /// `spawn(arguments, environment:)` from a thread made for it, which first gives up every
+    /// capability (`ibeacon_clear_ambient_capabilities`: the ambient set; `ibeacon_drop_thread_
+    /// capabilities`: `capset(2)` of its effective, permitted and inheritable sets to nothing).
+    /// The child starts with that thread's credentials, so a program without file capabilities
+    /// runs with none: not the ambient `CAP_NET_ADMIN` the systemd units give ibeacon. The
+    /// process's other threads keep theirs. (A child of root is root: exec gives it root's set.)
+    static func spawnWithoutCapabilities(_ arguments: [String], environment: [String]) throws(Errno) -> pid_t {
+        let result = Mutex<Result<pid_t, Errno>>(.failure(.invalidArgument))
+        let thread = try spawnThread {
+            let outcome: Result<pid_t, Errno>
+            // EINVAL: a kernel before 4.3 has no ambient set to clear.
+            if ibeacon_clear_ambient_capabilities() != 0 && errno != EINVAL {
+                outcome = .failure(Errno(rawValue: errno))
+            } else if ibeacon_drop_thread_capabilities() != 0 {
+                outcome = .failure(Errno(rawValue: errno))
+            } else {
+                outcome = Result { () throws(Errno) in try spawn(arguments, environment: environment) }
+            }
+            result.withLock { $0 = outcome }
+        }
+        thread.join()
+        return try result.withLock { $0 }.get()
     }
 
     /// `waitpid(pid, WNOHANG)`: nil while the child runs.

@@ -78,7 +78,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
     private func mqttStatus(_ specs: [BeaconSpec], logger: Logger) throws -> AdvertiseMQTT? {
         guard let publisher = try mqtt.makePublisher(command: "advertise", logger: logger) else { return nil }
         do {
-            try MQTTTopic.checkDistinct(specs.map(AdvertiseMQTT.name(of:)), kind: "profile")
+            try publisher.layout.checkBeaconNames(specs.map(AdvertiseMQTT.name(of:)))
         } catch {
             throw CLIError("\(error)", code: Exit.usage)
         }

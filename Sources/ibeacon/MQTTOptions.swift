@@ -72,9 +72,10 @@ struct MQTTOptions: ParsableArguments {
 
     func validate() throws {
         // Checked with or without --mqtt: the systemd units always give it.
-        if let name, name.isEmpty || MQTTTopic.level(name) != name {
+        if let name, name.isEmpty || MQTTTopic.level(name) != name || MQTTTopic.noncharacter(in: name) != nil {
             throw ValidationError(
-                "--mqtt-name \(name) must be one topic level: not empty, without / + # or control characters")
+                "--mqtt-name \(name) must be one topic level: not empty, without / + # or control characters "
+                    + "or Unicode noncharacters")
         }
         guard let url else {
             if let given = dependentOptions.first(where: \.1) {
@@ -103,6 +104,11 @@ struct MQTTOptions: ParsableArguments {
             throw ValidationError("--mqtt-cert and --mqtt-key go together (the client certificate and its key)")
         }
         if let room, room.isEmpty { throw ValidationError("--mqtt-room is empty") }
+        if let room, let bad = MQTTTopic.noncharacter(in: room) {
+            throw ValidationError(
+                "--mqtt-room contains the Unicode noncharacter U+\(String(bad.value, radix: 16, uppercase: true)), "
+                    + "which MQTT does not allow in a topic")
+        }
     }
 
     /// This box's name: the host name, as `gethostname(2)` gives it.
@@ -113,10 +119,12 @@ struct MQTTOptions: ParsableArguments {
 
     var baseTopic: String { base ?? "ibeacon/\(MQTTTopic.level(Self.hostName))" }
 
-    /// The password: the file's first line, else $IBEACON_MQTT_PASSWORD, else none.
-    func password() throws -> String? {
+    /// The password: the file's first line, else $IBEACON_MQTT_PASSWORD, else none. A file
+    /// other users may read or change is used, with a warning (as ssh warns of a key).
+    func password(logger: Logger) throws -> String? {
         if let passwordFile {
-            let bytes = try ProfileStore.read(passwordFile)
+            let (bytes, warnings) = try ProfileStore.readSecret(passwordFile)
+            for warning in warnings { logger.warning("MQTT password file: \(warning)") }
             let text = String(decoding: bytes, as: UTF8.self)
             return String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
         }
@@ -138,7 +146,8 @@ struct MQTTOptions: ParsableArguments {
         for file in [caFile, certFile, keyFile].compactMap({ $0 }) { _ = try ProfileStore.read(file) }
         let layout = layout(command: command)
         let settings = MQTTClientSettings(
-            url: broker, user: user ?? broker.user, password: try password(), caFile: caFile, certFile: certFile,
+            url: broker, user: user ?? broker.user, password: try password(logger: logger), caFile: caFile,
+            certFile: certFile,
             keyFile: keyFile,
             clientID: "ibeacon-\(MQTTTopic.identifier(Self.hostName))-\(command)-\(ProcessContext.processID)",
             will: MQTTMessage(topic: layout.availabilityTopic, payload: "offline", kind: .retained),

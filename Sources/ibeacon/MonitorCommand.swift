@@ -140,7 +140,7 @@ struct MonitorCommand: AsyncParsableCommand {
         }
         do {
             let names = try commandLineRegions().map(\.name)
-            if mqtt.url != nil { try MQTTTopic.checkDistinct(names, kind: "region") }
+            if mqtt.url != nil { try mqtt.layout(command: "monitor").checkRegionNames(names) }
         } catch {
             throw ValidationError("\(error)")
         }
@@ -237,7 +237,7 @@ struct MonitorCommand: AsyncParsableCommand {
     func mqttPublisher(regions: [BeaconRegion], logger: Logger) throws -> MQTTPublisher? {
         guard let publisher = try mqtt.makePublisher(command: "monitor", logger: logger) else { return nil }
         do {
-            try MQTTTopic.checkDistinct(regions.map(\.name), kind: "region")
+            try publisher.layout.checkRegionNames(regions.map(\.name))
         } catch {
             throw CLIError("\(error)", code: Exit.usage)
         }

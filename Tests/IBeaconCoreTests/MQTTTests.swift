@@ -160,3 +160,72 @@ import Testing
         #expect(object?["lastRecoveryCause"] == .string("HCI Reset by another host"))
     }
 }
+
+/// A string of one scalar, for those a literal may not hold (Swift refuses some noncharacters).
+private func nc(_ value: UInt32) -> String { String(Character(Unicode.Scalar(value)!)) }
+
+/// Issue 30, items 8 and 9.
+@Suite struct MQTTSecurityTests {
+    @Test(arguments: [
+        ("http://box:S3cr3t@127.0.0.1", "http://box:***@127.0.0.1"),
+        ("mqtt://box:S3cr3t@h/topic", "mqtt://box:***@h/topic"),
+        ("mqtt//box:S3cr3t@h", "mqtt//box:***@h"),
+        ("box:S3cr3t@mqtt://h", "box:***@mqtt://h"),
+        ("mqtt://box:S3c@r3t@h:1", "mqtt://box:***@h:1"),
+        ("mqtt://box@h:1883", "mqtt://box@h:1883"),
+        ("mqtt://h:1883", "mqtt://h:1883"),
+    ])
+    func aURLIsQuotedWithoutItsPassword(_ text: String, _ shown: String) {
+        #expect(MQTTBrokerURL.redacted(text) == shown)
+    }
+
+    @Test(arguments: [
+        "http://box:S3cr3t@127.0.0.1", "mqtt://box:S3cr3t@h/topic", "mqtt://box:S3cr3t@h?x", "mqtt://box:S3cr3t@[::1",
+        "mqtt://box:S3cr3t@h:99999", "mqtt//box:S3cr3t@h",
+    ])
+    func noErrorQuotesThePassword(_ text: String) {
+        #expect {
+            try MQTTBrokerURL(parsing: text)
+        } throws: { error in
+            !"\(error)".contains("S3cr3t")
+        }
+    }
+
+    @Test func noncharactersAreFoundWhereverTheyAre() {
+        #expect(MQTTTopic.noncharacter(in: "Bäckerei café \u{FEFF}\u{200B}") == nil)
+        #expect(MQTTTopic.noncharacter(in: "a" + nc(0xFDD0))?.value == 0xFDD0)
+        #expect(MQTTTopic.noncharacter(in: "a" + nc(0xFDEF))?.value == 0xFDEF)
+        #expect(MQTTTopic.noncharacter(in: "a" + nc(0xFFFE))?.value == 0xFFFE)
+        #expect(MQTTTopic.noncharacter(in: "a" + nc(0x1FFFF))?.value == 0x1FFFF)
+        #expect(MQTTTopic.noncharacter(in: "a" + nc(0x10FFFE))?.value == 0x10FFFE)
+        #expect(MQTTTopic.noncharacter(in: "a\u{FDCF}\u{FDF0}\u{FFFD}") == nil)
+    }
+
+    @Test func aRegionNameMQTTCannotCarryIsRefusedNamingTheRule() {
+        let layout = MQTTLayout(
+            base: "chain/store12", command: "monitor", discoveryPrefix: "homeassistant",
+            node: "box", room: "box")
+        #expect(throws: Never.self) {
+            try layout.checkRegionNames(["bakery", "Bäckerei", String(repeating: "y", count: 60_000)])
+        }
+        #expect {
+            try layout.checkRegionNames(["bakery", "deli" + nc(0xFFFE)])
+        } throws: { error in
+            "\(error)".hasPrefix("the region \"deli") && "\(error)".contains("contains the Unicode noncharacter U+FFFE")
+        }
+        #expect {
+            try layout.checkRegionNames([String(repeating: "y", count: 65_520)])
+        } throws: { error in
+            "\(error)".contains("bytes long; MQTT allows at most 65535: give the region a shorter name")
+        }
+        #expect {
+            try layout.checkBeaconNames(["door" + nc(0xFDD0)])
+        } throws: { error in
+            "\(error)".hasPrefix("the profile \"door")
+                && "\(error)".contains("contains the Unicode noncharacter U+FDD0")
+        }
+        #expect { try MQTTTopic.validatePrefix("a/" + nc(0xFFFF), option: "--mqtt-base") } throws: {
+            "\($0)".contains("noncharacter U+FFFF")
+        }
+    }
+}

@@ -191,3 +191,87 @@ private final class FakeConnection: MQTTConnection, Sendable {
         #expect(sent.count == 6 && sent.allSatisfy { $0.topic == "room_presence/box" && !$0.retain })
     }
 }
+
+/// Issue 30, item 7: anyone may publish `online` on Home Assistant's status topic.
+@Suite struct RepublishLimiterTests {
+    @Test func theFirstAtOnceTheRestOnceWhenTheIntervalIsOver() {
+        var limiter = RepublishLimiter(interval: .seconds(5))
+        #expect(limiter.online(at: .seconds(10)) == true)
+        var atOnce = 0
+        for i in 1...1999 where limiter.online(at: .seconds(10) + .milliseconds(i)) { atOnce += 1 }
+        #expect(atOnce == 0)
+        var due = [limiter.due(at: .seconds(14)), limiter.due(at: .seconds(15))]
+        due.append(limiter.due(at: .seconds(30)))  // nothing waits: nothing more
+        #expect(due == [nil, 1999, nil])
+        // A real restart long after: at once again.
+        let later = [limiter.online(at: .seconds(40))]
+        #expect(later == [true] && limiter.waiting == 0)
+    }
+
+    @Test func anOnlineJustAfterTheTrailingRepublishWaitsForTheNextInterval() {
+        var limiter = RepublishLimiter(interval: .seconds(5))
+        let answers = [limiter.online(at: .zero), limiter.online(at: .seconds(1))]
+        let first = limiter.due(at: .seconds(5))
+        let next = [limiter.online(at: .seconds(6))]
+        let later = [limiter.due(at: .seconds(9)), limiter.due(at: .seconds(10))]
+        #expect(answers == [true, false] && first == 1 && next == [false] && later == [nil, 1])
+    }
+}
+
+@Suite struct HomeAssistantFloodTests {
+    let layout = MQTTLayout(base: "t/box", command: "monitor", discoveryPrefix: "ha", node: "box", room: "box")
+
+    /// 2,000 `online` in a second: 2 republishes of the 4 retained topics and 2 log lines
+    /// (before: 2,000 of each); an `online` after the interval is answered at once.
+    @Test func aFloodOfOnlineIsAnsweredTwiceNotPerMessage() throws {
+        let log = RecordingLog()
+        let clock = ManualClock()
+        let connection = FakeConnection()
+        let publisher = MQTTPublisher(
+            layout: layout, connection: connection, logger: log.logger, clock: clock, republishInterval: .seconds(5))
+        publisher.addRegions([try BeaconRegion(parsing: "deli=E2C56DB5-DFFB-48D2-B060-D0F5A71096E0")])
+        publisher.start()
+        connection.connect()
+        connection.sent.withLock { $0.removeAll() }
+        for _ in 1...2000 {
+            publisher.received(topic: "ha/status", payload: "online")
+            clock.advance(by: .microseconds(500))
+            publisher.idle()
+        }
+        #expect(connection.sent.withLock { $0.count } == 4)
+        clock.advance(by: .seconds(4))
+        publisher.idle()
+        #expect(connection.sent.withLock { $0.count } == 8)
+        clock.advance(by: .seconds(60))
+        publisher.idle()
+        #expect(connection.sent.withLock { $0.count } == 8)
+        let lines = log.messages.filter { $0.contains("online on ha/status") }
+        #expect(lines.count == 2, "\(lines)")
+        #expect(lines.last?.contains("1999 more online") == true, "\(lines)")
+        publisher.received(topic: "ha/status", payload: "online")
+        #expect(connection.sent.withLock { $0.count } == 12)
+    }
+}
+
+/// Issue 30, item 10: a password file is judged as ssh judges a private key.
+@Suite struct SecretFileWarningTests {
+    @Test func othersAccessAndAForeignOwnerAreNamedWithTheFix() {
+        let path = "/etc/ibeacon/mqtt.password"
+        #expect(ProfileStore.secretFileWarnings(path: path, mode: 0o100600, owner: 0, user: 0).isEmpty)
+        #expect(ProfileStore.secretFileWarnings(path: path, mode: 0o100640, owner: 0, user: 0).isEmpty)
+        #expect(ProfileStore.secretFileWarnings(path: path, mode: 0o100400, owner: 1000, user: 1000).isEmpty)
+        let readable = ProfileStore.secretFileWarnings(path: path, mode: 0o100644, owner: 0, user: 0)
+        #expect(readable.count == 1)
+        #expect(readable.first?.contains("readable by every user (mode 0644)") == true)
+        #expect(readable.first?.contains("chmod 600 \(path)") == true)
+        let writable = ProfileStore.secretFileWarnings(path: path, mode: 0o100660, owner: 0, user: 0)
+        #expect(writable.first?.contains("writable by users other than its owner (mode 0660)") == true)
+        let foreign = ProfileStore.secretFileWarnings(path: path, mode: 0o100600, owner: 1000, user: 0)
+        #expect(
+            foreign == [
+                "\(path) holds a password but belongs to uid 1000, neither root nor uid 0 running ibeacon: that user can read it and change it; fix it: chown root \(path)"
+            ])
+        let both = ProfileStore.secretFileWarnings(path: path, mode: 0o100666, owner: 1000, user: 999)
+        #expect(both.count == 2 && both[1].contains("chown 999 \(path) (as root)"))
+    }
+}

@@ -160,9 +160,11 @@ import Testing
         defer { close(inherited) }
         setenv("NOTIFY_SOCKET", "/run/systemd/notify", 1)
         setenv("WATCHDOG_USEC", "1000000", 1)
+        setenv("IBEACON_MQTT_PASSWORD", "S3cr3t", 1)  // issue 30, item 11
         defer {
             unsetenv("NOTIFY_SOCKET")
             unsetenv("WATCHDOG_USEC")
+            unsetenv("IBEACON_MQTT_PASSWORD")
         }
         let hook = try Hook(
             command: "ls /proc/self/fd > \(dir)/fds; env > \(dir)/env", shell: true, timeout: .seconds(5))
@@ -176,6 +178,7 @@ import Testing
         if inherited != 3 { #expect(!fds.contains(Substring(String(inherited))), "\(fds)") }
         let env = String(decoding: try readWholeFile("\(dir)/env"), as: UTF8.self)
         #expect(!env.contains("NOTIFY_SOCKET") && !env.contains("WATCHDOG_USEC"), "\(env)")
+        #expect(!env.contains("IBEACON_MQTT_PASSWORD") && !env.contains("S3cr3t"), "\(env)")
         #expect(env.contains("IBEACON_EVENT=enter"))
     }
 

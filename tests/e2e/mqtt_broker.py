@@ -27,8 +27,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def make_ca(directory: Path) -> dict[str, Path]:
-    """A CA and a server certificate for 127.0.0.1/localhost made with openssl, EC P-256."""
+def make_ca(directory: Path, san: str = 'DNS:localhost,IP:127.0.0.1') -> dict[str, Path]:
+    """A CA and a server certificate for `san` (127.0.0.1/localhost) made with openssl, EC P-256."""
     d = directory
     key = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes']
     subprocess.run(['openssl', 'req', '-x509', *key, '-keyout', d / 'ca.key', '-out', d / 'ca.crt', '-days', '2',
@@ -36,7 +36,7 @@ def make_ca(directory: Path) -> dict[str, Path]:
     subprocess.run(['openssl', 'req', *key, '-keyout', d / 'server.key', '-out', d / 'server.csr',
                     '-subj', '/CN=localhost'], check=True, capture_output=True)
     ext = d / 'san.ext'
-    ext.write_text('subjectAltName=DNS:localhost,IP:127.0.0.1\n')
+    ext.write_text(f'subjectAltName={san}\n')
     subprocess.run(['openssl', 'x509', '-req', '-in', d / 'server.csr', '-CA', d / 'ca.crt', '-CAkey', d / 'ca.key',
                     '-CAcreateserial', '-out', d / 'server.crt', '-days', '2', '-extfile', ext],
                    check=True, capture_output=True)
@@ -82,10 +82,10 @@ class Subscription:
 
 class Broker:
     def __init__(self, directory: Path, tls: bool = False, users: dict[str, str] | None = None,
-                 start: bool = True) -> None:
+                 start: bool = True, san: str = 'DNS:localhost,IP:127.0.0.1') -> None:
         self.dir = directory
         self.port = free_port()
-        self.tls = make_ca(directory) if tls else None
+        self.tls = make_ca(directory, san) if tls else None
         self.users = users or {}
         self.proc: subprocess.Popen | None = None
         self.config = directory / 'mosquitto.conf'

@@ -34,6 +34,8 @@ else
 DEB_BINARY := $(DEB_ROOT)/.build/deb-$(ARCH)/ibeacon
 DEB_BINARY_PREREQ := deb-cross
 DEB_SHLIBS_ROOT := --shlibs-root $(DEB_CACHE)/sysroot/trixie-$(ARCH)
+# generate-manual runs the ARCH binary (qemu-user through binfmt) with the sysroot's loader.
+DEB_RUN_ENV := QEMU_LD_PREFIX=$(DEB_CACHE)/sysroot/trixie-$(ARCH)
 endif
 DEB_MANUAL := $(DEB_ROOT)/.build/deb-$(ARCH)/ibeacon.1
 
@@ -48,7 +50,7 @@ deb-manual: $(DEB_BINARY_PREREQ)
 	$(call apt_install,$(DEB_HOST_PACKAGES))
 	$(SWIFT) build $(RELEASE_FLAGS) --product generate-manual
 	mkdir -p $(dir $(DEB_MANUAL))
-	$(DEB_ROOT)/.build/release/generate-manual $(DEB_BINARY) --section 1 --date $$(date -u -d @$$(git log -1 --format=%ct) +%F) \
+	$(DEB_RUN_ENV) $(DEB_ROOT)/.build/release/generate-manual $(DEB_BINARY) --section 1 --date $$(date -u -d @$$(git log -1 --format=%ct) +%F) \
 	  --output-directory $(dir $(DEB_MANUAL)) >/dev/null
 	sed -i 's/^$$/.Pp/' $(DEB_MANUAL)  # a blank line in the help text is a paragraph break
 

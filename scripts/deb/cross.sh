@@ -26,7 +26,7 @@ esac
 toolchain=$DEB_CACHE/toolchain/sid-amd64
 runtime=$DEB_CACHE/toolchain/swift-$arch
 sysroot=$DEB_CACHE/sysroot/trixie-$arch
-scratch=$DEB_CACHE/build/$arch
+scratch=${IBEACON_CROSS_SCRATCH:-$DEB_CACHE/build/$arch}
 t0=$SECONDS
 need_host_packages debootstrap
 

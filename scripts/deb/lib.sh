@@ -131,6 +131,7 @@ apt_config() {
   cat >"$root/etc/apt/apt.conf.d/01ibeacon-deb" <<'APT'
 Binary::apt::APT::Keep-Downloaded-Packages "true";
 Acquire::Check-Valid-Until "false";
+Acquire::Languages "none";
 APT
 }
 

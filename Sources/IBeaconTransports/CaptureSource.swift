@@ -40,16 +40,27 @@ struct CaptureFileReader: ~Copyable {
     private var chunk: [UInt8]
     private var atEnd = false
 
+    /// The file is opened before any stored property is set: a throw from an initializer of a
+    /// noncopyable type with a `deinit` after some of its properties were set crashes Debian's
+    /// swiftlang 6.2.3, whose compiler runs its SIL verifier (README "Build from source").
     init(path: String, chunkSize: Int = 65536) throws(TransportError) {
+        self.init(path: path, fd: try Self.open(path), chunkSize: chunkSize)
+    }
+
+    private init(path: String, fd: FileDescriptor, chunkSize: Int) {
         self.path = path
-        // The same rules as a profile read (ProfileStore): no link another user made is
-        // followed, and a FIFO, device or socket is refused before it is opened.
-        do throws(FileError) {
-            fd = try ProfileStore.openForReading(path)
-        } catch {
-            throw Self.openError(path, error)
-        }
+        self.fd = fd
         chunk = [UInt8](repeating: 0, count: chunkSize)
+    }
+
+    /// The same rules as a profile read (ProfileStore): no link another user made is followed,
+    /// and a FIFO, device or socket is refused before it is opened.
+    private static func open(_ path: String) throws(TransportError) -> FileDescriptor {
+        do throws(FileError) {
+            return try ProfileStore.openForReading(path)
+        } catch {
+            throw openError(path, error)
+        }
     }
 
     deinit { try? fd.close() }

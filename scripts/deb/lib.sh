@@ -1,0 +1,165 @@
+# Shared by scripts/deb/*.sh: Debian root filesystems made by debootstrap, cached outside the
+# clone, and chroots into them with /proc, /sys and /dev mounted for the length of one command.
+#
+# DEB_CACHE (default /var/cache/ibeacon-deb) holds
+#   rootfs/SUITE-ARCH.tar   a clean minbase system, as debootstrap left it (tests unpack a copy)
+#   debs/SUITE-ARCH/        the .debs apt fetched there (bind-mounted as apt's archive cache)
+#   toolchain/, sysroot/    the arm64 cross toolchain (scripts/deb/toolchain.sh)
+# Nothing there is needed: with an empty cache everything is fetched again from Debian's archive.
+
+DEB_CACHE=${DEB_CACHE:-/var/cache/ibeacon-deb}
+DEB_MIRROR=${DEB_MIRROR:-http://deb.debian.org/debian}
+export DEBIAN_FRONTEND=noninteractive LC_ALL=C.UTF-8
+
+log() { echo "deb: $*" >&2; }
+die() { echo "deb: error: $*" >&2; exit 1; }
+
+# Host tools, installed from Debian when missing (root only).
+need_host_packages() {
+  local missing=() p
+  for p in "$@"; do
+    [ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" = installed ] || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  [ "$(id -u)" -eq 0 ] || die "missing host packages: ${missing[*]} (apt-get install ${missing[*]})"
+  log "installing host packages: ${missing[*]}"
+  local try
+  for try in 1 2 3 4 5 6; do  # another apt on the machine may hold the lock for a while
+    if apt-get update -qq </dev/null && apt-get install -y -qq -o Dpkg::Use-Pty=0 \
+      --no-install-recommends "${missing[@]}" </dev/null >/dev/null; then
+      return 0
+    fi
+    log "apt-get failed (lock held?), retry $try in 20 s"
+    sleep 20
+  done
+  die "could not install ${missing[*]}"
+}
+
+# Foreign architectures run through qemu-user; binfmt_misc must know the interpreter.
+need_qemu() {
+  local arch=$1
+  [ "$arch" = "$(dpkg --print-architecture)" ] && return 0
+  need_host_packages qemu-user-static binfmt-support
+  mountpoint -q /proc/sys/fs/binfmt_misc || mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
+  local name
+  case $arch in arm64) name=qemu-aarch64 ;; *) die "no qemu mapping for $arch" ;; esac
+  [ -e "/proc/sys/fs/binfmt_misc/$name" ] || update-binfmts --enable "$name" ||
+    die "binfmt for $name not registered"
+}
+
+# The mounts a chroot needs; undone by chroot_umount (also from an EXIT trap).
+chroot_mount() {
+  local root=$1
+  mountpoint -q "$root/proc" || mount -t proc proc "$root/proc"
+  mountpoint -q "$root/sys" || mount -t sysfs sysfs "$root/sys"
+  mountpoint -q "$root/dev" || mount --bind /dev "$root/dev"
+  mountpoint -q "$root/dev/pts" || mount -t devpts -o newinstance,ptmxmode=0666 devpts "$root/dev/pts" 2>/dev/null || true
+  cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+  # No daemon starts inside the chroot.
+  printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
+  chmod 0755 "$root/usr/sbin/policy-rc.d"
+}
+
+chroot_umount() {
+  local root=$1 m
+  [ -d "$root" ] || return 0
+  # Deepest first; lazily, so a process that left a file open cannot keep /dev bound.
+  for m in $(findmnt -rn -o TARGET | grep -F "$(realpath "$root")/" | sort -r); do
+    umount -l "$m" 2>/dev/null || true
+  done
+}
+
+# Removes a chroot tree, never through a mount still bound into it.
+remove_root() {
+  local root=$1
+  [ -d "$root" ] || return 0
+  chroot_umount "$root"
+  if findmnt -rn -o TARGET | grep -qF "$(realpath "$root")/"; then
+    die "$root still has mounts; not removing it"
+  fi
+  rm -rf --one-file-system "$root"
+}
+
+in_root() {
+  local root=$1
+  shift
+  chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
+    DEBIAN_FRONTEND=noninteractive LC_ALL=C.UTF-8 "$@"
+}
+
+# The cached tarball of a clean minbase SUITE for ARCH (made once; `make deb-clean` drops it).
+rootfs_tarball() {
+  local suite=$1 arch=$2
+  local tar="$DEB_CACHE/rootfs/$suite-$arch.tar"
+  if [ ! -s "$tar" ]; then
+    need_host_packages debootstrap
+    need_qemu "$arch"
+    mkdir -p "$DEB_CACHE/rootfs" "$DEB_CACHE/debs/$suite-$arch"
+    local tmp="$DEB_CACHE/rootfs/$suite-$arch.tmp"
+    remove_root "$tmp"
+    log "debootstrap $suite $arch (once; cached in $tar)"
+    local t0=$SECONDS
+    debootstrap --variant=minbase --arch="$arch" --cache-dir="$DEB_CACHE/debs/$suite-$arch" \
+      "$suite" "$tmp" "$DEB_MIRROR" >"$DEB_CACHE/rootfs/$suite-$arch.log" 2>&1 ||
+      { tail -20 "$DEB_CACHE/rootfs/$suite-$arch.log" >&2; die "debootstrap $suite $arch failed"; }
+    chroot_umount "$tmp"
+    tar -C "$tmp" --numeric-owner --xattrs -cf "$tar.part" . && mv "$tar.part" "$tar"
+    remove_root "$tmp"
+    log "debootstrap $suite $arch: $((SECONDS - t0)) s"
+  fi
+  echo "$tar"
+}
+
+# A fresh root from the cached tarball in DIR, apt's .deb cache shared with earlier runs.
+fresh_root() {
+  local suite=$1 arch=$2 root=$3
+  local tar
+  tar=$(rootfs_tarball "$suite" "$arch")
+  remove_root "$root"
+  mkdir -p "$root"
+  tar -C "$root" --numeric-owner --xattrs -xf "$tar"
+  chroot_mount "$root"
+  mkdir -p "$DEB_CACHE/debs/$suite-$arch"
+  mount --bind "$DEB_CACHE/debs/$suite-$arch" "$root/var/cache/apt/archives"
+  apt_config "$root"
+}
+
+# Keep what apt downloads for the next run. Unstable's Release file says it is valid for a
+# week; a mirror that is a little behind must not stop the toolchain install.
+apt_config() {
+  local root=$1
+  cat >"$root/etc/apt/apt.conf.d/01ibeacon-deb" <<'APT'
+Binary::apt::APT::Keep-Downloaded-Packages "true";
+Acquire::Check-Valid-Until "false";
+Acquire::Languages "none";
+APT
+}
+
+# A root kept in DIR (toolchains, sysroots): made from the cached clean SUITE tarball, then
+# SETUP (a shell snippet run inside it) once; made again when SETUP changes. Unmounted on return.
+kept_root() {
+  local suite=$1 arch=$2 dir=$3 setup=$4
+  local stamp="$dir/.ibeacon-setup" sum
+  sum=$(printf '%s' "$setup" | sha256sum | cut -d' ' -f1)
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$sum" ]; then
+    return 0
+  fi
+  local t0=$SECONDS tar
+  tar=$(rootfs_tarball "$suite" "$arch")
+  log "preparing $dir (once; $suite $arch)"
+  remove_root "$dir"
+  mkdir -p "$dir"
+  tar -C "$dir" --numeric-owner --xattrs -xf "$tar"
+  chroot_mount "$dir"
+  mkdir -p "$DEB_CACHE/debs/$suite-$arch"
+  mount --bind "$DEB_CACHE/debs/$suite-$arch" "$dir/var/cache/apt/archives"
+  apt_config "$dir"
+  if ! in_root "$dir" sh -ec "$setup" >"$dir.log" 2>&1; then
+    tail -30 "$dir.log" >&2
+    chroot_umount "$dir"
+    die "preparing $dir failed (log: $dir.log)"
+  fi
+  chroot_umount "$dir"
+  echo "$sum" >"$stamp"
+  log "prepared $dir: $((SECONDS - t0)) s"
+}

@@ -1444,12 +1444,15 @@ async def start_beacon(device: Device, spec: 'BeaconSpec') -> None:
     )
 
 
+CENTRAL = {'on': True}
+
+
 async def central_loop(device: Device, target: hci.Address) -> None:
     """--central: connect to `target`, hold the link and read its Device Name, connect again as
     soon as it is dropped. One "central" event per connection, disconnection, read and failure."""
     from bumble.core import UUID
 
-    while True:
+    while CENTRAL['on']:
         try:
             connection = await device.connect(target, timeout=60)
         except Exception as error:  # noqa: BLE001 - a test peer reports and tries again
@@ -1625,6 +1628,7 @@ async def run(args: argparse.Namespace) -> int:
         elif cmd.split()[0] in ('beacon-on', 'beacon-off') and len(cmd.split()) == 2:
             ack.update(await switch_beacon(beacon_devices, cmd.split()[1], cmd.startswith('beacon-on')))
         elif cmd == 'central-off' and central_task is not None:
+            CENTRAL['on'] = False
             central_task.cancel()
             # Bumble's LE Create Connection Cancel answers success but keeps the pending
             # connection, which would connect at the next advertisement: forget it.

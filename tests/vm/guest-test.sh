@@ -2006,11 +2006,12 @@ scenario_kernel_central() {
     fail "every link is dropped at once (the GATT window is bounded)" "links held < 1 s" "$r"
   fi
   local logged
+  # 5 a minute, then one with the count: the attack here lasts under two minutes.
   logged=$(grep -c 'a central (.*) connected to' "$WORK/central-adv.txt")
-  if [ "$logged" -ge 1 ] && [ "$logged" -le 7 ]; then
-    pass "the connections are logged, rate-limited" "$logged line(s) for $(kv "$r" links) connections"
+  if [ "$logged" -ge 1 ] && [ "$logged" -le 12 ]; then
+    pass "the connections are logged, rate-limited" "$logged line(s) for $(kv "$r" links) connections in the window"
   else
-    fail "the connections are logged, rate-limited" "1–7 lines" "$logged: $(grep -i central "$WORK/central-adv.txt" | head -3 | tr '\n' ' ')"
+    fail "the connections are logged, rate-limited" "1–12 lines (5 a minute)" "$logged: $(grep -i central "$WORK/central-adv.txt" | head -3 | tr '\n' ' ')"
   fi
   echo central-off >&7
   poll 10 grep -q '"cmd": *"central-off"' "$WORK/central-vhci.out"
@@ -2073,7 +2074,9 @@ scenario_kernel_local_user() {
   kernel_observe 4
   check_eq "(4) root's beacon still heard on hci1" "yes" "$([ "$(count_reports_with "$P_ADV")" -gt 0 ] && echo yes || echo no)"
   stop_advertiser "$adv" "$WORK/local-adv.txt"
-  # (5) the user's spoofed beacon, SIGKILLed with its guardian, then root's stop.
+  # (5) the user's spoofed beacon, SIGKILLed with its guardian, then root's stop (no directory of
+  # the user's below /run/ibeacon: kernel_capabilities makes one and leaves it).
+  rm -rf "/run/ibeacon/$TEST_USER"
   as_user "$capdir/ibeacon-admin" advertise --device hci0 --profile "$WORK/spoof.json" > "$WORK/spoof.txt" 2>&1 &
   spoof=$!
   BG_PIDS+=("$spoof")

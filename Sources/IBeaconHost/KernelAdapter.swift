@@ -17,13 +17,17 @@ public struct KernelAdapter: Adapter {
     public let rawFallback: ControllerAdapter
     /// What the waits of the advertising session sleep on (a `ManualClock` in tests).
     public let clock: any Clock<Duration>
+    /// Advertise only when the instances can be recorded where root's `stop` believes them:
+    /// for a process with more privileges than its user (the setcap'd binary run by anyone),
+    /// whose beacon must not outlive a SIGKILL unrecorded (issue 30, item 5).
+    public let requireRecords: Bool
     let logger: Logger
 
     public init(
         client: MgmtClient, index: UInt16, records: RuntimeRecords,
         requireAdministration: @escaping @Sendable (String) throws -> Void,
         startGuardian: @escaping @Sendable (String) -> Void = { _ in }, rawFallback: ControllerAdapter,
-        clock: any Clock<Duration> = ContinuousClock(), logger: Logger
+        clock: any Clock<Duration> = ContinuousClock(), requireRecords: Bool = false, logger: Logger
     ) {
         self.client = client
         self.index = index
@@ -32,6 +36,7 @@ public struct KernelAdapter: Adapter {
         self.startGuardian = startGuardian
         self.rawFallback = rawFallback
         self.clock = clock
+        self.requireRecords = requireRecords
         self.logger = logger
     }
 
@@ -49,6 +54,7 @@ public struct KernelAdapter: Adapter {
         }
         defer { Task { await client.close() } }
         try requireAdministration("advertising on \(name)")
+        try requireRecordDirectory()
         let records = self.records
         let adapter = name
         let logger = self.logger
@@ -63,6 +69,22 @@ public struct KernelAdapter: Adapter {
                 for w in status.warnings { logger.warning("\(w)") }
                 onReady(status)
             }, onLost: onLost, onRestored: { onRestored(nil) })
+    }
+
+    /// With `requireRecords`: throws unless this process can write its record in the runtime
+    /// directory (or its own directory below it), where root's `stop` and the guardian find it.
+    private func requireRecordDirectory() throws {
+        guard requireRecords else { return }
+        do throws(FileError) {
+            _ = try records.writableDirectory()
+        } catch {
+            throw FileError(
+                .cannotWrite, path: records.directory,
+                "\(error.message): this ibeacon runs with file capabilities, and advertises only where it can record "
+                    + "its instances for `ibeacon stop` (so that nobody's beacon outlives a kill unrecorded); run it as "
+                    + "root or through the systemd unit, or have root give this user a directory: "
+                    + "`sudo install -d -m 0755 -o $(id -un) \(records.directory)/$(id -un)`")
+        }
     }
 
     /// Removes the instances that ibeacon processes now gone recorded for this adapter

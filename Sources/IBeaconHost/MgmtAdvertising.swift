@@ -168,6 +168,8 @@ public struct MgmtAdvertisingSession: Sendable {
     public var clock: any Clock<Duration>
     /// Called whenever the set of our instance numbers changes (the CLI records them for `stop`).
     public var onInstancesChanged: @Sendable ([UInt8]) -> Void
+    /// Time on `clock` since the session was made (for the connection log's windows).
+    private let elapsed: @Sendable () -> Duration
 
     public init(
         advertiser: MgmtAdvertiser, client: MgmtClient, logger: Logger, clock: any Clock<Duration> = ContinuousClock(),
@@ -178,6 +180,7 @@ public struct MgmtAdvertisingSession: Sendable {
         self.logger = logger
         self.clock = clock
         self.onInstancesChanged = onInstancesChanged
+        elapsed = stopwatch(on: clock)
     }
 
     /// Our beacons, by position in `advertiser.beacons`, with their instance when registered.
@@ -190,7 +193,22 @@ public struct MgmtAdvertisingSession: Sendable {
         /// The warnings of the registration that completed first, reported with `onReady`.
         var warnings: [String] = []
         var readyReported = false
+        /// Centrals whose links to the adapter are up (LE links they made: to a connectable
+        /// advertisement, which the kernel pauses while connected).
+        var centrals: Set<MgmtLink> = []
+        /// Reported lost because of a central (`onLost`), not yet reported back (`onRestored`).
+        var pausedByCentral = false
+        /// Bumped at every central's connection: a quiet period that ends with another number is stale.
+        var quietGeneration = 0
+        /// Which connections reach the log (the first 5 a minute, then a count).
+        var connectionLog = RepeatLimiter(burst: 5, interval: .seconds(60))
         var instances: [UInt8] { registered.compactMap { $0?.instance } }
+        /// Whether a central can connect to one of our beacons: registered connectable, or the
+        /// adapter's Connectable setting makes every instance connectable.
+        var connectableOnAir: Bool {
+            registered.contains { $0?.connectable == true }
+                || (adapter?.connectable == true && registered.contains { $0 != nil })
+        }
     }
 
     private var index: MgmtIndex { advertiser.index }
@@ -211,19 +229,124 @@ public struct MgmtAdvertisingSession: Sendable {
             logger.warning(
                 "\(name) is powered off; advertising will start when it is powered on (e.g. `bluetoothctl power on`)")
         }
-        for await event in client.events {
+        let (inputs, feed) = AsyncStream.makeStream(of: Input.self, bufferingPolicy: .unbounded)
+        let events = client.events
+        let pump = Task {
+            for await event in events { feed.yield(.event(event)) }
+            feed.finish()
+        }
+        defer { pump.cancel() }
+        for await input in inputs {
             if Task.isCancelled { break }
+            let event: MgmtEvent
+            switch input {
+            case .quiet(let generation):
+                centralsGone(&state, generation: generation, onRestored: onRestored)
+                continue
+            case .event(let e): event = e
+            }
+            if await handleCentral(event, &state, feed: feed, onLost: onLost) { continue }
             guard let why = await cause(of: event, &state, onLost: onLost), state.powered, state.present else {
                 continue
             }
             onLost(why)
-            if await restore(&state, why: why, refresh: Self.refreshes(after: event), onReady: onReady) {
+            if await restore(&state, why: why, refresh: Self.refreshes(after: event), onReady: onReady),
+                !state.pausedByCentral
+            {
                 onRestored()
             }
         }
         if let error = await client.linkError { throw error }
         await advertiser.remove(state.instances, on: client)
         onInstancesChanged([])
+    }
+
+    /// What the session's loop waits on: the kernel's events, and the end of a quiet period
+    /// after the last central left (`quietPeriod`).
+    enum Input: Sendable {
+        case event(MgmtEvent)
+        case quiet(generation: Int)
+    }
+
+    /// How long no central may have been connected before the status says "advertising" again
+    /// after one paused the beacon: a central reconnecting in a loop then keeps the status at
+    /// `recovering` instead of flapping it (and the MQTT state) at every connection.
+    static let quietPeriod = Duration.seconds(2)
+
+    /// A central connecting to the adapter while one of our beacons is connectable: the kernel
+    /// stops advertising that instance for as long as the link is up (hci_event.c re-enables it in
+    /// `hci_disconn_complete_evt`), and bluetoothd would serve the central its GATT database. So
+    /// the link is dropped at once (Disconnect), the status says `recovering` with the cause
+    /// meanwhile, and the log says so (rate-limited). Whether `event` was such a link event.
+    private func handleCentral(
+        _ event: MgmtEvent, _ state: inout State, feed: AsyncStream<Input>.Continuation, onLost: (String) -> Void
+    ) async -> Bool {
+        switch event {
+        case .deviceConnected(index, let link) where link.isIncomingLE && state.connectableOnAir:
+            state.centrals.insert(link)
+            state.quietGeneration += 1
+            let cause =
+                "a central (\(link.address)) connected to \(name); the kernel pauses a connectable beacon while "
+                + "it is connected: disconnecting it"
+            if !state.pausedByCentral {
+                state.pausedByCentral = true
+                onLost(cause)
+            }
+            let took = stopwatch(on: clock)
+            let down = await disconnect(link)
+            if down { state.centrals.remove(link) }
+            logConnection(&state, link, took: took(), down: down)
+        case .deviceDisconnected(index, let link, _) where state.centrals.contains(link):
+            state.centrals.remove(link)
+        default:
+            return false
+        }
+        if state.centrals.isEmpty && state.pausedByCentral {
+            let generation = state.quietGeneration
+            Task { [clock] in
+                try? await clock.sleep(for: Self.quietPeriod)
+                feed.yield(.quiet(generation: generation))
+            }
+        }
+        return true
+    }
+
+    /// Drops a central's link; whether it is down (also when it already was).
+    private func disconnect(_ link: MgmtLink) async -> Bool {
+        do {
+            _ = try await client.execute(MgmtDisconnect(link), index: index)
+            return true
+        } catch MgmtError.commandFailed(_, _, .notConnected) {
+            return true
+        } catch {
+            logger.warning("could not disconnect the central \(link.address) from \(name): \(error)")
+            return false
+        }
+    }
+
+    /// One line per dropped connection, the first 5 a minute, then how many were left out.
+    private func logConnection(_ state: inout State, _ link: MgmtLink, took: Duration, down: Bool) {
+        let line =
+            "a central (\(link.address)) connected to \(name), which pauses our connectable beacon: "
+            + (down ? "disconnected it after \(took.formattedSeconds)" : "could not disconnect it")
+        switch state.connectionLog.record(at: elapsed()) {
+        case .log: logger.warning("\(line)")
+        case .logWithSummary(let suppressed):
+            logger.warning("\(line) (\(suppressed) more such connection(s) not logged in the last minute)")
+        case .suppress: break
+        }
+    }
+
+    /// The quiet period after the last central left has ended: unless another one connected
+    /// since, the kernel has resumed our beacon (on disconnection), so the status says so again.
+    private func centralsGone(_ state: inout State, generation: Int, onRestored: () -> Void) {
+        guard generation == state.quietGeneration, state.centrals.isEmpty, state.pausedByCentral else { return }
+        state.pausedByCentral = false
+        let left = state.connectionLog.flush()
+        let unlogged = left > 0 ? " (\(left) connection(s) not logged)" : ""
+        logger.notice(
+            "no central connected to \(name) for \(Self.quietPeriod.formattedSeconds): advertising\(unlogged)")
+        onRestored()
     }
 
     /// The adapter as Read Controller Information finds it; throws when it has no LE.
@@ -375,43 +498,72 @@ public struct MgmtAdvertisingSession: Sendable {
     /// also registers again the ones still listed (same number: the kernel updates the instance
     /// and programs the controller again), for when the controller may have lost them while the
     /// kernel kept them (a power cycle, an HCI reset).
+    ///
+    /// The 6.1 kernel's Read Advertising Features leaves out every instance whose number exceeds
+    /// the count of instances (mgmt.c `read_adv_features`: "Only instances 1-le_num_of_adv_sets
+    /// are externally visible", tested against `adv_instance_cnt`). So one of ours missing from
+    /// the list may still be there, hidden: it is registered again under its own number (no other
+    /// program took that number, or Advertising Added would have said so). And new numbers are
+    /// taken one at a time, reading the list again after each addition: every addition raises the
+    /// count, which brings hidden numbers below it into the list, and the lowest number missing
+    /// from the list is never a hidden one (fewer than `count` numbers up to `count` are listed
+    /// while any is hidden, so a free one is at most `count`, and hidden ones are above it).
     private func register(_ state: inout State, why: String?, throwing: Bool, refresh: Bool = false) async throws
         -> [String]
     {
-        let features = try await client.execute(MgmtReadAdvertisingFeatures(), index: index)
+        var features = try await client.execute(MgmtReadAdvertisingFeatures(), index: index)
         let listed = Set(features.instances)
+        var hidden: [Int] = []
         for i in state.registered.indices {
-            if let r = state.registered[i], !listed.contains(r.instance) {
-                if let why { logger.warning("\(r.spec.label): instance \(r.instance) is gone (\(why))") }
-                state.registered[i] = nil
+            guard let r = state.registered[i], !listed.contains(r.instance) else { continue }
+            if Int(r.instance) > features.instances.count {
+                hidden.append(i)
+                continue
             }
+            if let why { logger.warning("\(r.spec.label): instance \(r.instance) is gone (\(why))") }
+            state.registered[i] = nil
         }
         let missing = state.registered.indices.filter { state.registered[$0] == nil }
-        let kept = refresh ? state.registered.indices.filter { state.registered[$0] != nil } : []
+        let kept = refresh ? state.registered.indices.filter { state.registered[$0] != nil } : hidden
         if missing.isEmpty && kept.isEmpty { return advertiser.warnings(features: features, adapter: state.adapter) }
-        let fresh = try MgmtAdvertiser.freeInstances(
-            missing.count, features: features, reserved: Set(state.instances))
-        let plan = zip(missing, fresh).map { ($0, $1, false) } + kept.map { ($0, state.registered[$0]!.instance, true) }
-        for (slot, number, again) in plan {
-            let spec = advertiser.beacons[slot]
-            do {
-                let added = try await advertiser.add(spec, instance: number, on: client, adapter: state.adapter)
-                state.registered[slot] = added
-                if let why {
-                    logger.warning(
-                        "\(spec.label): \(again ? "registered again" : "put back") as instance \(number) (cause: \(why))"
-                    )
-                }
-            } catch {
-                onInstancesChanged(state.instances)
-                if throwing {
-                    await advertiser.remove(state.instances, on: client)
-                    onInstancesChanged([])
-                }
-                throw error
+        _ = try MgmtAdvertiser.freeInstances(missing.count, features: features, reserved: Set(state.instances))
+        do {
+            for slot in kept {
+                try await add(slot, number: state.registered[slot]!.instance, again: true, &state, why: why)
             }
+            for (n, slot) in missing.enumerated() {
+                if n > 0 { features = try await client.execute(MgmtReadAdvertisingFeatures(), index: index) }
+                let number = try MgmtAdvertiser.freeInstances(1, features: features, reserved: Set(state.instances))[0]
+                try await add(slot, number: number, again: false, &state, why: why)
+            }
+        } catch {
+            if throwing {
+                await advertiser.remove(state.instances, on: client)
+                onInstancesChanged([])
+            }
+            throw error
         }
-        onInstancesChanged(state.instances)
         return advertiser.warnings(features: features, adapter: state.adapter)
+    }
+
+    /// Registers the beacon of `slot` as instance `number`, recorded before it is added (an
+    /// advertiser killed at any point leaves a record of everything it may have added) and
+    /// recorded again after.
+    private func add(_ slot: Int, number: UInt8, again: Bool, _ state: inout State, why: String?) async throws {
+        let spec = advertiser.beacons[slot]
+        onInstancesChanged(Array(Set(state.instances + [number])).sorted())
+        let added: MgmtInstance
+        do {
+            added = try await advertiser.add(spec, instance: number, on: client, adapter: state.adapter)
+        } catch {
+            onInstancesChanged(state.instances)
+            throw error
+        }
+        state.registered[slot] = added
+        onInstancesChanged(state.instances)
+        if let why {
+            logger.warning(
+                "\(spec.label): \(again ? "registered again" : "put back") as instance \(number) (cause: \(why))")
+        }
     }
 }

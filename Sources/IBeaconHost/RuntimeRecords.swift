@@ -28,12 +28,19 @@ public struct ProcessTable: Sendable {
     public var identity: @Sendable (Int32) -> ProcessIdentity?
     /// This boot's ID.
     public var bootID: @Sendable () -> String?
+    /// Whether a process `pid` exists at all, whoever's it is (`kill(pid, 0)`: EPERM means it
+    /// does). Where `/proc` hides other users' processes (the mount option `hidepid=1`/`2`,
+    /// systemd's `ProtectProc=invisible`), `identity` is nil for a process that runs: reading
+    /// `/proc/PID/stat` then fails with ENOENT (invisible) or EACCES, just as for one that is gone.
+    public var exists: @Sendable (Int32) -> Bool
 
     public init(
-        identity: @escaping @Sendable (Int32) -> ProcessIdentity?, bootID: @escaping @Sendable () -> String?
+        identity: @escaping @Sendable (Int32) -> ProcessIdentity?, bootID: @escaping @Sendable () -> String?,
+        exists: @escaping @Sendable (Int32) -> Bool = { _ in false }
     ) {
         self.identity = identity
         self.bootID = bootID
+        self.exists = exists
     }
 
     /// `/proc`: the start time from `/proc/PID/stat`, the boot from `boot_id`.
@@ -45,7 +52,7 @@ public struct ProcessTable: Sendable {
             else { return nil }
             return ProcessIdentity(pid: pid, startTime: start, bootID: boot)
         },
-        bootID: { ProcessTable.systemBootID() })
+        bootID: { ProcessTable.systemBootID() }, exists: { Sys.processExists($0) })
 
     static func systemBootID() -> String? {
         guard let bytes = try? Sys.readFile("/proc/sys/kernel/random/boot_id") else { return nil }
@@ -210,10 +217,12 @@ public struct RuntimeRecords: Sendable {
     }
 
     /// Whether the record's writer is gone: another boot, no such process, or another process
-    /// with its ID now (started at another time).
+    /// with its ID now (started at another time). A process with its ID that this process may
+    /// not look at (`/proc` hides it: `hidepid`, `ProtectProc=invisible`) is taken for the
+    /// writer: it may be, and removing a running advertiser's instances is the worse mistake.
     public func writerIsGone(_ record: RuntimeRecord) -> Bool {
         guard let boot = processes.bootID(), boot == record.writer.bootID else { return true }
-        guard let now = processes.identity(record.writer.pid) else { return true }
+        guard let now = processes.identity(record.writer.pid) else { return !processes.exists(record.writer.pid) }
         return now != record.writer
     }
 
@@ -359,7 +368,8 @@ public struct LeftoverInstances: Sendable, Equatable {
 
 extension RuntimeRecords {
     /// The instances a gone ibeacon process left on the adapter `adapter` (`hci0`) whose
-    /// address is `address`, given the instances the kernel lists now. An instance is left
+    /// address is `address`, given the instances the kernel lists now (listed, or possibly hidden
+    /// from the list). An instance is left
     /// alone when its record is not believed (see the type's comment), was written for another
     /// adapter or in another boot, when its writer still runs (the same process ID, start time
     /// and boot), or when a running ibeacon process claims the same number.
@@ -381,6 +391,12 @@ extension RuntimeRecords {
                 plan.notes.append("\(record.file) was written before the last boot: its instances are long gone")
                 plan.staleRecords.append(record)
             } else if !writerIsGone(record) {
+                if processes.identity(record.writer.pid) == nil {
+                    plan.notes.append(
+                        "process \(record.writer.pid), which wrote \(record.file), exists but /proc does not show it "
+                            + "to this user (hidepid, ProtectProc=invisible): taken for that running ibeacon, its "
+                            + "instances left alone (run `ibeacon stop` as root to decide)")
+                }
                 plan.running.append(record.writer.pid)
                 claimedByRunning.formUnion(record.instances)
             } else if record.adapterAddress != address {
@@ -394,7 +410,12 @@ extension RuntimeRecords {
             }
         }
         for record in gone {
-            for n in record.instances where listed.contains(n) && !plan.instances.contains(n) {
+            // The 6.1 kernel's list leaves out an instance whose number exceeds the count of
+            // instances (mgmt.c `read_adv_features`), so a number above the list's length may
+            // still be there, hidden: it is removed too (Remove Advertising answers Invalid
+            // Parameters if it is not). One at most the list's length and not in it is gone.
+            for n in record.instances
+            where (listed.contains(n) || Int(n) > listed.count) && !plan.instances.contains(n) {
                 if claimedByRunning.contains(n) {
                     plan.notes.append("instance \(n) is claimed by a running ibeacon process too: left alone")
                 } else {

@@ -70,6 +70,12 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
     private var _monitorScan: MonitorScanParameters?
     private var _refusals: [MgmtStatus] = []
     private var _connectable = false
+    /// LE links up, by peer: centrals that connected to a connectable instance.
+    private var _links: Set<MgmtLink> = []
+    /// Instances the kernel stopped advertising because a central connected to them (the
+    /// controller ends a connectable advertisement when it is connected; hci_event.c re-enables
+    /// it in `hci_disconn_complete_evt`).
+    private var _paused: Set<UInt8> = []
     /// Where the kernel's non-resolvable addresses come from (its get_random_bytes).
     private var _random = SplitMix64(seed: 0x1B)
 
@@ -133,8 +139,10 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
     // MARK: - other programs and the adapter
 
     /// Another program adds an instance (e.g. `btmgmt add-adv`); the client sees Advertising Added.
-    public func otherProgramAdds(_ instance: UInt8, data: [UInt8] = otherProgramData, owner: String = "btmgmt") {
-        lock.withLock { _instances[instance] = Instance(flags: [], data: data, owner: owner) }
+    public func otherProgramAdds(
+        _ instance: UInt8, data: [UInt8] = otherProgramData, owner: String = "btmgmt", flags: MgmtAdvertisingFlags = []
+    ) {
+        lock.withLock { _instances[instance] = Instance(flags: flags, data: data, owner: owner) }
         emit(.advertisingAdded(index: Self.index, instance: instance))
     }
 
@@ -174,6 +182,52 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
             _monitors[handle] = patterns
             return handle
         }
+    }
+
+    /// LE links to the adapter that are up (centrals connected to it).
+    public var links: Set<MgmtLink> { lock.withLock { _links } }
+    /// Instances paused because a central is connected to them.
+    public var pausedInstances: Set<UInt8> { lock.withLock { _paused } }
+
+    /// A central (a phone) connects to `instance`, which must be advertised connectable (by
+    /// its flag or the adapter's Connectable setting): the kernel pauses it and says Device
+    /// Connected to every socket (flags without "initiated": the central made the link).
+    /// Returns whether it could connect.
+    @discardableResult
+    public func centralConnects(_ link: MgmtLink, to instance: UInt8) -> Bool {
+        let connected = lock.withLock {
+            guard _powered, let i = _instances[instance], i.flags.contains(.connectable) || _connectable else {
+                return false
+            }
+            _links.insert(link)
+            _paused.insert(instance)
+            return true
+        }
+        if connected { emit(.deviceConnected(index: Self.index, MgmtLink(link.address, link.addressType))) }
+        return connected
+    }
+
+    /// This host connects to a device (bluetoothd reconnecting a keyboard): Device Connected
+    /// with the "initiated" flag.
+    public func hostConnects(_ link: MgmtLink) {
+        lock.withLock { _ = _links.insert(link) }
+        emit(
+            .deviceConnected(index: Self.index, MgmtLink(link.address, link.addressType, flags: MgmtLink.initiatedFlag))
+        )
+    }
+
+    /// The central leaves by itself: Device Disconnected, and the kernel resumes advertising.
+    public func centralDisconnects(_ link: MgmtLink) {
+        let was = lock.withLock { dropLink(link) }
+        if was { emit(.deviceDisconnected(index: Self.index, link, reason: 0x13)) }
+    }
+
+    /// Ends `link` (lock held): like hci_disconn_complete_evt, advertising resumes once no LE
+    /// link holds it (one central per instance here).
+    private func dropLink(_ link: MgmtLink) -> Bool {
+        guard _links.remove(link) != nil else { return false }
+        if _links.isEmpty { _paused.removeAll() }
+        return true
     }
 
     /// The adapter goes away (unplugged): Index Removed.
@@ -276,6 +330,7 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
         case .readIndexList: readIndexList()
         case .readControllerInfo: readControllerInfo()
         case .readAdvertisingFeatures: readAdvertisingFeatures()
+        case .disconnect: try disconnect(&r)
         case .addExtendedAdvertisingParameters: try addExtendedAdvertisingParameters(&r)
         case .addExtendedAdvertisingData: try addExtendedAdvertisingData(&r)
         case .addAdvertising: try addAdvertising(&r)
@@ -321,13 +376,25 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
         return Answer(success: w.bytes)
     }
 
+    /// Disconnect: answered once the link is down; like the 6.1 kernel (mgmt.c
+    /// `mgmt_device_disconnected` skips the socket of the pending Disconnect), the caller gets
+    /// no Device Disconnected. Not Connected when there is no such link.
+    private func disconnect(_ r: inout ByteReader) throws(DecodingError) -> Answer {
+        let address = try BDAddress.read(from: &r, "Address")
+        let link = MgmtLink(address, try r.readUInt8("Address_Type"))
+        guard dropLink(link) else { return Answer(.notConnected) }
+        return Answer(success: address.bytes + [link.addressType])
+    }
+
     private func readAdvertisingFeatures() -> Answer {
         var w = ByteWriter()
         w.uint32LE(Self.supportedFlags.rawValue)
         w.uint8(Self.maxDataLength)  // Max_Adv_Data_Len
         w.uint8(Self.maxDataLength)  // Max_Scan_Rsp_Len
         w.uint8(maxInstances)
-        let numbers = _instances.keys.sorted()
+        // 6.1 mgmt.c read_adv_features: "Only instances 1-le_num_of_adv_sets are externally
+        // visible" — an instance whose number exceeds the count of instances is left out.
+        let numbers = _instances.keys.sorted().filter { Int($0) <= _instances.count }
         w.uint8(UInt8(numbers.count))
         w.append(numbers)
         return Answer(success: w.bytes)

@@ -99,6 +99,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
                 .advertising, txPower: status.beacons.map { $0.txPower.map { Int($0) } },
                 addresses: status.beacons.map { $0.address?.description })
         }
+        let onTheAir = "advertising \(specs.count) beacon(s) on \(adapter.name.escapedForTerminal)"
         try await untilStopped {
             try await adapter.advertise(
                 request,
@@ -106,11 +107,15 @@ struct AdvertiseCommand: AsyncParsableCommand {
                     printOut(statusLine(status, device: adapter.name, json: json))
                     onAir(status)
                     SystemdNotifier.notify(
-                        "READY=1\nSTATUS=advertising \(specs.count) beacon(s) on \(adapter.name.escapedForTerminal)"
-                            + (status.commandSet == nil ? " through the kernel" : ""))
-                }, onLost: { cause in mqtt?.update(.recovering, cause: cause) },
+                        "READY=1\nSTATUS=\(onTheAir)" + (status.commandSet == nil ? " through the kernel" : ""))
+                },
+                onLost: { cause in
+                    mqtt?.update(.recovering, cause: cause)
+                    SystemdNotifier.notify("STATUS=recovering: \(cause.escapedForTerminal)")
+                },
                 onRestored: { status in
                     if let status { onAir(status) } else { mqtt?.update(.advertising) }
+                    SystemdNotifier.notify("STATUS=\(onTheAir)")
                 })
         }
     }

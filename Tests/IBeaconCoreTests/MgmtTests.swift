@@ -359,7 +359,9 @@ import Testing
     @Test func everyEncodedCommandHasALengthItsRowAdmits() throws {
         let interval = try AdvertisingInterval(milliseconds: 100, for: .extended)
         let commands: [any MgmtCommand] = [
-            MgmtReadVersion(), MgmtReadIndexList(), MgmtReadControllerInfo(), MgmtReadAdvertisingFeatures(),
+            MgmtReadVersion(), MgmtReadIndexList(), MgmtReadControllerInfo(),
+            MgmtDisconnect(MgmtLink(BDAddress("4A:11:22:33:44:55")!, MgmtDeviceFound.leRandomAddress)),
+            MgmtReadAdvertisingFeatures(),
             try MgmtAddAdvertising(instance: 1, advertisingData: [0x02, 0x01, 0x06], scanResponse: [0x01]),
             try MgmtRemoveAdvertising(instance: 1), MgmtReadDefaultSystemConfiguration(),
             try MgmtSetDefaultSystemConfiguration([
@@ -390,6 +392,31 @@ import Testing
         }
     }
 
+    /// Device Connected as the 6.1 kernel sends it for a central's LE link (mgmt.c
+    /// `mgmt_device_connected`: flags 0, EIR data with the name when known), and with the
+    /// "initiated" flag for a link this host made; Disconnect's parameters.
+    @Test func deviceConnectedSaysWhoMadeTheLink() throws {
+        let incoming: [UInt8] =
+            [0x0B, 0x00, 0x01, 0x00, 0x13, 0x00] + [0x55, 0x44, 0x33, 0x22, 0x11, 0x4A, 0x02]
+            + [0x00, 0x00, 0x00, 0x00] + [0x06, 0x00] + [0x05, 0x09, 0x50, 0x69, 0x78, 0x6C]
+        guard case .deviceConnected(let index, let link) = try MgmtEvent(MgmtPacket(decoding: incoming)) else {
+            Issue.record("not Device Connected")
+            return
+        }
+        #expect(index == MgmtIndex(1))
+        #expect(link.address == BDAddress("4A:11:22:33:44:55")!)
+        #expect(link.isIncomingLE)
+        var initiated = incoming
+        initiated[13] = 0x08
+        guard case .deviceConnected(_, let own) = try MgmtEvent(MgmtPacket(decoding: initiated)) else {
+            Issue.record("not Device Connected")
+            return
+        }
+        #expect(own.flags == MgmtLink.initiatedFlag && !own.isIncomingLE)
+        #expect(!MgmtLink(link.address, MgmtDeviceFound.brEdrAddress).isIncomingLE)
+        #expect(MgmtDisconnect(link).encodeParameters() == [0x55, 0x44, 0x33, 0x22, 0x11, 0x4A, 0x02])
+    }
+
     /// One event of every row: the fake kernel's encoder and the decoder agree.
     @Test func everyEventRoundTrips() throws {
         let report = MgmtDeviceFound(
@@ -403,6 +430,8 @@ import Testing
             .indexAdded(hci1),
             .indexRemoved(hci1),
             .newSettings(index: hci1, [.powered, .lowEnergy]),
+            .deviceConnected(index: hci1, MgmtLink(report.address, report.addressType, flags: MgmtLink.initiatedFlag)),
+            .deviceDisconnected(index: hci1, MgmtLink(report.address, report.addressType), reason: 0x13),
             .deviceFound(index: hci1, report),
             .advertisingAdded(index: hci1, instance: 4),
             .advertisingRemoved(index: hci1, instance: 2),

@@ -60,6 +60,37 @@ import Testing
         #expect(kernel.instances.keys.sorted() == [1])
     }
 
+    /// Issue 30 item 3: the 6.1 kernel's list leaves out an instance whose number exceeds the
+    /// count of instances; another program's instance 2, alone, is not listed at all.
+    @Test func neverTakesANumberAnotherProgramHoldsHiddenFromTheList() async throws {
+        let kernel = FakeMgmtKernel()
+        kernel.otherProgramAdds(2, owner: "bluetoothd")
+        try await Self.withSession(kernel, beacons: [Self.spec(minor: 3), Self.spec(minor: 4)]) { ready in
+            #expect(await eventually { ready() != nil })
+            #expect(ready()?.beacons.map(\.instance) == [1, 3])
+            #expect(kernel.instances[2]?.owner == "bluetoothd")
+            #expect(kernel.instances[2]?.data == FakeMgmtKernel.otherProgramData)
+        }
+        #expect(kernel.instances.keys.sorted() == [2])
+    }
+
+    /// Issue 30 items 2/3: one of ours that the list hides is still ours; it is not forgotten
+    /// (and left on the air when we exit) when another of ours has to be put back.
+    @Test func keepsItsOwnInstanceTheListHides() async throws {
+        let kernel = FakeMgmtKernel()
+        kernel.otherProgramAdds(1, owner: "bluetoothd")
+        try await Self.withSession(kernel, beacons: [Self.spec(minor: 3), Self.spec(minor: 4)]) { ready in
+            #expect(await eventually { ready() != nil })
+            #expect(ready()?.beacons.map(\.instance) == [2, 3])
+            kernel.otherProgramRemoves(1)
+            kernel.otherProgramRemoves(2)  // ours: put back; our 3 is now alone, so hidden
+            let data = Self.spec(minor: 3).beacon.advertisingData
+            #expect(await eventually { kernel.instances.keys.sorted() == [1, 3] && kernel.instances[1]?.data == data })
+            #expect(kernel.instances.values.allSatisfy { $0.owner == "test" })
+        }
+        #expect(kernel.instances.isEmpty)
+    }
+
     @Test func putsItsInstanceBackWhenAnotherProgramRemovesIt() async throws {
         let kernel = FakeMgmtKernel()
         try await Self.withSession(kernel, beacons: [Self.spec(minor: 3)]) { ready in

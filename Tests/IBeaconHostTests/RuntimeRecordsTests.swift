@@ -1,5 +1,7 @@
 import Foundation
+import IBeaconCore
 import IBeaconTestSupport
+import Logging
 import Synchronization
 import Testing
 
@@ -56,23 +58,33 @@ private struct RuntimeTree {
 }
 
 /// A process table where only the listed processes run, in boot `RuntimeTree.boot`.
-private func table(_ running: [ProcessIdentity] = [], boot: String = RuntimeTree.boot) -> ProcessTable {
-    ProcessTable(identity: { pid in running.first { $0.pid == pid } }, bootID: { boot })
+/// `hidden`: processes that run but whose /proc entries this user cannot read (hidepid).
+private func table(
+    _ running: [ProcessIdentity] = [], hidden: Set<Int32> = [], boot: String = RuntimeTree.boot
+) -> ProcessTable {
+    ProcessTable(
+        identity: { pid in running.first { $0.pid == pid } }, bootID: { boot },
+        exists: { pid in hidden.contains(pid) || running.contains { $0.pid == pid } })
 }
 
-private func records(_ tree: RuntimeTree, running: [ProcessIdentity] = [], user: UInt32 = 0) -> RuntimeRecords {
-    RuntimeRecords(directory: tree.directory, user: user, processes: table(running))
+private func records(
+    _ tree: RuntimeTree, running: [ProcessIdentity] = [], hidden: Set<Int32> = [], user: UInt32 = 0
+) -> RuntimeRecords {
+    RuntimeRecords(directory: tree.directory, user: user, processes: table(running, hidden: hidden))
 }
 
 /// Issue 23 item 1: `stop` removes only what a gone ibeacon process recorded, from records
 /// nobody else could have written, and never an instance of a process that still runs.
 @Suite(.serialized) struct RuntimeRecordsTests {
-    @Test func aGoneAdvertisersInstancesAreRemovedAndOnlyThoseTheKernelLists() throws {
+    /// Issue 30 item 2: the 6.1 kernel's list hides an instance whose number exceeds the count
+    /// of instances; a recorded number above the list's length may be such a one and is tried.
+    @Test func aGoneAdvertisersInstancesAreRemovedWhenListedOrPossiblyHidden() throws {
         let tree = try RuntimeTree()
         defer { tree.cleanUp() }
-        try tree.write("hci0-4242.instances", RuntimeTree.text(pid: 4242, [1, 3]))
-        let plan = records(tree).leftovers(adapter: "hci0", address: RuntimeTree.address, listed: [1, 2])
-        #expect(plan.instances == [1])
+        try tree.write("hci0-4242.instances", RuntimeTree.text(pid: 4242, [1, 2, 4]))
+        // Two listed: 2 (at most the count, not listed) is gone; 4 (above it) may be hidden.
+        let plan = records(tree).leftovers(adapter: "hci0", address: RuntimeTree.address, listed: [1, 3])
+        #expect(plan.instances == [1, 4])
         #expect(plan.staleRecords.map(\.file) == [tree.path("hci0-4242.instances")])
         #expect(plan.running.isEmpty)
         // Another adapter's records are not read.
@@ -90,6 +102,21 @@ private func records(_ tree: RuntimeTree, running: [ProcessIdentity] = [], user:
         #expect(plan.instances.isEmpty)
         #expect(plan.running == [4242])
         #expect(plan.staleRecords.isEmpty)
+    }
+
+    /// Issue 30 item 4: where /proc hides other users' processes (hidepid=2 answers ENOENT,
+    /// hidepid=1 EACCES), a writer that exists but cannot be read is not taken for gone.
+    @Test func aWriterProcHidesIsTakenForRunning() throws {
+        let tree = try RuntimeTree()
+        defer { tree.cleanUp() }
+        try tree.write("hci0-4242.instances", RuntimeTree.text(pid: 4242, start: 100, [1]))
+        try tree.write("hci0-4343.instances", RuntimeTree.text(pid: 4343, start: 100, [2]))
+        let plan = records(tree, hidden: [4242]).leftovers(
+            adapter: "hci0", address: RuntimeTree.address, listed: [1, 2])
+        #expect(plan.instances == [2])
+        #expect(plan.running == [4242])
+        #expect(plan.notes.contains { $0.contains("process 4242") && $0.contains("does not show it") })
+        #expect(plan.staleRecords.map(\.file) == [tree.path("hci0-4343.instances")])
     }
 
     @Test func aReusedProcessIDIsNotTheWriter() throws {
@@ -249,5 +276,32 @@ private func records(_ tree: RuntimeTree, running: [ProcessIdentity] = [], user:
 
     @Test func thisTestProcessIsNotElevated() {
         #expect(!ProcessEnvironment.current.elevated)
+    }
+}
+
+/// Issue 30 item 2 end to end on the fake kernel, which hides instances as 6.1 does: a killed
+/// advertiser's instance that the kernel's list leaves out is still removed by `stop`.
+@Suite(.serialized) struct HiddenInstanceStopTests {
+    @Test func stopRemovesAKilledAdvertisersHiddenInstance() async throws {
+        let tree = try RuntimeTree()
+        defer { tree.cleanUp() }
+        let kernel = FakeMgmtKernel()
+        kernel.otherProgramAdds(1, owner: "bluetoothctl")
+        kernel.otherProgramAdds(2, data: [0x02, 0x01, 0x06], owner: "ibeacon 4242")  // the killed advertiser's
+        kernel.otherProgramRemoves(1)
+        // One instance, numbered 2: the kernel's list is empty.
+        try tree.write("hci0-4242.instances", RuntimeTree.text(pid: 4242, [2]))
+        let client = MgmtClient(transport: kernel, logger: Logger(label: "test"), defaultTimeout: .seconds(5))
+        await client.start()
+        let raw = ControllerAdapter(name: "hci0", ownsController: false, logger: Logger(label: "test")) {
+            throw TransportError(.io, "no raw HCI in this test")
+        }
+        let adapter = KernelAdapter(
+            client: client, index: 0, records: records(tree), requireAdministration: { _ in }, rawFallback: raw,
+            logger: Logger(label: "test"))
+        let line = try await adapter.stopAdvertising(leftBy: nil)
+        #expect(kernel.instances.isEmpty)
+        #expect(line == "removed ibeacon's advertising instance(s) 2 on hci0")
+        #expect(!tree.exists(tree.path("hci0-4242.instances")))
     }
 }

@@ -68,6 +68,12 @@ Options
     --credits N              Num_HCI_Command_Packets in every Command Complete and
                              Command Status sent (default: as Bumble sets it, 1);
                              0 = a controller that never grants another command.
+    --central                a peer *central* (a phone's BLE stack): connects to the DUT's
+                             --address as soon as it advertises connectable, holds the
+                             link (its GATT server answers the DUT host's ATT requests),
+                             reads the DUT's GAP Device Name, and connects again as soon
+                             as the link is dropped; prints "central" events. The
+                             command "central-off" on stdin stops it.
     --keep-running           do not quit when stdin reaches EOF (default: quit).
     --log-level LEVEL        stderr logging level (default WARNING).
 
@@ -96,6 +102,7 @@ Control over stdin, one command per line, each acknowledged with an "ack" event:
                 as a second program on a shared raw HCI socket would.
     disconnect  close the H4 TCP connection / the pty (a new pty is opened and
                 announced with a "pty" event).
+    central-off  the --central stops connecting (its ack has the time, "t").
     beacon-off N / beacon-on N
                 the N-th --beacon (counted from 0) stops / starts advertising,
                 while the DUT's client stays connected; the ack carries "t", the
@@ -1413,6 +1420,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument('--slow', type=int, default=0, metavar='MS')
     parser.add_argument('--garbage-after', type=int, default=None, metavar='N')
     parser.add_argument('--credits', type=int, default=None, metavar='N')
+    parser.add_argument('--central', action='store_true')
     parser.add_argument('--keep-running', action='store_true')
     parser.add_argument('--log-level', default='WARNING')
     return parser
@@ -1434,6 +1442,40 @@ async def start_beacon(device: Device, spec: 'BeaconSpec') -> None:
         advertising_interval_min=spec.interval_ms,
         advertising_interval_max=spec.interval_ms,
     )
+
+
+CENTRAL = {'on': True}
+
+
+async def central_loop(device: Device, target: hci.Address) -> None:
+    """--central: connect to `target`, hold the link and read its Device Name, connect again as
+    soon as it is dropped. One "central" event per connection, disconnection, read and failure."""
+    from bumble.core import UUID
+
+    while CENTRAL['on']:
+        try:
+            connection = await device.connect(target, timeout=60)
+        except Exception as error:  # noqa: BLE001 - a test peer reports and tries again
+            emit({'event': 'central', 'what': 'connect-failed', 't': time.monotonic(), 'error': str(error)})
+            await asyncio.sleep(0.05)
+            continue
+        start = time.monotonic()
+        emit({'event': 'central', 'what': 'connected', 't': start})
+        gone = asyncio.Event()
+        connection.on('disconnection', lambda *_: gone.set())
+
+        async def read_name() -> None:
+            try:
+                values = await connection.gatt_client.read_characteristics_by_uuid(UUID.from_16_bits(0x2A00))
+                emit({'event': 'central', 'what': 'read', 't': time.monotonic(),
+                      'name': [bytes(v).decode('utf-8', 'replace') for v in values]})
+            except Exception as error:  # noqa: BLE001 - the link went down first
+                emit({'event': 'central', 'what': 'read-failed', 't': time.monotonic(), 'error': type(error).__name__})
+
+        reader = asyncio.create_task(read_name())
+        await gone.wait()
+        reader.cancel()
+        emit({'event': 'central', 'what': 'disconnected', 't': time.monotonic(), 'held': time.monotonic() - start})
 
 
 async def switch_beacon(beacon_devices: list[tuple[Device, 'BeaconSpec']], argument: str, on: bool) -> dict[str, Any]:
@@ -1505,6 +1547,17 @@ async def run(args: argparse.Namespace) -> int:
         devices.append(scanner)
         ready['scanner'] = 'E0:E1:E2:E3:E4:01'
 
+    if args.central:
+        controller = HarnessController(
+            'central', link, 'E0:E1:E2:E3:E4:C0',
+            RssiModel(args.rssi_peer, random.Random(args.seed + 5)),
+            random.Random(args.seed + 5001), use_adv_delay=use_adv_delay,
+        )
+        central_controller = controller
+        central = await start_peer_device('central', controller, 'C0:00:00:00:00:C0')
+        devices.append(central)
+        ready['central'] = 'E0:E1:E2:E3:E4:C0'
+
     tcp_server: TcpServer | None = None
     pty_server: PtyServer | None = None
     if args.vhci is not None:
@@ -1517,6 +1570,10 @@ async def run(args: argparse.Namespace) -> int:
         tcp_server = TcpServer(dut)
         ready['tcp'] = await tcp_server.start(args.tcp or '127.0.0.1:0')
     emit(ready)
+    central_task: asyncio.Task[None] | None = None
+    if args.central:
+        target = hci.Address(args.address, hci.Address.PUBLIC_DEVICE_ADDRESS)
+        central_task = asyncio.create_task(central_loop(central, target))
 
     # Control loop over stdin (read in a thread: works for pipes, ttys and files).
     loop = asyncio.get_running_loop()
@@ -1570,6 +1627,13 @@ async def run(args: argparse.Namespace) -> int:
                 emit({'event': 'pty', 'pty': pty_server.disconnect()})
         elif cmd.split()[0] in ('beacon-on', 'beacon-off') and len(cmd.split()) == 2:
             ack.update(await switch_beacon(beacon_devices, cmd.split()[1], cmd.startswith('beacon-on')))
+        elif cmd == 'central-off' and central_task is not None:
+            CENTRAL['on'] = False
+            central_task.cancel()
+            # Bumble's LE Create Connection Cancel answers success but keeps the pending
+            # connection, which would connect at the next advertisement: forget it.
+            central_controller.pending_le_connection = None
+            ack['t'] = time.monotonic()
         elif cmd == 'quit':
             emit(ack)
             break

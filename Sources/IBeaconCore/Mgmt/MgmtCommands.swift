@@ -312,6 +312,20 @@ extension ByteWriter {
     }
 }
 
+/// Disconnect: Address (6), Address_Type (1). Returns Address (6), Address_Type (1) once the
+/// link is down (Not Connected when there was none).
+public struct MgmtDisconnect: MgmtCommand {
+    public var link: MgmtLink
+    public static let spec = MgmtCommandSpec(0x0014, "Disconnect", parameters: .exactly(7), returns: .exactly(7))
+
+    public init(_ link: MgmtLink) { self.link = link }
+
+    public func encodeParameters() -> [UInt8] { link.address.bytes + [link.addressType] }
+    public static func readReturn(_ r: inout ByteReader) throws(DecodingError) -> MgmtLink {
+        try MgmtLink.read(from: &r, "Disconnect")
+    }
+}
+
 /// Remove Advertising: Instance (1). Returns Instance (1). Instance 0 removes every
 /// instance of every program, so this type refuses it.
 public struct MgmtRemoveAdvertising: MgmtCommand {

@@ -10,6 +10,11 @@ public enum MgmtEvent: Sendable, Equatable {
     /// Sent to every socket but the one that added the instance.
     case advertisingAdded(index: MgmtIndex, instance: UInt8)
     case advertisingRemoved(index: MgmtIndex, instance: UInt8)
+    /// A link to a device is up (sent to every socket), with who initiated it.
+    case deviceConnected(index: MgmtIndex, MgmtLink)
+    /// A link is down: sent to every socket but the one whose Disconnect ended it (6.1
+    /// `mgmt_device_disconnected` skips the Disconnect command's socket; newer kernels do not).
+    case deviceDisconnected(index: MgmtIndex, MgmtLink, reason: UInt8)
     /// One report while a program runs discovery (sent to every socket).
     case deviceFound(index: MgmtIndex, MgmtDeviceFound)
     /// Handle 0: a report forwarded while monitors are registered and no controller offload
@@ -63,6 +68,15 @@ public enum MgmtEvent: Sendable, Equatable {
             return .advertisingAdded(index: index, instance: try r.readUInt8("Advertising Added instance"))
         case .advertisingRemoved:
             return .advertisingRemoved(index: index, instance: try r.readUInt8("Advertising Removed instance"))
+        case .deviceConnected:
+            let link = try MgmtLink.read(from: &r, "Device Connected")
+            let flags = try r.readUInt32LE("Device Connected Flags")
+            let length = Int(try r.readUInt16LE("Device Connected EIR_Data_Length"))
+            _ = try r.readBytes(length, "Device Connected EIR_Data")
+            return .deviceConnected(index: index, MgmtLink(link.address, link.addressType, flags: flags))
+        case .deviceDisconnected:
+            let link = try MgmtLink.read(from: &r, "Device Disconnected")
+            return .deviceDisconnected(index: index, link, reason: try r.readUInt8("Device Disconnected Reason"))
         case .deviceFound:
             return .deviceFound(index: index, try MgmtDeviceFound.read(from: &r, "Device Found"))
         case .advMonitorDeviceFound:
@@ -102,6 +116,17 @@ public enum MgmtEvent: Sendable, Equatable {
         case .advertisingRemoved(let i, let instance):
             (code, index) = (.advertisingRemoved, i)
             w.uint8(instance)
+        case .deviceConnected(let i, let link):
+            (code, index) = (.deviceConnected, i)
+            w.append(link.address.bytes)
+            w.uint8(link.addressType)
+            w.uint32LE(link.flags)
+            w.uint16LE(0)  // no EIR data
+        case .deviceDisconnected(let i, let link, let reason):
+            (code, index) = (.deviceDisconnected, i)
+            w.append(link.address.bytes)
+            w.uint8(link.addressType)
+            w.uint8(reason)
         case .deviceFound(let i, let report):
             (code, index) = (.deviceFound, i)
             w.append(report.bytes)
@@ -169,5 +194,43 @@ public struct MgmtDeviceFound: Sendable, Equatable {
         w.uint16LE(UInt16(truncatingIfNeeded: data.count))
         w.append(data)
         return w.bytes
+    }
+}
+
+/// A link of Device Connected / Device Disconnected: the peer's Address (6) and Address_Type (1),
+/// and (Device Connected only) its Flags (4).
+public struct MgmtLink: Sendable, Equatable, Hashable {
+    public var address: BDAddress
+    /// `MgmtDeviceFound.brEdrAddress`, `lePublicAddress` or `leRandomAddress`.
+    public var addressType: UInt8
+    public var flags: UInt32
+
+    /// Device Connected's flag for a link this host initiated (`MGMT_DEV_FOUND_INITIATED_CONN`,
+    /// set from `conn->out` by mgmt.c `mgmt_device_connected`, kernel ≥ 5.14): clear when a
+    /// central connected to us.
+    public static let initiatedFlag: UInt32 = 0x08
+
+    public init(_ address: BDAddress, _ addressType: UInt8, flags: UInt32 = 0) {
+        self.address = address
+        self.addressType = addressType
+        self.flags = flags
+    }
+
+    /// An LE link that a central made to this adapter (so: to one of its connectable advertisements).
+    public var isIncomingLE: Bool {
+        addressType != MgmtDeviceFound.brEdrAddress && flags & Self.initiatedFlag == 0
+    }
+
+    static func read(from r: inout ByteReader, _ event: String) throws(DecodingError) -> MgmtLink {
+        let address = try BDAddress.read(from: &r, "\(event) Address")
+        return MgmtLink(address, try r.readUInt8("\(event) Address_Type"))
+    }
+
+    public static func == (a: MgmtLink, b: MgmtLink) -> Bool {
+        a.address == b.address && a.addressType == b.addressType
+    }
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(address)
+        hasher.combine(addressType)
     }
 }

@@ -55,6 +55,7 @@ public struct MgmtCommandSpec: Sendable {
         MgmtReadVersion.self,
         MgmtReadIndexList.self,
         MgmtReadControllerInfo.self,
+        MgmtDisconnect.self,
         MgmtReadAdvertisingFeatures.self,
         MgmtAddAdvertising.self,
         MgmtRemoveAdvertising.self,
@@ -81,6 +82,7 @@ extension MgmtOpcode {
     public static let readVersion = MgmtReadVersion.opcode
     public static let readIndexList = MgmtReadIndexList.opcode
     public static let readControllerInfo = MgmtReadControllerInfo.opcode
+    public static let disconnect = MgmtDisconnect.opcode
     public static let readAdvertisingFeatures = MgmtReadAdvertisingFeatures.opcode
     public static let addAdvertising = MgmtAddAdvertising.opcode
     public static let removeAdvertising = MgmtRemoveAdvertising.opcode
@@ -117,6 +119,10 @@ public struct MgmtEventSpec: Sendable {
     public static let indexRemoved = MgmtEventSpec(0x0005, "Index Removed", .exactly(0))
     /// Current_Settings (4).
     public static let newSettings = MgmtEventSpec(0x0006, "New Settings", .exactly(4))
+    /// Address (6), Address_Type (1), Flags (4), EIR_Data_Length (2), EIR_Data.
+    public static let deviceConnected = MgmtEventSpec(0x000B, "Device Connected", .atLeast(13))
+    /// Address (6), Address_Type (1), Reason (1).
+    public static let deviceDisconnected = MgmtEventSpec(0x000C, "Device Disconnected", .exactly(8))
     /// Address (6), Address_Type (1), RSSI (1), Flags (4), AD_Data_Length (2), AD_Data.
     public static let deviceFound = MgmtEventSpec(0x0012, "Device Found", .atLeast(14))
     /// Instance (1).
@@ -128,8 +134,8 @@ public struct MgmtEventSpec: Sendable {
 
     /// Every row, in code order.
     public static let events: [MgmtEventSpec] = [
-        commandComplete, commandStatus, controllerError, indexAdded, indexRemoved, newSettings, deviceFound,
-        advertisingAdded, advertisingRemoved, advMonitorDeviceFound,
+        commandComplete, commandStatus, controllerError, indexAdded, indexRemoved, newSettings, deviceConnected,
+        deviceDisconnected, deviceFound, advertisingAdded, advertisingRemoved, advMonitorDeviceFound,
     ]
 
     static let byCode: [MgmtEventCode: MgmtEventSpec] = Dictionary(
@@ -150,6 +156,8 @@ extension MgmtEventCode {
     public static let indexAdded = MgmtEventSpec.indexAdded.code
     public static let indexRemoved = MgmtEventSpec.indexRemoved.code
     public static let newSettings = MgmtEventSpec.newSettings.code
+    public static let deviceConnected = MgmtEventSpec.deviceConnected.code
+    public static let deviceDisconnected = MgmtEventSpec.deviceDisconnected.code
     public static let deviceFound = MgmtEventSpec.deviceFound.code
     public static let advertisingAdded = MgmtEventSpec.advertisingAdded.code
     public static let advertisingRemoved = MgmtEventSpec.advertisingRemoved.code

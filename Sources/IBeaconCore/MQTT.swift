@@ -304,8 +304,8 @@ public struct MQTTLayout: Sendable, Equatable {
         self.discoveryPrefix = discoveryPrefix
         self.host = node
         self.adapter = adapter
-        let suffix = adapter.map { "_" + $0.filter { $0 != ":" }.lowercased() } ?? ""
-        self.node = MQTTTopic.identifier(node) + MQTTTopic.identifier(suffix)
+        let suffix = adapter.map { "_" + MQTTTopic.identifier($0.filter { $0 != ":" }.lowercased()) } ?? ""
+        self.node = MQTTTopic.identifier(node) + suffix
         self.room = room
         self.roomTopic = roomTopic
     }
@@ -336,6 +336,38 @@ public struct MQTTLayout: Sendable, Equatable {
     public func beaconStateTopic(_ name: String) -> String { "\(base)/beacon/\(MQTTTopic.level(name))/state" }
     public func beaconAttributesTopic(_ name: String) -> String {
         "\(base)/beacon/\(MQTTTopic.level(name))/attributes"
+    }
+
+    /// `BASE/NAME/health`: the receiver's health (monitor), retained.
+    public var healthTopic: String { "\(base)/\(command)/health" }
+
+    /// The diagnostic sensors read from `healthTopic`: the receiver's state (its attributes: the
+    /// reason, the adapter, the last recovery, the version) and the reports heard per minute.
+    public func healthDiscovery() -> [(topic: String, payload: String)] {
+        guard let discoveryPrefix else { return [] }
+        let id = MQTTTopic.identifier(command)
+        let sensors: [(object: String, name: String, template: String, extra: [JSONObject.Member])] = [
+            (
+                "\(id)_receiver", "\(command) receiver", "{{ value_json.receiver }}",
+                [("json_attributes_topic", .string(healthTopic))]
+            ),
+            (
+                "\(id)_reports", "\(command) reports heard", "{{ value_json.reportsPerMinute }}",
+                [("unit_of_measurement", .string("reports/min")), ("state_class", .string("measurement"))]
+            ),
+        ]
+        return sensors.map { s in
+            var config = JSONObject([
+                ("name", .string(s.name)), ("unique_id", .string("ibeacon_\(node)_\(s.object)")),
+                ("object_id", .string("ibeacon_\(node)_\(s.object)")), ("entity_category", .string("diagnostic")),
+                ("state_topic", .string(healthTopic)), ("value_template", .string(s.template)),
+            ])
+            for m in s.extra { config[m.key] = m.value }
+            config["availability_topic"] = .string(availabilityTopic)
+            config["device"] = deviceJSON
+            config["origin"] = originJSON
+            return ("\(discoveryPrefix)/sensor/\(node)/\(s.object)/config", JSONValue.object(config).compactText())
+        }
     }
 
     /// The retained payload of `boxTopic`.
@@ -472,6 +504,40 @@ public enum MQTTPayload {
     /// The same id from a ranged identity.
     public static func rangingID(_ identity: BeaconIdentity) -> String {
         "\(identity.proximityUUID.uuidString.lowercased())-\(identity.major)-\(identity.minor)"
+    }
+}
+
+/// What `monitor` says about its own receiver (Home Assistant's diagnostic entities): whether it
+/// hears, and why not; how much it hears; which adapter; the last time it stopped hearing and why.
+public struct ReceiverHealth: Sendable, Equatable {
+    /// nil while it hears.
+    public var deafness: Deafness?
+    public var reportsPerMinute: Int
+    public var device: String
+    public var adapter: String?
+    /// When it last stopped hearing (UTC) and why.
+    public var lastRecovery: String?
+    public var lastRecoveryCause: String?
+
+    public init(device: String, adapter: String?) {
+        self.device = device
+        self.adapter = adapter
+        self.reportsPerMinute = 0
+    }
+
+    /// The receiver sensor's state: `hearing`, or `deaf` (the reason in `reason`).
+    public var receiver: String { deafness == nil ? "hearing" : "deaf" }
+
+    public var json: String {
+        func opt(_ s: String?) -> JSONValue { s.map(JSONValue.string) ?? .null }
+        return JSONValue.object(
+            JSONObject([
+                ("receiver", .string(receiver)), ("reason", opt(deafness?.reason)),
+                ("cause", opt(deafness?.cause.rawValue)), ("reportsPerMinute", .integer(Int64(reportsPerMinute))),
+                ("device", .string(device)), ("adapter", opt(adapter)), ("version", .string(ProgramInfo.version)),
+                ("lastRecovery", opt(lastRecovery)), ("lastRecoveryCause", opt(lastRecoveryCause)),
+            ])
+        ).compactText()
     }
 }
 

@@ -120,7 +120,7 @@ import Testing
         #expect(device["sw_version"] == .string(ProgramInfo.version))
         #expect(
             config["origin"]
-                == .object(JSONObject([("name", "ibeacon"), ("sw_version", .string(ProgramInfo.version))])))
+                == .object(JSONObject([("name", .string("ibeacon")), ("sw_version", .string(ProgramInfo.version))])))
         let beacon = try #require(layout.beaconDiscovery("front door"))
         #expect(beacon.topic == "homeassistant/binary_sensor/box-1_lan/beacon_front_door/config")
         #expect(beacon.payload.contains(#""device_class":"running""#))

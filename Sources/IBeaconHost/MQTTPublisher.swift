@@ -305,6 +305,18 @@ public final class MQTTPublisher: MQTTConnectionHandler {
         pump()
     }
 
+    /// The receiver's health as Home Assistant diagnostic entities (`monitor`; announced with the
+    /// first, which must come before `start`).
+    public func publishHealth(_ health: ReceiverHealth) {
+        let discovery = layout.healthDiscovery()
+        own.withLock { o in for d in discovery { o.discovery.insert(d.topic) } }
+        outbox.withLock { box in
+            for d in discovery { box.setRetained(d.topic, d.payload) }
+            box.setRetained(layout.healthTopic, health.json)
+        }
+        pump()
+    }
+
     /// The beacons this process advertises: their discovery is sent with their first status, and
     /// others this process once published are removed.
     public func addBeacons(_ names: [String]) {

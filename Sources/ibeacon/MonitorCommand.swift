@@ -245,7 +245,7 @@ struct MonitorCommand: AsyncParsableCommand {
 
     /// The publisher, named by the receiver's address, with the regions announced and connecting.
     func startMQTT(_ prepared: PreparedMQTT, source: any SightingSource, regions: [BeaconRegion], logger: Logger)
-        async throws -> MQTTPublisher
+        async throws -> (MQTTPublisher, ReceiverHealth)
     {
         var address: BDAddress?
         do {
@@ -255,8 +255,10 @@ struct MonitorCommand: AsyncParsableCommand {
         }
         let publisher = try prepared.publisher(adapter: address?.description)
         publisher.addRegions(regions)
+        let health = ReceiverHealth(device: device.deviceText, adapter: address?.description)
+        publisher.publishHealth(health)
         publisher.start()
-        return publisher
+        return (publisher, health)
     }
 
     /// Scans and feeds the session until the duration, a signal or the end of the source.
@@ -267,7 +269,8 @@ struct MonitorCommand: AsyncParsableCommand {
         if !source.isLive { session.live.store(false, ordering: .relaxed) }
         if let mqtt {
             do {
-                session.attach(try await startMQTT(mqtt, source: source, regions: regions, logger: logger))
+                let (publisher, health) = try await startMQTT(mqtt, source: source, regions: regions, logger: logger)
+                session.attach(publisher, health: health)
             } catch {
                 await source.close()
                 throw error
@@ -339,7 +342,37 @@ final class MonitorSession: Sendable {
         nextStateLine = Mutex(stateEvery)
     }
 
-    func attach(_ mqtt: MQTTPublisher) { publisher.withLock { $0 = mqtt } }
+    /// The receiver's health for MQTT (nil without), reports counted per window of
+    /// `healthWindow` seconds of source time.
+    let health = Mutex<(value: ReceiverHealth?, reports: Int, windowStart: Double)>((nil, 0, 0))
+    static let healthWindow = 5.0
+
+    func attach(_ mqtt: MQTTPublisher, health initial: ReceiverHealth) {
+        publisher.withLock { $0 = mqtt }
+        health.withLock { $0.value = initial }
+    }
+
+    /// Changes the health and publishes it when it changed.
+    private func updateHealth(_ change: (inout ReceiverHealth) -> Void) {
+        let changed: ReceiverHealth? = health.withLock { h in
+            guard var value = h.value else { return nil }
+            let old = value
+            change(&value)
+            h.value = value
+            return value == old ? nil : value
+        }
+        if let changed, let mqtt { mqtt.publishHealth(changed) }
+    }
+
+    /// Every `healthWindow` seconds: the reports heard per minute in the last window.
+    private func countReports(at t: Double) {
+        let rate: Int? = health.withLock { h in
+            guard h.value != nil, t - h.windowStart >= Self.healthWindow else { return nil }
+            defer { (h.reports, h.windowStart) = (0, t) }
+            return Int((Double(h.reports) * 60 / (t - h.windowStart)).rounded())
+        }
+        if let rate { updateHealth { $0.reportsPerMinute = rate } }
+    }
 
     /// The first time the source gives fixes the wall clock of its time 0 (event times are
     /// printed from it). Returns true the first time.
@@ -354,6 +387,7 @@ final class MonitorSession: Sendable {
 
     func observe(_ sightings: [Sighting], at t: Double) {
         start(at: t)
+        health.withLock { $0.reports += sightings.count }
         monitor.withLock { m in
             for s in sightings {
                 guard let beacon = s.beacon else { continue }
@@ -373,8 +407,14 @@ final class MonitorSession: Sendable {
             switch reception {
             case .deaf(let deafness):
                 for e in m.receiverDeaf(deafness, at: t) { emit(e) }
+                let when = wallClock(at: t).map { iso8601(unixSeconds: $0, milliseconds: true) }
+                updateHealth { h in
+                    h.deafness = deafness
+                    (h.lastRecovery, h.lastRecoveryCause) = (when, deafness.reason)
+                }
             case .hearing:
                 guard let was = m.deafness else { return }
+                updateHealth { $0.deafness = nil }
                 logger.debug("the receiver hears again (it could not: \(was.reason))")
                 for e in m.receiverHears(at: t) { emit(e) }
             }
@@ -385,6 +425,7 @@ final class MonitorSession: Sendable {
     /// (scanning has started).
     func advance(to t: Double) -> Bool {
         let first = start(at: t)
+        countReports(at: t)
         monitor.withLock { m in
             for e in m.advance(to: t) { emit(e) }
             guard stateEvery > 0,

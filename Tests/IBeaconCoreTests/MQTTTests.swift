@@ -166,6 +166,29 @@ import Testing
         #expect(layout.staleDiscovery(topic: old.topic, payload: "{not json", current: []).isEmpty)
     }
 
+    /// The box's health: two diagnostic sensors of its device, read from one retained message.
+    @Test func healthIsTwoDiagnosticSensorsOfTheBox() throws {
+        let sensors = layout.healthDiscovery()
+        #expect(
+            sensors.map(\.topic) == [
+                "homeassistant/sensor/box-1_lan/monitor_receiver/config",
+                "homeassistant/sensor/box-1_lan/monitor_reports/config",
+            ])
+        for s in sensors {
+            let config = try #require(try JSONValue.parse(Array(s.payload.utf8)).objectValue)
+            #expect(config["entity_category"] == .string("diagnostic"))
+            #expect(config["state_topic"] == .string("ibeacon/box1/monitor/health"))
+            #expect(config["device"] == layout.deviceJSON)
+        }
+        var health = ReceiverHealth(device: "hci0", adapter: "00:1A:7D:DA:71:13")
+        health.reportsPerMinute = 600
+        #expect(health.json.hasPrefix(#"{"receiver":"hearing","reason":null,"cause":null,"reportsPerMinute":600,"#))
+        health.deafness = Deafness(.watchdog, "nothing heard for 90 s")
+        let object = try #require(try JSONValue.parse(Array(health.json.utf8)).objectValue)
+        #expect(object["receiver"] == .string("deaf") && object["cause"] == .string("watchdog"))
+        #expect(object["adapter"] == .string("00:1A:7D:DA:71:13") && object["version"] == .string(ProgramInfo.version))
+    }
+
     @Test func statePayloadsAreWhatABinarySensorReads() {
         #expect(RegionPresence.inside.payload == "ON")
         #expect(RegionPresence.outside.payload == "OFF")

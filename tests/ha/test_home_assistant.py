@@ -9,6 +9,8 @@ broker serve the module.
 
 from __future__ import annotations
 
+import json
+
 import signal
 import socket
 from datetime import datetime, timezone
@@ -60,7 +62,7 @@ def changes(rows: list[dict]) -> list[str]:
 
 def test_restarts_never_show_a_dead_process_state(ibeacon_bin: Path, harness_factory, broker: Broker,
                                                   home_assistant: HomeAssistant) -> None:
-    """The monitor is stopped (SIGTERM, or SIGKILL: the Last Will) and started again 12 times,
+    """The monitor is stopped (SIGTERM, or SIGKILL: the Last Will) and started again 20 times,
     the beacon staying, leaving, staying away and coming back while it is down. Home Assistant's
     recorder must hold, after each `unavailable`, the state the new process determined and
     nothing else: never the dead process's retained state, never `unknown`."""
@@ -68,7 +70,7 @@ def test_restarts_never_show_a_dead_process_state(ibeacon_bin: Path, harness_fac
     h = harness_factory('--beacon', BEACON, '--scanner', '--address', 'C0:32:00:00:00:01')
     base = 'ha/restart'
     m = monitor(ibeacon_bin, h, broker, base, f'door={REGION}')
-    presence = [True, False, False, True] * 3
+    presence = [True, False, False, True] * 5
     try:
         assert first_state(m, 'door') == 'inside'
         door = entity(ha, 'region_door')
@@ -183,3 +185,37 @@ def test_attributes_arrive_whole_with_their_state_and_the_device_says_its_versio
     complaints = [line for line in ha.log_text().splitlines()
                   if ('WARNING' in line or 'ERROR' in line) and 'mqtt' in line]
     assert not complaints, complaints
+
+
+def test_the_receivers_health_is_a_diagnostic_entity_that_goes_deaf(
+        ibeacon_bin: Path, harness_factory, broker: Broker, home_assistant: HomeAssistant) -> None:
+    """A store operator tells "nobody there" from "the receiver stopped hearing": the box's
+    receiver (hearing, or deaf with the reason `monitor` knows) and the reports it hears per
+    minute are entities of its device, diagnostic ones."""
+    ha = home_assistant
+    h = harness_factory('--beacon', BEACON, '--scanner', '--address', 'C0:32:00:00:00:05')
+    m = Monitor(ibeacon_bin, '--device', h.device_spec, '--region', f'aisle={REGION}', '--exit-after', '1',
+                '--watchdog', '2', '--mqtt', broker.url, '--mqtt-base', 'ha/health')
+    try:
+        receiver, reports = entity(ha, 'c03200000005_monitor_receiver'), entity(ha, 'c03200000005_monitor_reports')
+        assert wait_until(lambda: ha_state(ha, receiver) == 'hearing', 10), ha.state(receiver)
+        # The emulated beacon advertises every 100 ms: hundreds of reports a minute.
+        assert wait_until(lambda: (ha_state(ha, reports) or '').isdigit() and int(ha_state(ha, reports)) >= 100, 15), \
+            ha.state(reports)
+        attributes = ha.state(receiver)['attributes']
+        assert attributes['adapter'] == 'C0:32:00:00:00:05' and attributes['version'] == '0.1.0', attributes
+        assert ha.template(f"{{{{ device_id('{receiver}') == device_id('{entity(ha, 'region_aisle')}') }}}}") == 'True'
+        configs = {t: json.loads(p) for t, p in broker.retained('homeassistant/sensor/#').items() if p}
+        assert {c['entity_category'] for c in configs.values() if 'c0320000000' in c['unique_id']} == {'diagnostic'}
+        # Nothing heard at all for --watchdog seconds: deaf, with the reason, and the region unknown.
+        h.send('beacon-off 0')
+        assert wait_until(lambda: ha_state(ha, receiver) == 'deaf', 10), ha.state(receiver)
+        attributes = ha.state(receiver)['attributes']
+        assert attributes['cause'] == 'watchdog' and attributes['reason'], attributes
+        assert attributes['lastRecoveryCause'] == attributes['reason'] and attributes['lastRecovery'], attributes
+        assert ha_state(ha, entity(ha, 'region_aisle')) == 'unknown'
+        h.send('beacon-on 0')
+        assert wait_until(lambda: ha_state(ha, receiver) == 'hearing', 10), ha.state(receiver)
+        assert ha.state(receiver)['attributes']['lastRecoveryCause'] == attributes['reason']
+    finally:
+        assert m.stop(signal.SIGTERM) == 0, m.stderr

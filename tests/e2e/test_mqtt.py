@@ -109,8 +109,14 @@ def test_monitor_publishes_region_states_events_and_discovery(ibeacon_bin: Path,
         # `presence`, not `state`: Home Assistant drops a `state` key from attributes.
         assert attributes['presence'] == 'inside' and attributes['region'] == 'bakery'
         assert attributes['reason'].startswith('heard ') and attributes['time'].endswith('Z')
-        configs = {t: check_discovery(t, p) for t, p in store.items() if t.startswith('homeassistant/')}
+        configs = {t: check_discovery(t, p) for t, p in store.items() if t.startswith('homeassistant/binary_sensor/')}
         assert len(configs) == 2, store
+        # The receiver's health: two diagnostic sensors of the same device, read from one topic.
+        health = {t: json.loads(p) for t, p in store.items() if t.startswith('homeassistant/sensor/')}
+        assert sorted(t.rsplit('/', 2)[1] for t in health) == ['monitor_receiver', 'monitor_reports'], store
+        assert all(c['entity_category'] == 'diagnostic' and c['state_topic'] == f'{BASE}/monitor/health'
+                   for c in health.values()), health
+        assert json.loads(store[f'{BASE}/monitor/health'])['receiver'] == 'hearing'
         # State and attributes from one message: each change is one change in Home Assistant.
         bakery = next(c for c in configs.values() if c['state_topic'] == f'{BASE}/region/bakery/attributes')
         assert bakery['device_class'] == 'presence'
@@ -176,8 +182,9 @@ def test_broker_killed_and_restarted_gets_the_current_picture_back(ibeacon_bin: 
             assert wait_until(lambda: (s := broker.retained()).get(f'{BASE}/region/bakery/state') == 'OFF'
                               and set(s) == set(expected), 10), (broker.retained(), m.stderr)
             after = broker.retained()
-            assert {t: p for t, p in after.items() if not t.endswith('/attributes')} == \
-                {t: p for t, p in expected.items() if not t.endswith('/attributes')}
+            steady = lambda store: {t: p for t, p in store.items()  # noqa: E731
+                                    if not t.endswith('/attributes') and not t.endswith('/health')}
+            assert steady(after) == steady(expected)
             assert json.loads(after[f'{BASE}/region/bakery/attributes'])['presence'] == 'outside'
         finally:
             assert m.stop(signal.SIGTERM) == 0, m.stderr

@@ -7,14 +7,16 @@ HA_VERSION := $(shell sed -n 's/^homeassistant==//p' tests/ha/requirements.txt)
 
 .PHONY: ha-venv test-ha
 
-$(HA_VENV)/.ok: tests/ha/requirements.txt
-	python3 -m venv $(HA_VENV)
-	$(HA_VENV)/bin/pip install -q --disable-pip-version-check --no-deps homeassistant==$(HA_VERSION)
-	$(HA_VENV)/bin/pip install -q --disable-pip-version-check -r tests/ha/requirements.txt \
-	  -c "$$($(HA_VENV)/bin/python -c 'import homeassistant, os; print(os.path.dirname(homeassistant.__file__))')/package_constraints.txt"
-	touch $@
-
-ha-venv: $(HA_VENV)/.ok ## Home Assistant Core $(HA_VERSION) in $(HA_VENV), for make test-ha
+# Installed again only when tests/ha/requirements.txt changes (its copy is the stamp: a fresh
+# clone's new file times do not count), so a venv outside the clone (HA_VENV=…) is reused.
+ha-venv: ## Home Assistant Core $(HA_VERSION) in $(HA_VENV), for make test-ha
+	@if ! cmp -s tests/ha/requirements.txt $(HA_VENV)/.ok; then \
+	  set -e; rm -rf $(HA_VENV); python3 -m venv $(HA_VENV); \
+	  $(HA_VENV)/bin/pip install -q --disable-pip-version-check --no-deps homeassistant==$(HA_VERSION); \
+	  $(HA_VENV)/bin/pip install -q --disable-pip-version-check -r tests/ha/requirements.txt \
+	    -c "$$($(HA_VENV)/bin/python -c 'import homeassistant, os; print(os.path.dirname(homeassistant.__file__))')/package_constraints.txt"; \
+	  cp tests/ha/requirements.txt $(HA_VENV)/.ok; \
+	fi
 
 test-ha: deps test-deps venv ha-venv debug ## ibeacon against a real Home Assistant, mosquitto and the emulated radio (about a minute)
-	IBEACON_BIN=$(CURDIR)/.build/debug/ibeacon HA_VENV=$(CURDIR)/$(HA_VENV) $(PYTHON) -m pytest -q tests/ha
+	IBEACON_BIN=$(CURDIR)/.build/debug/ibeacon HA_VENV=$(abspath $(HA_VENV)) $(PYTHON) -m pytest -q tests/ha

@@ -1,7 +1,7 @@
 # A real Home Assistant Core against what ibeacon publishes (tests/ha, issue 32): its own
-# virtualenv, .venv-ha, kept between runs (an uncached install takes 5-10 minutes: Home Assistant,
-# its frontend and their pinned dependencies from PyPI). Home Assistant first, without its
-# dependencies, so that the release's own package_constraints.txt pins the rest.
+# virtualenv, .venv-ha, kept between runs (an uncached install took 7 min on a loaded 2-core
+# box: Home Assistant, its frontend and their pinned dependencies from PyPI). Home Assistant
+# first, without its dependencies, so that the release's own package_constraints.txt pins the rest.
 HA_VENV ?= .venv-ha
 HA_VERSION := $(shell sed -n 's/^homeassistant==//p' tests/ha/requirements.txt)
 

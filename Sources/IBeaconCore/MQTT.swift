@@ -291,6 +291,10 @@ public enum RegionPresence: String, Sendable, Equatable {
         case .unknown: "None"
         }
     }
+
+    /// How Home Assistant reads `payload` from the region's attributes (`presence`): `ON`, `OFF`,
+    /// or `None` (unknown).
+    public static let valueTemplate = "{{ {'inside': 'ON', 'outside': 'OFF'}.get(value_json.presence, 'None') }}"
 }
 
 /// An advertised beacon's state: on the air, being put back after the controller lost it, or
@@ -300,20 +304,35 @@ public enum BeaconRunState: String, Sendable, Equatable {
 
     /// `ON` only while on the air (a `binary_sensor` of device class `running`).
     public var payload: String { self == .advertising ? "ON" : "OFF" }
+
+    /// How Home Assistant reads `payload` from the beacon's attributes (`status`).
+    public static let valueTemplate = "{{ 'ON' if value_json.status == 'advertising' else 'OFF' }}"
+}
+
+/// This program's name and version, as a Home Assistant device's `sw_version` and a
+/// discovery's `origin` show them (and `ibeacon --version`).
+public enum ProgramInfo {
+    public static let name = "ibeacon"
+    public static let version = "0.1.0"
 }
 
 /// Where everything goes, from the base topic and the discovery prefix.
 ///
 /// ```
 /// <base>/<command>/availability   online | offline            retained; offline is the Last Will
+/// <base>/<command>/box            {"node":…,"host":…,"adapter":…} retained: who publishes here
 /// <base>/region/<name>/state      ON | OFF | None             retained
-/// <base>/region/<name>/attributes {"state":"inside",…}        retained
+/// <base>/region/<name>/attributes {"presence":"inside",…}     retained; Home Assistant reads both
 /// <base>/beacon/<name>/state      ON | OFF                    retained
-/// <base>/beacon/<name>/attributes {"status":"advertising",…}  retained
+/// <base>/beacon/<name>/attributes {"status":"advertising",…}  retained; Home Assistant reads both
 /// <base>/event                    each event as --json prints it, not retained
 /// room_presence/<room>            {"id","name","distance"}    not retained (mqtt_room)
 /// <prefix>/binary_sensor/<node>/<object>/config              retained (discovery)
 /// ```
+///
+/// The node (this box in Home Assistant: its device, its discovery topics, its entities'
+/// `unique_id`) is the host name and the adapter's Bluetooth address: boxes cloned from one
+/// image share the host name (and /etc/machine-id), never the adapter's address.
 public struct MQTTLayout: Sendable, Equatable {
     public var base: String
     /// The command publishing (`monitor`, `advertise`, `scan`): each has its own availability.
@@ -322,26 +341,46 @@ public struct MQTTLayout: Sendable, Equatable {
     public var discoveryPrefix: String?
     /// This box: the device in Home Assistant, and the `node_id` of its discovery topics.
     public var node: String
+    /// The host name as given.
+    public var host: String
+    /// The adapter's Bluetooth address (`F0:F1:F2:F3:F4:F5`), nil when there is none (a capture).
+    public var adapter: String?
     public var room: String
     public var roomTopic: String
 
     public init(
-        base: String, command: String, discoveryPrefix: String?, node: String, room: String,
-        roomTopic: String = "room_presence"
+        base: String, command: String, discoveryPrefix: String?, node: String, adapter: String? = nil,
+        room: String, roomTopic: String = "room_presence"
     ) {
         self.base = base
         self.command = command
         self.discoveryPrefix = discoveryPrefix
-        self.node = MQTTTopic.identifier(node)
+        self.host = node
+        self.adapter = adapter
+        let suffix = adapter.map { "_" + MQTTTopic.identifier($0.filter { $0 != ":" }.lowercased()) } ?? ""
+        self.node = MQTTTopic.identifier(node) + suffix
         self.room = room
         self.roomTopic = roomTopic
     }
 
     public var availabilityTopic: String { "\(base)/\(command)/availability" }
+    /// Where this process says which box it is (retained): another box's name there is a clash.
+    public var boxTopic: String { "\(base)/\(command)/box" }
     public var eventTopic: String { "\(base)/event" }
     /// Home Assistant announces its restart here (`online`).
     public var homeAssistantStatusTopic: String? { discoveryPrefix.map { "\($0)/status" } }
+    /// Every discovery config of this box, whatever the component: subscribed to at connect, to
+    /// remove the entities of regions and beacons it no longer has.
+    public var ownDiscoveryFilter: String? { discoveryPrefix.map { "\($0)/+/\(node)/+/config" } }
     public var rangingTopic: String { "\(roomTopic)/\(MQTTTopic.level(room))" }
+
+    /// The topics to subscribe to: Home Assistant's status, this box's own discovery configs (to
+    /// remove what it no longer has; also those under the host name alone, where earlier
+    /// versions put them) and the box topic (to notice another box there).
+    public var subscriptions: [String] {
+        let legacy = adapter != nil ? discoveryPrefix.map { "\($0)/+/\(MQTTTopic.identifier(host))/+/config" } : nil
+        return [homeAssistantStatusTopic, ownDiscoveryFilter, legacy, boxTopic].compactMap { $0 }
+    }
 
     public func regionStateTopic(_ name: String) -> String { "\(base)/region/\(MQTTTopic.level(name))/state" }
     public func regionAttributesTopic(_ name: String) -> String {
@@ -371,36 +410,92 @@ public struct MQTTLayout: Sendable, Equatable {
         }
     }
 
+    /// `BASE/NAME/health`: the receiver's health (monitor), retained.
+    public var healthTopic: String { "\(base)/\(command)/health" }
+
+    /// The diagnostic sensors read from `healthTopic`: the receiver's state (its attributes: the
+    /// reason, the adapter, the last recovery, the version) and the reports heard per minute.
+    public func healthDiscovery() -> [(topic: String, payload: String)] {
+        guard let discoveryPrefix else { return [] }
+        let id = MQTTTopic.identifier(command)
+        let sensors: [(object: String, name: String, template: String, extra: [JSONObject.Member])] = [
+            (
+                "\(id)_receiver", "\(command) receiver", "{{ value_json.receiver }}",
+                [("json_attributes_topic", .string(healthTopic))]
+            ),
+            (
+                "\(id)_reports", "\(command) reports heard", "{{ value_json.reportsPerMinute }}",
+                [("unit_of_measurement", .string("reports/min")), ("state_class", .string("measurement"))]
+            ),
+        ]
+        return sensors.map { s in
+            var config = JSONObject([
+                ("name", .string(s.name)), ("unique_id", .string("ibeacon_\(node)_\(s.object)")),
+                ("object_id", .string("ibeacon_\(node)_\(s.object)")), ("entity_category", .string("diagnostic")),
+                ("state_topic", .string(healthTopic)), ("value_template", .string(s.template)),
+            ])
+            for m in s.extra { config[m.key] = m.value }
+            config["availability_topic"] = .string(availabilityTopic)
+            config["device"] = deviceJSON
+            config["origin"] = originJSON
+            return ("\(discoveryPrefix)/sensor/\(node)/\(s.object)/config", JSONValue.object(config).compactText())
+        }
+    }
+
+    /// The retained payload of `boxTopic`.
+    public var boxPayload: String {
+        JSONValue.object(
+            JSONObject([
+                ("node", .string(node)), ("host", .string(host)), ("adapter", adapter.map(JSONValue.string) ?? .null),
+            ])
+        ).compactText()
+    }
+
+    /// The node another process names in `payload` of `boxTopic`, when it is not this box.
+    public func otherBox(inBoxPayload payload: String) -> String? {
+        guard let object = try? JSONValue.parse(Array(payload.utf8)).objectValue,
+            let other = object["node"]?.stringValue, other != node
+        else { return nil }
+        return other
+    }
+
     /// The device every entity of this box belongs to (Home Assistant groups them by `identifiers`).
     public var deviceJSON: JSONValue {
         .object(
             JSONObject([
                 ("identifiers", .array([.string("ibeacon_\(node)")])),
-                ("name", .string("ibeacon \(node)")),
-                ("manufacturer", .string("ibeacon")),
+                ("name", .string("ibeacon \(host)" + (adapter.map { " \($0)" } ?? ""))),
+                ("manufacturer", .string(ProgramInfo.name)),
                 ("model", .string("ibeacon (Linux)")),
+                ("sw_version", .string(ProgramInfo.version)),
             ]))
+    }
+
+    /// What published the entity (Home Assistant logs it and shows it with the device).
+    public var originJSON: JSONValue {
+        .object(JSONObject([("name", .string(ProgramInfo.name)), ("sw_version", .string(ProgramInfo.version))]))
     }
 
     /// The discovery message of a region's presence sensor; nil without discovery.
     public func regionDiscovery(_ name: String) -> (topic: String, payload: String)? {
         discovery(
             kind: "region", name: name, displayName: name, deviceClass: "presence",
-            stateTopic: regionStateTopic(name), attributesTopic: regionAttributesTopic(name))
+            topic: regionAttributesTopic(name), valueTemplate: RegionPresence.valueTemplate)
     }
 
     /// The discovery message of an advertised beacon's running sensor; nil without discovery.
     public func beaconDiscovery(_ name: String) -> (topic: String, payload: String)? {
         discovery(
             kind: "beacon", name: name, displayName: "\(name) advertising", deviceClass: "running",
-            stateTopic: beaconStateTopic(name), attributesTopic: beaconAttributesTopic(name))
+            topic: beaconAttributesTopic(name), valueTemplate: BeaconRunState.valueTemplate)
     }
 
     /// `<prefix>/binary_sensor/<node>/<kind>_<name>/config` with a `binary_sensor` config in
-    /// Home Assistant's long key names (FIELD.md "MQTT, Home Assistant and the fleet").
+    /// Home Assistant's long key names (FIELD.md "MQTT, Home Assistant and the fleet"). State and
+    /// attributes come from one retained JSON message (`topic`), so Home Assistant records each
+    /// change once, with the attributes that go with it.
     func discovery(
-        kind: String, name: String, displayName: String, deviceClass: String, stateTopic: String,
-        attributesTopic: String
+        kind: String, name: String, displayName: String, deviceClass: String, topic: String, valueTemplate: String
     ) -> (topic: String, payload: String)? {
         guard let discoveryPrefix else { return nil }
         let object = "\(kind)_\(MQTTTopic.identifier(name))"
@@ -409,28 +504,54 @@ public struct MQTTLayout: Sendable, Equatable {
             ("unique_id", .string("ibeacon_\(node)_\(object)")),
             ("object_id", .string("ibeacon_\(node)_\(object)")),
             ("device_class", .string(deviceClass)),
-            ("state_topic", .string(stateTopic)),
+            ("state_topic", .string(topic)),
+            ("value_template", .string(valueTemplate)),
             ("payload_on", .string("ON")),
             ("payload_off", .string("OFF")),
-            ("json_attributes_topic", .string(attributesTopic)),
+            ("json_attributes_topic", .string(topic)),
             ("availability_topic", .string(availabilityTopic)),
             ("payload_available", .string("online")),
             ("payload_not_available", .string("offline")),
             ("device", deviceJSON),
+            ("origin", originJSON),
         ])
         return ("\(discoveryPrefix)/binary_sensor/\(node)/\(object)/config", JSONValue.object(config).compactText())
+    }
+
+    /// A retained discovery config of this box's node that this process published once and no
+    /// longer has (`current`: the config topics it publishes now): the config topic, and its
+    /// state and attribute topics under `base`, to be emptied (an empty retained config removes
+    /// the entity from Home Assistant). Another process's entities (another availability topic)
+    /// are left alone.
+    public func staleDiscovery(topic: String, payload: String, current: Set<String>) -> [String] {
+        guard let discoveryPrefix, !payload.isEmpty, !current.contains(topic), topic.hasPrefix(discoveryPrefix + "/"),
+            topic.hasSuffix("/config"),
+            let config = try? JSONValue.parse(Array(payload.utf8)).objectValue,
+            config["availability_topic"]?.stringValue == availabilityTopic
+        else { return [] }
+        let mine = ["state_topic", "json_attributes_topic"].compactMap { config[$0]?.stringValue }
+            .filter { $0.hasPrefix(base + "/") && !$0.contains("+") && !$0.contains("#") }
+        var out = [topic]
+        for t in mine {
+            // The plain ON/OFF topic beside the attributes goes too.
+            let siblings = t.hasSuffix("/attributes") ? [t, String(t.dropLast("attributes".count)) + "state"] : [t]
+            for s in siblings where !out.contains(s) { out.append(s) }
+        }
+        return out
     }
 }
 
 /// The payloads, one JSON object each, keys in a fixed order.
 public enum MQTTPayload {
-    /// A region's attributes: its state, why, and when (UTC, or null when the time is a capture's).
+    /// A region's attributes: its presence, why, and when (UTC, or null when the time is a
+    /// capture's). Not `state`: Home Assistant drops that key from attributes
+    /// (`MQTT_ATTRIBUTES_BLOCKED`).
     public static func regionAttributes(
         name: String, state: RegionPresence, reason: String, time: String?, identity: String
     ) -> String {
         JSONValue.object(
             JSONObject([
-                ("region", .string(name)), ("state", .string(state.rawValue)), ("reason", .string(reason)),
+                ("region", .string(name)), ("presence", .string(state.rawValue)), ("reason", .string(reason)),
                 ("time", time.map(JSONValue.string) ?? .null), ("identity", .string(identity)),
             ])
         ).compactText()
@@ -455,6 +576,40 @@ public enum MQTTPayload {
     /// The same id from a ranged identity.
     public static func rangingID(_ identity: BeaconIdentity) -> String {
         "\(identity.proximityUUID.uuidString.lowercased())-\(identity.major)-\(identity.minor)"
+    }
+}
+
+/// What `monitor` says about its own receiver (Home Assistant's diagnostic entities): whether it
+/// hears, and why not; how much it hears; which adapter; the last time it stopped hearing and why.
+public struct ReceiverHealth: Sendable, Equatable {
+    /// nil while it hears.
+    public var deafness: Deafness?
+    public var reportsPerMinute: Int
+    public var device: String
+    public var adapter: String?
+    /// When it last stopped hearing (UTC) and why.
+    public var lastRecovery: String?
+    public var lastRecoveryCause: String?
+
+    public init(device: String, adapter: String?) {
+        self.device = device
+        self.adapter = adapter
+        self.reportsPerMinute = 0
+    }
+
+    /// The receiver sensor's state: `hearing`, or `deaf` (the reason in `reason`).
+    public var receiver: String { deafness == nil ? "hearing" : "deaf" }
+
+    public var json: String {
+        func opt(_ s: String?) -> JSONValue { s.map(JSONValue.string) ?? .null }
+        return JSONValue.object(
+            JSONObject([
+                ("receiver", .string(receiver)), ("reason", opt(deafness?.reason)),
+                ("cause", opt(deafness?.cause.rawValue)), ("reportsPerMinute", .integer(Int64(reportsPerMinute))),
+                ("device", .string(device)), ("adapter", opt(adapter)), ("version", .string(ProgramInfo.version)),
+                ("lastRecovery", opt(lastRecovery)), ("lastRecoveryCause", opt(lastRecoveryCause)),
+            ])
+        ).compactText()
     }
 }
 

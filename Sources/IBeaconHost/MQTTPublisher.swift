@@ -73,6 +73,9 @@ public struct MQTTOutbox: Sendable {
     /// Retained topics to send (again), in order; `dirtySet` mirrors it.
     private var dirty: [String] = []
     private var dirtySet: Set<String> = []
+    /// The retained topic sent after every other (availability), and whether it is to be sent.
+    private var lastTopic: String?
+    private var lastDirty = false
     private var events: [MQTTMessage] = []
     private var eventsHead = 0
     private var transient: [MQTTMessage] = []
@@ -90,12 +93,19 @@ public struct MQTTOutbox: Sendable {
     }
 
     public var queuedEvents: Int { events.count - eventsHead }
-    public var retainedCount: Int { retainedOrder.count }
+    public var retainedCount: Int { retainedOrder.count + (lastTopic == nil ? 0 : 1) }
     public func retainedPayload(_ topic: String) -> String? { retained[topic] }
 
     /// Records a retained topic's current payload; it is sent when it changed (or was never sent).
-    public mutating func setRetained(_ topic: String, _ payload: String) {
+    /// `last`: sent only once every other retained topic is (the availability: Home Assistant shows
+    /// an entity's current state the moment it becomes available, so the states go first).
+    public mutating func setRetained(_ topic: String, _ payload: String, last: Bool = false) {
         let old = retained.updateValue(payload, forKey: topic)
+        if last {
+            lastTopic = topic
+            if old != payload { lastDirty = true }
+            return
+        }
         if old == nil { retainedOrder.append(topic) }
         if old != payload { markDirty(topic) }
     }
@@ -120,6 +130,7 @@ public struct MQTTOutbox: Sendable {
     /// Every retained topic is to be sent again (a new connection, or Home Assistant restarted).
     public mutating func resendAll() {
         for topic in retainedOrder { markDirty(topic) }
+        if lastTopic != nil { lastDirty = true }
     }
 
     public mutating func connectionUp() {
@@ -147,6 +158,9 @@ public struct MQTTOutbox: Sendable {
             let topic = dirty.removeFirst()
             dirtySet.remove(topic)
             message = MQTTMessage(topic: topic, payload: retained[topic] ?? "", kind: .retained)
+        } else if lastDirty, let topic = lastTopic {
+            lastDirty = false
+            message = MQTTMessage(topic: topic, payload: retained[topic] ?? "", kind: .retained)
         } else if eventsHead < events.count {
             message = events[eventsHead]
             eventsHead += 1
@@ -164,6 +178,7 @@ public struct MQTTOutbox: Sendable {
     public mutating func refused(_ message: MQTTMessage) {
         outstanding = max(0, outstanding - 1)
         switch message.kind {
+        case .retained where message.topic == lastTopic: lastDirty = true
         case .retained: markDirty(message.topic)
         case .event: events.insert(message, at: eventsHead)
         case .transient: droppedTransient += 1
@@ -222,8 +237,13 @@ public struct RepublishLimiter: Sendable, Equatable {
 /// ranging — to a broker, with Home Assistant discovery, and never holds up the caller: every
 /// call updates the outbox under a short lock and hands the client what it can take.
 ///
-/// The interface the commands use is the four `publish…` calls and `close`; the topics and
-/// payloads are `MQTTLayout`'s.
+/// The interface the commands use is the `add…` and `publish…` calls, `markAvailable` and
+/// `close`; the topics and payloads are `MQTTLayout`'s.
+///
+/// Availability `online` goes out only when the process has determined what it publishes
+/// (`markAvailable`, or every region's first state), and after every other retained topic:
+/// Home Assistant shows an entity's last state the moment it becomes available, and that must
+/// never be a dead process's.
 public final class MQTTPublisher: MQTTConnectionHandler {
     public let layout: MQTTLayout
     let connection: any MQTTConnection
@@ -239,21 +259,43 @@ public final class MQTTPublisher: MQTTConnectionHandler {
     /// Home Assistant's restarts, coalesced.
     private let restarts: Mutex<RepublishLimiter>
     private let elapsed: @Sendable () -> Duration
+    /// The discovery topics this process publishes (others of its own are removed), the regions
+    /// not yet determined, whether `online` was said, and the other boxes already reported.
+    private let own = Mutex<(discovery: Set<String>, undetermined: Set<String>, available: Bool, clashes: Set<String>)>(
+        ([], [], false, []))
+    /// Retained states of removed entities, emptied once Home Assistant has had time to drop the
+    /// entity (an empty payload on a topic it still reads is "Erroneous JSON" in its log).
+    private let laterRemovals = Mutex<[(due: ContinuousClock.Instant, topics: [String])]>([])
+    let removalDelay: Duration
 
     /// `clock` and `republishInterval`: how often Home Assistant's `online` may make this box
-    /// publish everything again (`RepublishLimiter`).
+    /// publish everything again (`RepublishLimiter`); `removalDelay`: how long after emptying a
+    /// removed entity's config its retained states are emptied.
     public init(
         layout: MQTTLayout, connection: any MQTTConnection, logger: Logger, outbox: MQTTOutbox = MQTTOutbox(),
-        clock: some Clock<Duration> = ContinuousClock(), republishInterval: Duration = .seconds(5)
+        clock: some Clock<Duration> = ContinuousClock(), republishInterval: Duration = .seconds(5),
+        removalDelay: Duration = .seconds(2)
     ) {
         self.layout = layout
+        self.removalDelay = removalDelay
         self.connection = connection
         self.logger = logger
         self.outbox = Mutex(outbox)
         self.restarts = Mutex(RepublishLimiter(interval: republishInterval))
         let origin = clock.now
         elapsed = { origin.duration(to: clock.now) }
-        self.outbox.withLock { $0.setRetained(layout.availabilityTopic, "online") }
+        self.outbox.withLock { $0.setRetained(layout.boxTopic, layout.boxPayload) }
+    }
+
+    /// Availability `online`, after every retained state (once what is published is determined).
+    public func markAvailable() {
+        let first = own.withLock { o in
+            defer { o.available = true }
+            return !o.available
+        }
+        guard first else { return }
+        outbox.withLock { $0.setRetained(layout.availabilityTopic, "online", last: true) }
+        pump()
     }
 
     /// Starts connecting in the background.
@@ -264,8 +306,15 @@ public final class MQTTPublisher: MQTTConnectionHandler {
 
     // MARK: The commands' interface
 
-    /// Announces the regions to Home Assistant and sets them unknown until determined.
+    /// Announces the regions to Home Assistant and sets them unknown until determined; the
+    /// process is available once each has its first state.
     public func addRegions(_ regions: [BeaconRegion]) {
+        own.withLock { o in
+            for r in regions {
+                if let d = layout.regionDiscovery(r.name) { o.discovery.insert(d.topic) }
+                o.undetermined.insert(r.name)
+            }
+        }
         outbox.withLock { box in
             for r in regions {
                 if let d = layout.regionDiscovery(r.name) { box.setRetained(d.topic, d.payload) }
@@ -280,7 +329,10 @@ public final class MQTTPublisher: MQTTConnectionHandler {
         _ name: String, _ state: RegionPresence, reason: String, time: String?, identity: String
     ) {
         outbox.withLock { setRegion(&$0, name, state, reason: reason, time: time, identity: identity) }
-        pump()
+        let determined = own.withLock { o in
+            o.undetermined.remove(name) != nil && o.undetermined.isEmpty
+        }
+        if determined { markAvailable() } else { pump() }
     }
 
     private func setRegion(
@@ -297,6 +349,26 @@ public final class MQTTPublisher: MQTTConnectionHandler {
     public func publishEvent(json: String) {
         outbox.withLock { $0.event(MQTTMessage(topic: layout.eventTopic, payload: json, kind: .event)) }
         pump()
+    }
+
+    /// The receiver's health as Home Assistant diagnostic entities (`monitor`; announced with the
+    /// first, which must come before `start`).
+    public func publishHealth(_ health: ReceiverHealth) {
+        let discovery = layout.healthDiscovery()
+        own.withLock { o in for d in discovery { o.discovery.insert(d.topic) } }
+        outbox.withLock { box in
+            for d in discovery { box.setRetained(d.topic, d.payload) }
+            box.setRetained(layout.healthTopic, health.json)
+        }
+        pump()
+    }
+
+    /// The beacons this process advertises: their discovery is sent with their first status, and
+    /// others this process once published are removed.
+    public func addBeacons(_ names: [String]) {
+        own.withLock { o in
+            for name in names { if let d = layout.beaconDiscovery(name) { o.discovery.insert(d.topic) } }
+        }
     }
 
     /// An advertised beacon's status (discovery is sent with its first status).
@@ -326,7 +398,7 @@ public final class MQTTPublisher: MQTTConnectionHandler {
     /// On the way out: availability `offline` (retained, replacing `online`), what is queued
     /// handed over, a clean disconnect; at most `timeout`.
     public func close(timeout: Duration = .seconds(1)) async {
-        outbox.withLock { $0.setRetained(layout.availabilityTopic, "offline") }
+        outbox.withLock { $0.setRetained(layout.availabilityTopic, "offline", last: true) }
         pump(ignoringWindow: true)
         await connection.close(timeout: timeout)
         let s = state
@@ -380,14 +452,57 @@ public final class MQTTPublisher: MQTTConnectionHandler {
     }
 
     public func received(topic: String, payload: String) {
-        guard topic == layout.homeAssistantStatusTopic, payload == "online" else { return }
-        guard restarts.withLock({ $0.online(at: elapsed()) }) else { return }
-        logger.notice("MQTT: Home Assistant restarted (online on \(topic)); publishing discovery and states again")
-        outbox.withLock { $0.resendAll() }
+        if topic == layout.boxTopic {
+            noticeOtherBox(payload)
+        } else if topic == layout.homeAssistantStatusTopic {
+            guard payload == "online", restarts.withLock({ $0.online(at: elapsed()) }) else { return }
+            logger.notice("MQTT: Home Assistant restarted (online on \(topic)); publishing discovery and states again")
+            outbox.withLock { $0.resendAll() }
+            pump()
+        } else {
+            removeIfStale(topic: topic, payload: payload)
+        }
+    }
+
+    /// Another box says it publishes under this base and name: said once per box, since their
+    /// retained states and availability overwrite each other (Home Assistant still keeps the two
+    /// apart: its discovery topics and ids carry the adapter's address).
+    private func noticeOtherBox(_ payload: String) {
+        guard let other = layout.otherBox(inBoxPayload: payload),
+            own.withLock({ $0.clashes.insert(other).inserted })
+        else { return }
+        logger.error(
+            "MQTT: another box (\(other.escapedForTerminal)) publishes under \(layout.base.escapedForTerminal) too, as boxes cloned from one image do (one host name): their states and availability overwrite each other there; give each box its own --mqtt-base"
+        )
+    }
+
+    /// A discovery config of this box's that this process no longer has: emptied (Home Assistant
+    /// removes the entity), with its retained states.
+    private func removeIfStale(topic: String, payload: String) {
+        let current = own.withLock { $0.discovery }
+        let stale = layout.staleDiscovery(topic: topic, payload: payload, current: current)
+        guard !stale.isEmpty else { return }
+        logger.notice(
+            "MQTT: \(topic.escapedForTerminal) is no longer configured here: removing it from Home Assistant")
+        outbox.withLock { $0.setRetained(topic, "") }
+        laterRemovals.withLock { $0.append((.now + removalDelay, stale.filter { $0 != topic })) }
         pump()
     }
 
+    /// Empties the retained states of removed entities whose time has come.
+    private func removeDueStates() {
+        let now = ContinuousClock.now
+        let due = laterRemovals.withLock { later in
+            let due = later.filter { $0.due <= now }.flatMap(\.topics)
+            later.removeAll { $0.due <= now }
+            return due
+        }
+        guard !due.isEmpty else { return }
+        outbox.withLock { box in for t in due { box.setRetained(t, "") } }
+    }
+
     public func idle() {
+        removeDueStates()
         if let answered = restarts.withLock({ $0.due(at: elapsed()) }) {
             let seconds = restarts.withLock { $0.interval }.formattedSeconds
             logger.notice(

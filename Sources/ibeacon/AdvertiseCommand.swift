@@ -63,7 +63,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
         let logger = logging.makeLogger()
         try await reporting {
             let specs = try profile.map { path in try beaconSpec(path: path, forceRandomAddress: randomAddress) }
-            let status = try mqttStatus(specs, logger: logger)
+            let status = try await mqttStatus(specs, logger: logger)
             do {
                 try await advertise(specs, mqtt: status, logger: logger)
             } catch {
@@ -74,16 +74,25 @@ struct AdvertiseCommand: AsyncParsableCommand {
         }
     }
 
-    /// The beacons' MQTT status, connecting; nil without --mqtt.
-    private func mqttStatus(_ specs: [BeaconSpec], logger: Logger) throws -> AdvertiseMQTT? {
-        guard let publisher = try mqtt.makePublisher(command: "advertise", logger: logger) else { return nil }
+    /// The beacons' MQTT status, connecting; nil without --mqtt. The adapter's address (which
+    /// keeps boxes of one host name apart in Home Assistant) is read first, as `info` reads it.
+    private func mqttStatus(_ specs: [BeaconSpec], logger: Logger) async throws -> AdvertiseMQTT? {
+        guard let prepared = try mqtt.prepare(command: "advertise", logger: logger) else { return nil }
         do {
-            try publisher.layout.checkBeaconNames(specs.map(AdvertiseMQTT.name(of:)))
+            try mqtt.layout(command: "advertise").checkBeaconNames(specs.map(AdvertiseMQTT.name(of:)))
         } catch {
             throw CLIError("\(error)", code: Exit.usage)
         }
+        var address: String?
+        do {
+            address = try await device.opener(logger: logger).open().describe().json["address"]?.stringValue
+        } catch {
+            logger.debug("MQTT: the adapter's address could not be read: \(error)")
+        }
+        let publisher = try prepared.publisher(adapter: address)
+        let status = AdvertiseMQTT(publisher: publisher, specs: specs, device: device.deviceText)
         publisher.start()
-        return AdvertiseMQTT(publisher: publisher, specs: specs, device: device.deviceText)
+        return status
     }
 
     /// Advertises on the adapter `--device` names until stopped, printing the status line and

@@ -1,4 +1,5 @@
 import ArgumentParser
+import IBeaconCore
 
 @main
 struct IBeaconCommand: AsyncParsableCommand {
@@ -21,7 +22,7 @@ struct IBeaconCommand: AsyncParsableCommand {
 
             \(Exit.helpText)
             """,
-        version: "0.1.0",
+        version: ProgramInfo.version,
         subcommands: [
             ProfileCommand.self, EncodeCommand.self, DecodeCommand.self, DevicesCommand.self,
             InfoCommand.self, AdvertiseCommand.self, StopCommand.self, ScanCommand.self,

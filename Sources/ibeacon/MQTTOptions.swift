@@ -131,36 +131,55 @@ struct MQTTOptions: ParsableArguments {
         return ProcessEnvironment.current.mqttPassword
     }
 
-    /// The layout of `command`'s topics.
-    func layout(command: String) -> MQTTLayout {
+    /// The layout of `command`'s topics; `adapter`: the adapter's address, which keeps boxes of
+    /// one host name apart in Home Assistant.
+    func layout(command: String, adapter: String? = nil) -> MQTTLayout {
         MQTTLayout(
             base: baseTopic, command: name ?? command, discoveryPrefix: noDiscovery ? nil : discoveryPrefix,
-            node: Self.hostName, room: room ?? Self.hostName)
+            node: Self.hostName, adapter: adapter, room: room ?? Self.hostName)
     }
 
-    /// The publisher for `command`, not yet started; nil without `--mqtt`. Files that cannot
-    /// be read are reported here, before anything starts (66).
-    func makePublisher(command: String, logger: Logger) throws -> MQTTPublisher? {
+    /// The settings checked and the files read, before anything starts (an unreadable file is
+    /// 66); nil without `--mqtt`. `publisher(adapter:)` makes the publisher once the adapter is open.
+    func prepare(command: String, logger: Logger) throws -> PreparedMQTT? {
         guard let url else { return nil }
         let broker = try MQTTBrokerURL(parsing: url)
         for file in [caFile, certFile, keyFile].compactMap({ $0 }) { _ = try ProfileStore.read(file) }
-        let layout = layout(command: command)
+        return PreparedMQTT(
+            options: self, command: command, broker: broker, password: try password(logger: logger), logger: logger)
+    }
+
+    /// The publisher for `command`, not yet started; nil without `--mqtt` (scan: no adapter).
+    func makePublisher(command: String, logger: Logger) throws -> MQTTPublisher? {
+        try prepare(command: command, logger: logger)?.publisher(adapter: nil)
+    }
+}
+
+/// `--mqtt` checked, waiting for the adapter's address to name this box.
+struct PreparedMQTT {
+    let options: MQTTOptions
+    let command: String
+    let broker: MQTTBrokerURL
+    let password: String?
+    let logger: Logger
+
+    /// The publisher, not yet started. A TLS file libmosquitto cannot use is a usage error (64).
+    func publisher(adapter: String?) throws -> MQTTPublisher {
+        let layout = options.layout(command: command, adapter: adapter)
         let settings = MQTTClientSettings(
-            url: broker, user: user ?? broker.user, password: try password(logger: logger), caFile: caFile,
-            certFile: certFile,
-            keyFile: keyFile,
-            clientID: "ibeacon-\(MQTTTopic.identifier(Self.hostName))-\(command)-\(ProcessContext.processID)",
+            url: broker, user: options.user ?? broker.user, password: password, caFile: options.caFile,
+            certFile: options.certFile, keyFile: options.keyFile,
+            clientID: "ibeacon-\(MQTTTopic.identifier(MQTTOptions.hostName))-\(command)-\(ProcessContext.processID)",
             will: MQTTMessage(topic: layout.availabilityTopic, payload: "offline", kind: .retained),
-            subscriptions: layout.homeAssistantStatusTopic.map { [$0] } ?? [])
+            subscriptions: layout.subscriptions)
         let connection: MosquittoConnection
         do {
             connection = try MosquittoConnection(settings: settings)
         } catch {
             throw CLIError("\(error)", code: Exit.usage)
         }
-        logger.notice(
-            "MQTT: publishing to \(broker) under \(layout.base)\(layout.discoveryPrefix.map { ", Home Assistant discovery under \($0)" } ?? "")"
-        )
+        let discovery = layout.discoveryPrefix.map { ", Home Assistant discovery under \($0) as \(layout.node)" } ?? ""
+        logger.notice("MQTT: publishing to \(broker) under \(layout.base)\(discovery)")
         return MQTTPublisher(layout: layout, connection: connection, logger: logger)
     }
 }
@@ -179,6 +198,7 @@ final class AdvertiseMQTT: Sendable {
         self.publisher = publisher
         self.beacons = specs.map { (Self.name(of: $0), $0) }
         self.device = device
+        publisher.addBeacons(beacons.map(\.name))
     }
 
     /// A beacon's name: its profile's file name without `.json`.
@@ -209,6 +229,8 @@ final class AdvertiseMQTT: Sendable {
                     address: i < s.addresses.count ? s.addresses[i] : nil, since: now,
                     lastRecovery: s.lastRecovery, lastRecoveryCause: s.cause))
         }
+        // Available once the beacons' status is determined (they are on the air).
+        if newState == .advertising { publisher.markAvailable() }
     }
 
     /// On the way out: every beacon stopped, then offline and disconnect.

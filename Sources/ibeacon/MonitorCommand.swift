@@ -202,14 +202,13 @@ struct MonitorCommand: AsyncParsableCommand {
                 // what hooks leave running; also as PID 1, where every orphan comes to it).
                 hooks = HookRunner(hook: hook, reaper: ChildReaper(), logger: logger)
             }
-            let publisher = try command.mqttPublisher(regions: regions, logger: logger)
+            let mqtt = try command.prepareMQTT(regions: regions, logger: logger)
             let session = MonitorSession(
                 regions: regions,
                 configuration: .init(
                     exitAfter: command.exitAfter, minRSSI: command.minRSSI.map(Double.init),
                     hysteresis: command.hysteresis, smoothing: command.smoothing),
-                json: command.json, hooks: hooks, stateEvery: command.stateEvery, logger: logger,
-                mqtt: publisher)
+                json: command.json, hooks: hooks, stateEvery: command.stateEvery, logger: logger)
             logger.notice(
                 "monitoring \(regions.count) region(s) on \(command.device.deviceText): \(regions.map(\.description).joined(separator: ", ")); exit after \(command.exitAfter.clean) s of silence"
             )
@@ -222,7 +221,7 @@ struct MonitorCommand: AsyncParsableCommand {
             ) {
                 var failure: (any Error)?
                 do {
-                    try await command.monitor(session, logger: logger)
+                    try await command.monitor(session, mqtt: mqtt, regions: regions, logger: logger)
                 } catch {
                     failure = error
                 }
@@ -233,23 +232,50 @@ struct MonitorCommand: AsyncParsableCommand {
         }
     }
 
-    /// The publisher with the regions announced and connecting; nil without --mqtt.
-    func mqttPublisher(regions: [BeaconRegion], logger: Logger) throws -> MQTTPublisher? {
-        guard let publisher = try mqtt.makePublisher(command: "monitor", logger: logger) else { return nil }
+    /// `--mqtt` checked, its files read; nil without --mqtt.
+    func prepareMQTT(regions: [BeaconRegion], logger: Logger) throws -> PreparedMQTT? {
+        guard let prepared = try mqtt.prepare(command: "monitor", logger: logger) else { return nil }
         do {
-            try publisher.layout.checkRegionNames(regions.map(\.name))
+            try mqtt.layout(command: "monitor").checkRegionNames(regions.map(\.name))
         } catch {
             throw CLIError("\(error)", code: Exit.usage)
         }
+        return prepared
+    }
+
+    /// The publisher, named by the receiver's address, with the regions announced and connecting.
+    func startMQTT(_ prepared: PreparedMQTT, source: any SightingSource, regions: [BeaconRegion], logger: Logger)
+        async throws -> (MQTTPublisher, ReceiverHealth)
+    {
+        var address: BDAddress?
+        do {
+            address = try await source.receiverAddress()
+        } catch {
+            logger.debug("MQTT: the receiver's address could not be read: \(error)")
+        }
+        let publisher = try prepared.publisher(adapter: address?.description)
         publisher.addRegions(regions)
+        let health = ReceiverHealth(device: device.deviceText, adapter: address?.description)
+        publisher.publishHealth(health)
         publisher.start()
-        return publisher
+        return (publisher, health)
     }
 
     /// Scans and feeds the session until the duration, a signal or the end of the source.
-    func monitor(_ session: MonitorSession, logger: Logger) async throws {
+    func monitor(_ session: MonitorSession, mqtt: PreparedMQTT?, regions: [BeaconRegion], logger: Logger)
+        async throws
+    {
         let source = try await device.opener(logger: logger).openSightingSource(mode: mode)
         if !source.isLive { session.live.store(false, ordering: .relaxed) }
+        if let mqtt {
+            do {
+                let (publisher, health) = try await startMQTT(mqtt, source: source, regions: regions, logger: logger)
+                session.attach(publisher, health: health)
+            } catch {
+                await source.close()
+                throw error
+            }
+        }
         let deadline = stopAfter.seconds
         let deviceText = device.deviceText
         var failure: (any Error)?
@@ -299,11 +325,13 @@ final class MonitorSession: Sendable {
     /// Seconds between state lines (0: none), and when the next is due.
     let stateEvery: Double
     let nextStateLine: Mutex<Double>
-    let mqtt: MQTTPublisher?
+    /// Set once the receiver is open (its address names the box).
+    private let publisher = Mutex<MQTTPublisher?>(nil)
+    var mqtt: MQTTPublisher? { publisher.withLock { $0 } }
 
     init(
         regions: [BeaconRegion], configuration: RegionMonitor.Configuration, json: Bool, hooks: HookRunner?,
-        stateEvery: Double = 0, logger: Logger, mqtt: MQTTPublisher? = nil
+        stateEvery: Double = 0, logger: Logger
     ) {
         monitor = Mutex(RegionMonitor(regions: regions, configuration: configuration))
         regionCount = regions.count
@@ -312,7 +340,38 @@ final class MonitorSession: Sendable {
         self.stateEvery = stateEvery
         self.logger = logger
         nextStateLine = Mutex(stateEvery)
-        self.mqtt = mqtt
+    }
+
+    /// The receiver's health for MQTT (nil without), reports counted per window of
+    /// `healthWindow` seconds of source time.
+    let health = Mutex<(value: ReceiverHealth?, reports: Int, windowStart: Double)>((nil, 0, 0))
+    static let healthWindow = 5.0
+
+    func attach(_ mqtt: MQTTPublisher, health initial: ReceiverHealth) {
+        publisher.withLock { $0 = mqtt }
+        health.withLock { $0.value = initial }
+    }
+
+    /// Changes the health and publishes it when it changed.
+    private func updateHealth(_ change: (inout ReceiverHealth) -> Void) {
+        let changed: ReceiverHealth? = health.withLock { h in
+            guard var value = h.value else { return nil }
+            let old = value
+            change(&value)
+            h.value = value
+            return value == old ? nil : value
+        }
+        if let changed, let mqtt { mqtt.publishHealth(changed) }
+    }
+
+    /// Every `healthWindow` seconds: the reports heard per minute in the last window.
+    private func countReports(at t: Double) {
+        let rate: Int? = health.withLock { h in
+            guard h.value != nil, t - h.windowStart >= Self.healthWindow else { return nil }
+            defer { (h.reports, h.windowStart) = (0, t) }
+            return Int((Double(h.reports) * 60 / (t - h.windowStart)).rounded())
+        }
+        if let rate { updateHealth { $0.reportsPerMinute = rate } }
     }
 
     /// The first time the source gives fixes the wall clock of its time 0 (event times are
@@ -328,6 +387,7 @@ final class MonitorSession: Sendable {
 
     func observe(_ sightings: [Sighting], at t: Double) {
         start(at: t)
+        health.withLock { $0.reports += sightings.count }
         monitor.withLock { m in
             for s in sightings {
                 guard let beacon = s.beacon else { continue }
@@ -347,8 +407,14 @@ final class MonitorSession: Sendable {
             switch reception {
             case .deaf(let deafness):
                 for e in m.receiverDeaf(deafness, at: t) { emit(e) }
+                let when = wallClock(at: t).map { iso8601(unixSeconds: $0, milliseconds: true) }
+                updateHealth { h in
+                    h.deafness = deafness
+                    (h.lastRecovery, h.lastRecoveryCause) = (when, deafness.reason)
+                }
             case .hearing:
                 guard let was = m.deafness else { return }
+                updateHealth { $0.deafness = nil }
                 logger.debug("the receiver hears again (it could not: \(was.reason))")
                 for e in m.receiverHears(at: t) { emit(e) }
             }
@@ -359,6 +425,7 @@ final class MonitorSession: Sendable {
     /// (scanning has started).
     func advance(to t: Double) -> Bool {
         let first = start(at: t)
+        countReports(at: t)
         monitor.withLock { m in
             for e in m.advance(to: t) { emit(e) }
             guard stateEvery > 0,
@@ -376,6 +443,7 @@ final class MonitorSession: Sendable {
     func emit(_ e: RegionMonitor.Event) {
         counts.withLock { $0[e.kind, default: 0] += 1 }
         let wall = wallClock(at: e.time)
+        let mqtt = self.mqtt
         let jsonLine = json || mqtt != nil ? e.json(wallClock: wall, origin: wallOrigin) : ""
         printOut(json ? jsonLine : e.text(wallClock: wall, origin: wallOrigin))
         hooks?.submit(label: "\(e.kind.rawValue) of \(e.region.name)", variables: e.hookVariables(wallClock: wall))

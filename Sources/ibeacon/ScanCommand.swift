@@ -90,6 +90,7 @@ struct ScanCommand: AsyncParsableCommand {
         let command = self
         try await reporting {
             let publisher = try mqtt.makePublisher(command: "scan", logger: logger)
+            publisher?.markAvailable()  // nothing retained to determine: ranging only
             publisher?.start()
             do {
                 try await runUntilSignalled {

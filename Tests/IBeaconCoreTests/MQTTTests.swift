@@ -107,7 +107,9 @@ import Testing
         let d = try #require(layout.regionDiscovery("a/b"))
         #expect(d.topic == "homeassistant/binary_sensor/box-1_lan/region_a_b/config")
         let config = try #require(try JSONValue.parse(Array(d.payload.utf8)).objectValue)
-        #expect(config["state_topic"] == .string("ibeacon/box1/region/a_b/state"))
+        // State and attributes in one message: Home Assistant records each change once.
+        #expect(config["state_topic"] == .string("ibeacon/box1/region/a_b/attributes"))
+        #expect(config["value_template"] == .string(RegionPresence.valueTemplate))
         #expect(config["unique_id"] == .string("ibeacon_box-1_lan_region_a_b"))
         #expect(config["device_class"] == .string("presence"))
         #expect(config["payload_on"] == .string("ON") && config["payload_off"] == .string("OFF"))
@@ -115,12 +117,76 @@ import Testing
         #expect(config["json_attributes_topic"] == .string("ibeacon/box1/region/a_b/attributes"))
         let device = try #require(config["device"]?.objectValue)
         #expect(device["identifiers"] == .array([.string("ibeacon_box-1_lan")]))
+        #expect(device["sw_version"] == .string(ProgramInfo.version))
+        #expect(
+            config["origin"]
+                == .object(JSONObject([("name", .string("ibeacon")), ("sw_version", .string(ProgramInfo.version))])))
         let beacon = try #require(layout.beaconDiscovery("front door"))
         #expect(beacon.topic == "homeassistant/binary_sensor/box-1_lan/beacon_front_door/config")
         #expect(beacon.payload.contains(#""device_class":"running""#))
         var off = layout
         off.discoveryPrefix = nil
         #expect(off.regionDiscovery("x") == nil && off.homeAssistantStatusTopic == nil)
+    }
+
+    /// Boxes cloned from one image share the host name, not the adapter: the node (device,
+    /// discovery topics, unique ids) carries the adapter's address.
+    @Test func theAdapterKeepsBoxesOfOneHostNameApart() throws {
+        let a = MQTTLayout(
+            base: "ibeacon/box1", command: "monitor", discoveryPrefix: "homeassistant", node: "box-1.lan",
+            adapter: "F0:F1:F2:F3:F4:0A", room: "r")
+        let b = MQTTLayout(
+            base: "ibeacon/box1", command: "monitor", discoveryPrefix: "homeassistant", node: "box-1.lan",
+            adapter: "F0:F1:F2:F3:F4:0B", room: "r")
+        #expect(a.node == "box-1_lan_f0f1f2f3f40a")
+        #expect(a.regionDiscovery("x")?.topic == "homeassistant/binary_sensor/box-1_lan_f0f1f2f3f40a/region_x/config")
+        #expect(a.regionDiscovery("x")?.topic != b.regionDiscovery("x")?.topic)
+        #expect(a.subscriptions.contains("homeassistant/+/box-1_lan_f0f1f2f3f40a/+/config"))
+        #expect(a.subscriptions.contains("homeassistant/+/box-1_lan/+/config"))  // where earlier versions put them
+        #expect(a.otherBox(inBoxPayload: a.boxPayload) == nil)
+        #expect(a.otherBox(inBoxPayload: b.boxPayload) == "box-1_lan_f0f1f2f3f40b")
+        #expect(a.otherBox(inBoxPayload: "not json") == nil)
+    }
+
+    /// A config of this process (its availability topic) that it no longer publishes goes, with
+    /// its states; another process's, a current one, or an empty one stays.
+    @Test func staleDiscoveryIsThisProcessesOnly() throws {
+        let old = try #require(layout.regionDiscovery("gone"))
+        let kept = try #require(layout.regionDiscovery("kept"))
+        #expect(
+            layout.staleDiscovery(topic: old.topic, payload: old.payload, current: [kept.topic]) == [
+                old.topic, "ibeacon/box1/region/gone/attributes", "ibeacon/box1/region/gone/state",
+            ])
+        #expect(layout.staleDiscovery(topic: kept.topic, payload: kept.payload, current: [kept.topic]).isEmpty)
+        #expect(layout.staleDiscovery(topic: old.topic, payload: "", current: []).isEmpty)
+        var advertise = layout
+        advertise.command = "advertise"
+        let beacon = try #require(advertise.beaconDiscovery("door"))
+        #expect(layout.staleDiscovery(topic: beacon.topic, payload: beacon.payload, current: []).isEmpty)
+        #expect(layout.staleDiscovery(topic: old.topic, payload: "{not json", current: []).isEmpty)
+    }
+
+    /// The box's health: two diagnostic sensors of its device, read from one retained message.
+    @Test func healthIsTwoDiagnosticSensorsOfTheBox() throws {
+        let sensors = layout.healthDiscovery()
+        #expect(
+            sensors.map(\.topic) == [
+                "homeassistant/sensor/box-1_lan/monitor_receiver/config",
+                "homeassistant/sensor/box-1_lan/monitor_reports/config",
+            ])
+        for s in sensors {
+            let config = try #require(try JSONValue.parse(Array(s.payload.utf8)).objectValue)
+            #expect(config["entity_category"] == .string("diagnostic"))
+            #expect(config["state_topic"] == .string("ibeacon/box1/monitor/health"))
+            #expect(config["device"] == layout.deviceJSON)
+        }
+        var health = ReceiverHealth(device: "hci0", adapter: "00:1A:7D:DA:71:13")
+        health.reportsPerMinute = 600
+        #expect(health.json.hasPrefix(#"{"receiver":"hearing","reason":null,"cause":null,"reportsPerMinute":600,"#))
+        health.deafness = Deafness(.watchdog, "nothing heard for 90 s")
+        let object = try #require(try JSONValue.parse(Array(health.json.utf8)).objectValue)
+        #expect(object["receiver"] == .string("deaf") && object["cause"] == .string("watchdog"))
+        #expect(object["adapter"] == .string("00:1A:7D:DA:71:13") && object["version"] == .string(ProgramInfo.version))
     }
 
     @Test func statePayloadsAreWhatABinarySensorReads() {
@@ -145,7 +211,7 @@ import Testing
             name: "deli", state: .unknown, reason: "monitoring started", time: nil, identity: "E2C5:1")
         #expect(
             text
-                == #"{"region":"deli","state":"unknown","reason":"monitoring started","time":null,"identity":"E2C5:1"}"#
+                == #"{"region":"deli","presence":"unknown","reason":"monitoring started","time":null,"identity":"E2C5:1"}"#
         )
         let b = IBeacon(
             proximityUUID: UUID(uuidString: "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0")!, major: 0x0102, minor: 0x0304,

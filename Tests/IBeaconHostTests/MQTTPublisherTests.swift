@@ -172,9 +172,75 @@ private final class FakeConnection: MQTTConnection, Sendable {
         // Home Assistant restarting asks for all of it again.
         connection.sent.withLock { $0.removeAll() }
         publisher.received(topic: "ha/status", payload: "online")
-        #expect(connection.sent.withLock { $0.count } == 4)
+        #expect(connection.sent.withLock { $0.count } == 5)
+        #expect(connection.sent.withLock { $0.last } == retained("t/box/monitor/availability", "online"))
         publisher.received(topic: "ha/status", payload: "offline")
-        #expect(connection.sent.withLock { $0.count } == 4)
+        #expect(connection.sent.withLock { $0.count } == 5)
+    }
+
+    /// Home Assistant shows an entity's last state the moment it becomes available: `online`
+    /// waits until every region is determined, and comes after every state, also on reconnects.
+    @Test func onlineOnlyOnceEveryRegionIsDeterminedAndAfterTheStates() throws {
+        let connection = FakeConnection()
+        let publisher = MQTTPublisher(layout: layout, connection: connection, logger: RecordingLog().logger)
+        publisher.addRegions([
+            try BeaconRegion(parsing: "deli=E2C56DB5-DFFB-48D2-B060-D0F5A71096E0"),
+            try BeaconRegion(parsing: "bakery=E2C56DB5-DFFB-48D2-B060-D0F5A71096E0:1"),
+        ])
+        publisher.start()
+        connection.connect()
+        let online = retained("t/box/monitor/availability", "online")
+        publisher.publishRegionState("deli", .inside, reason: "heard", time: nil, identity: "x")
+        #expect(!connection.sent.withLock { $0 }.contains(online))
+        publisher.publishRegionState("bakery", .outside, reason: "silent", time: nil, identity: "x")
+        #expect(connection.sent.withLock { $0.last } == online)
+        connection.drop("connection lost")
+        connection.sent.withLock { $0.removeAll() }
+        connection.connect()
+        let sent = connection.sent.withLock { $0 }
+        #expect(sent.last == online && sent.filter { $0 == online }.count == 1)
+        #expect(sent.contains(retained("t/box/region/bakery/state", "OFF")))
+    }
+
+    /// Its own discovery configs come back at connect: one it no longer has is emptied (Home
+    /// Assistant removes the entity), its retained states a little later.
+    @Test func discoveryThisProcessNoLongerHasIsRemoved() throws {
+        let log = RecordingLog()
+        let connection = FakeConnection()
+        let publisher = MQTTPublisher(
+            layout: layout, connection: connection, logger: log.logger, removalDelay: .zero)
+        publisher.addRegions([try BeaconRegion(parsing: "deli=E2C56DB5-DFFB-48D2-B060-D0F5A71096E0")])
+        publisher.start()
+        connection.connect()
+        let gone = try #require(layout.regionDiscovery("gone"))
+        let deli = try #require(layout.regionDiscovery("deli"))
+        connection.sent.withLock { $0.removeAll() }
+        publisher.received(topic: deli.topic, payload: deli.payload)
+        publisher.received(topic: gone.topic, payload: gone.payload)
+        #expect(connection.sent.withLock { $0 } == [retained(gone.topic, "")])
+        #expect(log.messages.contains { $0.contains("no longer configured here") })
+        publisher.idle()
+        #expect(
+            connection.sent.withLock { $0 }.dropFirst().sorted { $0.topic < $1.topic } == [
+                retained("t/box/region/gone/attributes", ""), retained("t/box/region/gone/state", ""),
+            ])
+    }
+
+    @Test func anotherBoxUnderTheSameBaseIsSaidOnce() {
+        let log = RecordingLog()
+        let a = MQTTLayout(
+            base: "t/box", command: "monitor", discoveryPrefix: "ha", node: "box", adapter: "C0:00:00:00:00:0A",
+            room: "box")
+        let b = MQTTLayout(
+            base: "t/box", command: "monitor", discoveryPrefix: "ha", node: "box", adapter: "C0:00:00:00:00:0B",
+            room: "box")
+        let publisher = MQTTPublisher(layout: a, connection: FakeConnection(), logger: log.logger)
+        publisher.received(topic: a.boxTopic, payload: a.boxPayload)
+        #expect(log.messages.isEmpty)
+        publisher.received(topic: a.boxTopic, payload: b.boxPayload)
+        publisher.received(topic: a.boxTopic, payload: b.boxPayload)
+        let said = log.messages.filter { $0.contains("another box (box_c0000000000b) publishes under t/box too") }
+        #expect(said.count == 1, "\(log.messages)")
     }
 
     @Test func rangingAtMostOnceASecondPerBeacon() {

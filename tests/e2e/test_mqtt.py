@@ -81,6 +81,12 @@ def test_monitor_publishes_region_states_events_and_discovery(ibeacon_bin: Path,
                 state = f'{BASE}/region/bakery/state'
                 # Unknown until determined, then outside after --exit-after.
                 assert wait_until(lambda: sub.on(state)[:2] == ['None', 'OFF'], 10), (sub.all(), m.stderr)
+                # Available only once every region is determined, after their states.
+                online_seen = lambda: (f'{BASE}/monitor/availability', 'online') in [(t, p) for _, t, p, _ in sub.all()]  # noqa: E731
+                assert wait_until(online_seen, 3), sub.all()
+                live = [(t, p) for _, t, p, _ in sub.all()]
+                online = live.index((f'{BASE}/monitor/availability', 'online'))
+                assert (state, 'OFF') in live[:online] and (f'{BASE}/region/a_b_c_/state', 'OFF') in live[:online], live
                 h.send('beacon-on 0')
                 m.wait_for('enter', 'bakery', timeout=5)
                 assert wait_until(lambda: sub.on(state)[-1:] == ['ON'], 3), sub.all()
@@ -100,14 +106,23 @@ def test_monitor_publishes_region_states_events_and_discovery(ibeacon_bin: Path,
         assert store[f'{BASE}/monitor/availability'] == 'online'
         assert store[state] == 'ON'
         attributes = json.loads(store[f'{BASE}/region/bakery/attributes'])
-        assert attributes['state'] == 'inside' and attributes['region'] == 'bakery'
+        # `presence`, not `state`: Home Assistant drops a `state` key from attributes.
+        assert attributes['presence'] == 'inside' and attributes['region'] == 'bakery'
         assert attributes['reason'].startswith('heard ') and attributes['time'].endswith('Z')
-        configs = {t: check_discovery(t, p) for t, p in store.items() if t.startswith('homeassistant/')}
+        configs = {t: check_discovery(t, p) for t, p in store.items() if t.startswith('homeassistant/binary_sensor/')}
         assert len(configs) == 2, store
-        bakery = next(c for c in configs.values() if c['state_topic'] == state)
+        # The receiver's health: two diagnostic sensors of the same device, read from one topic.
+        health = {t: json.loads(p) for t, p in store.items() if t.startswith('homeassistant/sensor/')}
+        assert sorted(t.rsplit('/', 2)[1] for t in health) == ['monitor_receiver', 'monitor_reports'], store
+        assert all(c['entity_category'] == 'diagnostic' and c['state_topic'] == f'{BASE}/monitor/health'
+                   for c in health.values()), health
+        assert json.loads(store[f'{BASE}/monitor/health'])['receiver'] == 'hearing'
+        # State and attributes from one message: each change is one change in Home Assistant.
+        bakery = next(c for c in configs.values() if c['state_topic'] == f'{BASE}/region/bakery/attributes')
         assert bakery['device_class'] == 'presence'
         assert bakery['availability_topic'] == f'{BASE}/monitor/availability'
-        assert bakery['json_attributes_topic'] == f'{BASE}/region/bakery/attributes'
+        assert bakery['json_attributes_topic'] == bakery['state_topic'] and 'presence' in bakery['value_template']
+        assert bakery['origin']['name'] == 'ibeacon' and bakery['device']['sw_version'] == bakery['origin']['sw_version']
         assert len({c['unique_id'] for c in configs.values()}) == 2
         assert len({json.dumps(c['device'], sort_keys=True) for c in configs.values()}) == 1
         # A clean exit says offline (retained), and leaves the last states.
@@ -167,9 +182,10 @@ def test_broker_killed_and_restarted_gets_the_current_picture_back(ibeacon_bin: 
             assert wait_until(lambda: (s := broker.retained()).get(f'{BASE}/region/bakery/state') == 'OFF'
                               and set(s) == set(expected), 10), (broker.retained(), m.stderr)
             after = broker.retained()
-            assert {t: p for t, p in after.items() if not t.endswith('/attributes')} == \
-                {t: p for t, p in expected.items() if not t.endswith('/attributes')}
-            assert json.loads(after[f'{BASE}/region/bakery/attributes'])['state'] == 'outside'
+            steady = lambda store: {t: p for t, p in store.items()  # noqa: E731
+                                    if not t.endswith('/attributes') and not t.endswith('/health')}
+            assert steady(after) == steady(expected)
+            assert json.loads(after[f'{BASE}/region/bakery/attributes'])['presence'] == 'outside'
         finally:
             assert m.stop(signal.SIGTERM) == 0, m.stderr
         # One line for the outage and one when it is back, not one per attempt.

@@ -87,6 +87,58 @@ import Testing
         #expect(said.withLock { $0 }.isEmpty)
     }
 
+    /// One operator action is one stop request (issue 29): `timeout` and process-group kills
+    /// deliver the same signal twice within microseconds. Only another signal, or the same one a
+    /// window (1 s) after the first, is a second request that abandons the cleanup.
+    @Test func aRepeatWithinTheWindowIsTheSameRequestALaterOneIsNot() {
+        let rule = RepeatedSignalRule()
+        #expect(rule.window == .seconds(1))
+        for signal in [ProcessSignal.terminate, .interrupt, .hangUp] {
+            #expect(!rule.isSecondRequest(signal, after: signal, elapsed: .zero))
+            #expect(!rule.isSecondRequest(signal, after: signal, elapsed: .microseconds(30)))
+            #expect(!rule.isSecondRequest(signal, after: signal, elapsed: .milliseconds(999)))
+            #expect(rule.isSecondRequest(signal, after: signal, elapsed: .seconds(1)))
+            #expect(rule.isSecondRequest(signal, after: signal, elapsed: .seconds(3)))  // a second Ctrl-C
+        }
+        #expect(rule.isSecondRequest(.interrupt, after: .terminate, elapsed: .zero))
+        #expect(rule.isSecondRequest(.terminate, after: .hangUp, elapsed: .microseconds(1)))
+        let narrow = RepeatedSignalRule(window: .milliseconds(10))
+        #expect(!narrow.isSecondRequest(.terminate, after: .terminate, elapsed: .milliseconds(9)))
+        #expect(narrow.isSecondRequest(.terminate, after: .terminate, elapsed: .milliseconds(10)))
+    }
+
+    /// A real repeat of the signal (SIGPWR again while the body is cleaning up, as `timeout`
+    /// sends SIGTERM to the child and then to its group) does not end the process: the cleanup
+    /// finishes and the outcome is the first signal's. Before issue 29 the repeat `_exit`ed the
+    /// test process (status 158). The test waits until the supervisor has taken the repeat.
+    @Test func aRepeatedSignalDuringTheCleanupLetsItFinish() async {
+        let said = Mutex<[String]>([])
+        let repeats = Atomic<Int>(0)
+        let cleanedUp = Atomic<Bool>(false)
+        let supervisor = SignalSupervisor(
+            cleanupSeconds: 600, reapsChildren: true, caught: [.powerFailure], ignored: [],
+            repeats: RepeatedSignalRule(window: .seconds(600)),
+            onRepeat: { _ in repeats.add(1, ordering: .sequentiallyConsistent) },
+            say: { message in said.withLock { $0.append(message) } })
+        let outcome = await supervisor.run {
+            kill(getpid(), SIGPWR)
+            do {
+                try await Task.sleep(for: .seconds(600))
+            } catch {
+                // Cleaning up: the same signal again, taken before the cleanup ends.
+                kill(getpid(), SIGPWR)
+                while repeats.load(ordering: .sequentiallyConsistent) == 0 { await Task.yield() }
+                cleanedUp.store(true, ordering: .sequentiallyConsistent)
+                throw error
+            }
+        }
+        #expect(outcome.signal == .powerFailure)
+        #expect(outcome.failure is CancellationError)
+        #expect(cleanedUp.load(ordering: .sequentiallyConsistent))
+        #expect(repeats.load(ordering: .sequentiallyConsistent) == 1)
+        #expect(said.withLock { $0 }.isEmpty)
+    }
+
     @Test func withoutASignalTheBodysResultIsReturned() async {
         let supervisor = SignalSupervisor(
             reapsChildren: true, caught: [.powerFailure], ignored: [], say: { _ in Issue.record("nothing to say") })

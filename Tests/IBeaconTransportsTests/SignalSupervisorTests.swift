@@ -134,8 +134,11 @@ import Testing
         }
         #expect(outcome.signal == .powerFailure)
         #expect(outcome.failure is CancellationError)
-        #expect(cleanedUp.load(ordering: .sequentiallyConsistent))
-        #expect(repeats.load(ordering: .sequentiallyConsistent) == 1)
+        let (didCleanUp, repeated) = (
+            cleanedUp.load(ordering: .sequentiallyConsistent), repeats.load(ordering: .sequentiallyConsistent)
+        )
+        #expect(didCleanUp)
+        #expect(repeated == 1)
         #expect(said.withLock { $0 }.isEmpty)
     }
 

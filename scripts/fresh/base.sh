@@ -41,7 +41,7 @@ echo "fresh: installing the Swift toolchain's prerequisites and git"
 # shellcheck disable=SC2086 # the list is split into words on purpose
 chroot "$base.tmp" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive sh -ec "
   apt-get update -q
-  apt-get install -y -q --no-install-recommends git ca-certificates $(echo $SWIFT_DEPS)
+  apt-get install -y -q --no-install-recommends git make ca-certificates $(echo $SWIFT_DEPS)
   apt-get clean; rm -rf /var/lib/apt/lists/*" >>"$log" 2>&1 || { tail -20 "$log" >&2; exit 1; }
 umount "$base.tmp/proc"; trap - EXIT
 # The user who is told what to install; the toolchain on every login's PATH, as swift.org says.

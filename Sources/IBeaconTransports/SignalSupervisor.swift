@@ -115,7 +115,8 @@ public struct SignalSupervisor: Sendable {
     public init(
         cleanupSeconds: Double? = nil, reapsChildren: Bool = false, caught: [ProcessSignal] = ProcessSignal.terminating,
         ignored: [ProcessSignal] = [.brokenPipe], repeats: RepeatedSignalRule = RepeatedSignalRule(),
-        onForcedExit: @escaping @Sendable () -> Void = {}, onRepeat: @escaping @Sendable (ProcessSignal) -> Void = { _ in },
+        onForcedExit: @escaping @Sendable () -> Void = {},
+        onRepeat: @escaping @Sendable (ProcessSignal) -> Void = { _ in },
         say: @escaping @Sendable (String) -> Void
     ) {
         self.repeats = repeats

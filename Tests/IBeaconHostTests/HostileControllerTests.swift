@@ -190,7 +190,8 @@ func drain(_ client: ControllerClient) async -> [ControllerEvent] {
         let task = Task {
             try await session.run(
                 onReady: { _ in ready.add(1, ordering: .relaxed) },
-                onLost: { cause in lastLost.withLock { $0 = (cause, recovered.load(ordering: .sequentiallyConsistent)) } },
+                onLost: { cause in lastLost.withLock { $0 = (cause, recovered.load(ordering: .sequentiallyConsistent)) }
+                },
                 onRecovered: { _ in recovered.add(1, ordering: .sequentiallyConsistent) })
         }
         #expect(await eventually { ready.load(ordering: .relaxed) == 1 })

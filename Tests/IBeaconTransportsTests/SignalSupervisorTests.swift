@@ -107,41 +107,6 @@ import Testing
         #expect(narrow.isSecondRequest(.terminate, after: .terminate, elapsed: .milliseconds(10)))
     }
 
-    /// A real repeat of the signal (SIGPWR again while the body is cleaning up, as `timeout`
-    /// sends SIGTERM to the child and then to its group) does not end the process: the cleanup
-    /// finishes and the outcome is the first signal's. Before issue 29 the repeat `_exit`ed the
-    /// test process (status 158). The test waits until the supervisor has taken the repeat.
-    @Test func aRepeatedSignalDuringTheCleanupLetsItFinish() async {
-        let said = Mutex<[String]>([])
-        let repeats = Atomic<Int>(0)
-        let cleanedUp = Atomic<Bool>(false)
-        let supervisor = SignalSupervisor(
-            cleanupSeconds: 600, reapsChildren: true, caught: [.powerFailure], ignored: [],
-            repeats: RepeatedSignalRule(window: .seconds(600)),
-            onRepeat: { _ in repeats.add(1, ordering: .sequentiallyConsistent) },
-            say: { message in said.withLock { $0.append(message) } })
-        let outcome = await supervisor.run {
-            kill(getpid(), SIGPWR)
-            do {
-                try await Task.sleep(for: .seconds(600))
-            } catch {
-                // Cleaning up: the same signal again, taken before the cleanup ends.
-                kill(getpid(), SIGPWR)
-                while repeats.load(ordering: .sequentiallyConsistent) == 0 { await Task.yield() }
-                cleanedUp.store(true, ordering: .sequentiallyConsistent)
-                throw error
-            }
-        }
-        #expect(outcome.signal == .powerFailure)
-        #expect(outcome.failure is CancellationError)
-        let (didCleanUp, repeated) = (
-            cleanedUp.load(ordering: .sequentiallyConsistent), repeats.load(ordering: .sequentiallyConsistent)
-        )
-        #expect(didCleanUp)
-        #expect(repeated == 1)
-        #expect(said.withLock { $0 }.isEmpty)
-    }
-
     @Test func withoutASignalTheBodysResultIsReturned() async {
         let supervisor = SignalSupervisor(
             reapsChildren: true, caught: [.powerFailure], ignored: [], say: { _ in Issue.record("nothing to say") })

@@ -5,11 +5,14 @@ SWIFT ?= swift
 VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 APT_PACKAGES := libbluetooth-dev libmosquitto-dev pkg-config
+# What the tests run besides the binary: tshark (BTSnoopTests in the unit suite, the capture
+# tests), mosquitto, setcap, openssl, and Debian's python3 with venv for the virtualenv.
 TEST_APT_PACKAGES := tshark libcap2-bin mosquitto mosquitto-clients openssl
+VENV_APT_PACKAGES := python3 python3-venv
 PROFILE ?= profiles/store12.json
 DEVICE ?= hci0
 
-.PHONY: all help deps test-deps build debug venv test unit e2e lint format install uninstall demo run bench fuzz clean
+.PHONY: all help deps test-deps venv-deps build debug venv test unit e2e lint format install uninstall demo run bench fuzz clean
 
 all: deps build ## install missing build dependencies, then build the release binary
 
@@ -34,8 +37,13 @@ endef
 deps: ## install the Debian packages needed to build (libbluetooth-dev, libmosquitto-dev)
 	$(call apt_install,$(APT_PACKAGES))
 
-test-deps: deps ## install the Debian packages needed by the tests (tshark, mosquitto)
-	$(call apt_install,$(TEST_APT_PACKAGES))
+# One check for everything the tests need, so that a user without root is told the whole
+# command at once, before anything is built.
+test-deps: ## install the Debian packages needed to build and test (tshark, mosquitto, python3-venv)
+	$(call apt_install,$(APT_PACKAGES) $(TEST_APT_PACKAGES) $(VENV_APT_PACKAGES))
+
+venv-deps:
+	$(call apt_install,$(VENV_APT_PACKAGES))
 
 # Release builds link the Swift runtime statically: the binary runs on a machine without the
 # Swift toolchain, keeps no $ORIGIN rpath (file capabilities ignore those), and starts with half
@@ -50,7 +58,7 @@ build: deps ## release build: .build/release/ibeacon (Swift runtime linked in)
 debug: deps
 	$(SWIFT) build --product ibeacon
 
-$(VENV)/.ok: tests/requirements.txt
+$(VENV)/.ok: tests/requirements.txt | venv-deps
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --disable-pip-version-check -r tests/requirements.txt
 	touch $@
@@ -59,14 +67,16 @@ venv: $(VENV)/.ok ## the Python virtualenv with Bumble, for tests and the demo
 
 # In parallel: the estimator's CPU-bound simulations run on a thread of their own
 # (`@Suite(.ownThread)`), and controller-client timeouts in the tests run on a ManualClock.
-unit: deps ## Swift unit and CLI tests
+# Every test target installs what its tests need before building anything (BTSnoopTests in
+# the unit suite runs tshark).
+unit: test-deps ## Swift unit and CLI tests
 	$(SWIFT) build --product ibeacon
 	$(SWIFT) test
 
-e2e: deps test-deps venv debug ## end-to-end tests against the Bumble emulated controller
+e2e: test-deps venv debug ## end-to-end tests against the Bumble emulated controller
 	IBEACON_BIN=$(CURDIR)/.build/debug/ibeacon $(PYTHON) -m pytest -q tests/e2e
 
-test: unit e2e ## everything that runs without a Bluetooth kernel: unit, CLI and end-to-end tests
+test: test-deps unit e2e ## everything that runs without a Bluetooth kernel: unit, CLI and end-to-end tests
 
 # Functions of every target (the CLI, the libraries, the test support, the tools) stay under 60
 # code lines: a longer one is split into named steps (scripts/function-length.py says which and

@@ -60,10 +60,34 @@ public enum InterruptMeaning: Sendable {
     }
 }
 
+/// One operator action is one stop request, however many copies of its signal arrive: `timeout`
+/// signals its child and then the child's process group, and so do `kill -- -PGID`, a shell's
+/// cleanup trap, `tini -g` and supervisord's `stopasgroup` when the command runs in the group:
+/// the same signal twice within microseconds. A signal after the first one is a second request
+/// (the cleanup is abandoned) only when it is another signal, or the same one at least
+/// `window` after the first (a second Ctrl-C); a repeat within the window changes nothing, and
+/// the cleanup still runs (bounded by the supervisor's grace).
+public struct RepeatedSignalRule: Sendable {
+    /// The default window: `timeout` and a group kill repeat a signal within microseconds; a
+    /// person pressing Ctrl-C again takes longer than a second.
+    public static let defaultWindow = Duration.seconds(1)
+
+    public let window: Duration
+
+    public init(window: Duration = Self.defaultWindow) { self.window = window }
+
+    /// Whether `signal`, `elapsed` after `first` arrived, asks to abandon the cleanup.
+    public func isSecondRequest(_ signal: ProcessSignal, after first: ProcessSignal, elapsed: Duration) -> Bool {
+        signal != first || elapsed >= window
+    }
+}
+
 /// Runs a long-running command's body until it returns or a terminating signal arrives. On a
 /// signal the body's task is cancelled so it can clean up (turn advertising off) before the
-/// process exits; if that takes longer than `grace`, or a second signal comes, the process
-/// exits at once (128 + the signal's number), saying so through `say`.
+/// process exits; if that takes longer than `grace`, or a second stop request comes (another
+/// signal, or the same one again after `RepeatedSignalRule`'s window), the process exits at once
+/// (128 + the signal's number), saying so through `say`. A repeat of the first signal within
+/// the window (`timeout`, a process-group kill) is the same request: the cleanup goes on.
 ///
 /// As PID 1 (a container without an init) every orphan of the container is reparented here:
 /// they are reaped while the body runs, unless `reapsChildren` (the body has a `ChildReaper` of
@@ -79,16 +103,24 @@ public struct SignalSupervisor: Sendable {
     let ignored: [ProcessSignal]
     let onForcedExit: @Sendable () -> Void
     let say: @Sendable (String) -> Void
+    let repeats: RepeatedSignalRule
+    /// Called for each signal after the first that is taken as the same request (tests).
+    let onRepeat: @Sendable (ProcessSignal) -> Void
 
     /// `cleanupSeconds`: how long the cleanup may take instead of the default (monitor stopping
     /// a hook). `onForcedExit` runs just before a forced exit (monitor: SIGKILL to its hooks, so
     /// that nothing of them outlives it). `say` writes a last message before such an exit.
-    /// `caught` and `ignored` are the signals handled (tests narrow them to one).
+    /// `caught` and `ignored` are the signals handled (tests narrow them to one). `repeats` says
+    /// which later signals are the same stop request; `onRepeat` sees each of those.
     public init(
         cleanupSeconds: Double? = nil, reapsChildren: Bool = false, caught: [ProcessSignal] = ProcessSignal.terminating,
-        ignored: [ProcessSignal] = [.brokenPipe], onForcedExit: @escaping @Sendable () -> Void = {},
+        ignored: [ProcessSignal] = [.brokenPipe], repeats: RepeatedSignalRule = RepeatedSignalRule(),
+        onForcedExit: @escaping @Sendable () -> Void = {},
+        onRepeat: @escaping @Sendable (ProcessSignal) -> Void = { _ in },
         say: @escaping @Sendable (String) -> Void
     ) {
+        self.repeats = repeats
+        self.onRepeat = onRepeat
         grace = cleanupSeconds ?? Double(Self.defaultGraceMilliseconds) / 1000
         self.reapsChildren = reapsChildren
         self.caught = caught
@@ -124,6 +156,8 @@ public struct SignalSupervisor: Sendable {
     /// with the handlers.
     private final class State: Sendable {
         let received = Atomic<Int32>(0)
+        /// When the first signal arrived (DispatchTime's uptime nanoseconds).
+        let receivedAt = Atomic<UInt64>(0)
         let finished = Atomic<Bool>(false)
         /// A handler is ending the process (`onForcedExit`, then `_exit`): the body must not
         /// win the race and return meanwhile.
@@ -168,17 +202,20 @@ public struct SignalSupervisor: Sendable {
         return Outcome(signal: received == 0 ? nil : ProcessSignal(rawValue: received), failure: failure)
     }
 
-    /// Catches `signal`: the first one cancels the body and starts the grace timer, a second
-    /// one ends the process at once.
+    /// Catches `signal`: the first one cancels the body and starts the grace timer; a second
+    /// stop request (`repeats`) ends the process at once, a repeat of the first is ignored.
     private func handle(_ signal: ProcessSignal, _ state: State) -> DispatchSourceSignal {
         Sys.ignoreSignal(signal.rawValue)
         let source = DispatchSource.makeSignalSource(signal: signal.rawValue, queue: .global())
         source.setEventHandler { [self] in
+            let now = DispatchTime.now().uptimeNanoseconds
             let first = state.received.compareExchange(
                 expected: 0, desired: signal.rawValue, ordering: .sequentiallyConsistent)
             if !first.exchanged {
-                forceExit(signal, state, "\(signal) again: exiting without finishing the cleanup")
+                repeated(signal, state, now: now)
+                return
             }
+            state.receivedAt.store(now, ordering: .sequentiallyConsistent)
             state.cancel()
             DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(grace * 1000))) {
                 if !state.finished.load(ordering: .sequentiallyConsistent) {
@@ -191,6 +228,19 @@ public struct SignalSupervisor: Sendable {
         }
         source.resume()
         return source
+    }
+
+    /// A signal after the first: the same stop request (ignored) or a second one (exit now).
+    private func repeated(_ signal: ProcessSignal, _ state: State, now: UInt64) {
+        let first = ProcessSignal(rawValue: state.received.load(ordering: .sequentiallyConsistent))
+        var firstAt = state.receivedAt.load(ordering: .sequentiallyConsistent)
+        if firstAt == 0 { firstAt = now }  // the first one's handler has not stored its time yet
+        let elapsed = Duration.nanoseconds(Int64(clamping: now &- min(now, firstAt)))
+        guard repeats.isSecondRequest(signal, after: first, elapsed: elapsed) else {
+            onRepeat(signal)
+            return
+        }
+        forceExit(signal, state, "\(signal) again: exiting without finishing the cleanup")
     }
 
     /// Ends the process now with 128 + `signal`, after `onForcedExit` and a last message.

@@ -37,7 +37,8 @@ func report(_ line: String) {
             }
             // The reader is live: one packet gets through before the idle period.
             try peer.write(Vectors.resetComplete.bytes)
-            for _ in 0..<200 where received.withLock({ $0 }) == 0 {
+            // Waits for the packet itself (up to 30 s: a loaded machine may take a while), not 2 s.
+            for _ in 0..<3000 where received.withLock({ $0 }) == 0 {
                 try await Task.sleep(for: .milliseconds(10))
             }
             guard received.withLock({ $0 }) == 1 else {

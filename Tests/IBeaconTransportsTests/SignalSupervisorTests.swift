@@ -87,6 +87,26 @@ import Testing
         #expect(said.withLock { $0 }.isEmpty)
     }
 
+    /// One operator action is one stop request (issue 29): `timeout` and process-group kills
+    /// deliver the same signal twice within microseconds. Only another signal, or the same one a
+    /// window (1 s) after the first, is a second request that abandons the cleanup.
+    @Test func aRepeatWithinTheWindowIsTheSameRequestALaterOneIsNot() {
+        let rule = RepeatedSignalRule()
+        #expect(rule.window == .seconds(1))
+        for signal in [ProcessSignal.terminate, .interrupt, .hangUp] {
+            #expect(!rule.isSecondRequest(signal, after: signal, elapsed: .zero))
+            #expect(!rule.isSecondRequest(signal, after: signal, elapsed: .microseconds(30)))
+            #expect(!rule.isSecondRequest(signal, after: signal, elapsed: .milliseconds(999)))
+            #expect(rule.isSecondRequest(signal, after: signal, elapsed: .seconds(1)))
+            #expect(rule.isSecondRequest(signal, after: signal, elapsed: .seconds(3)))  // a second Ctrl-C
+        }
+        #expect(rule.isSecondRequest(.interrupt, after: .terminate, elapsed: .zero))
+        #expect(rule.isSecondRequest(.terminate, after: .hangUp, elapsed: .microseconds(1)))
+        let narrow = RepeatedSignalRule(window: .milliseconds(10))
+        #expect(!narrow.isSecondRequest(.terminate, after: .terminate, elapsed: .milliseconds(9)))
+        #expect(narrow.isSecondRequest(.terminate, after: .terminate, elapsed: .milliseconds(10)))
+    }
+
     @Test func withoutASignalTheBodysResultIsReturned() async {
         let supervisor = SignalSupervisor(
             reapsChildren: true, caught: [.powerFailure], ignored: [], say: { _ in Issue.record("nothing to say") })

@@ -18,7 +18,7 @@ HOST_ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 ARCH ?= $(HOST_ARCH)
 DEB_CACHE ?= /var/cache/ibeacon-deb
 DEB_OUT ?= $(DEB_ROOT)
-DEB_VERSION := $(shell sed -n 's/^ *version: "\(.*\)",$$/\1/p' $(DEB_ROOT)/Sources/ibeacon/IBeaconCommand.swift)
+DEB_VERSION := $(shell sed -n 's/^ *public static let version = "\(.*\)"$$/\1/p' $(DEB_ROOT)/Sources/IBeaconCore/MQTT.swift)
 DEB_FILE := $(DEB_OUT)/ibeacon_$(DEB_VERSION)_$(ARCH).deb
 DEB_SUITES_amd64 ?= bookworm trixie
 DEB_SUITES_arm64 ?= trixie

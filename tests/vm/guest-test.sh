@@ -354,6 +354,17 @@ need_bin() {
   return 1
 }
 
+need_venv() {  # the test virtualenv's python (make venv), in VENV_PY
+  VENV_PY=.venv/bin/python
+  [ -x "$VENV_PY" ] && return 0
+  fail "test virtualenv" ".venv/bin/python (make venv)" "missing"
+  return 1
+}
+need_bluetoothd() {  # bluetoothd running with hci0 and hci1 powered, or a FAIL saying why not
+  bluetoothd_start && return 0
+  fail "bluetoothd powers hci0 and hci1" "powered" "$(tail -5 "$WORK/bluetoothd.log" | tr '\n' ' ')"
+  return 1
+}
 need_profile() {
   local out
   if ! out=$(encode_profile "$PROFILE" 2>&1); then
@@ -817,11 +828,8 @@ scenario_raw_advertising_after_down_up() {
 scenario_ibeacon_calibrate_vhci() {
   need_bin || return
   need_profile || return
-  local py=.venv/bin/python
-  if [ ! -x "$py" ]; then
-    fail "test virtualenv" ".venv/bin/python (make venv)" "missing"
-    return
-  fi
+  need_venv || return
+  local py=$VENV_PY
   local copy=$WORK/vhci.json
   cp "$PROFILE" "$copy"
   "$py" tests/harness/bumble_harness.py --vhci --keep-running --rssi gauss:-59,4 --seed 3 \
@@ -932,7 +940,7 @@ scenario_ibeacon_monitor_power() {
   reset_controller hci1
   # bluetoothd sets both adapters up in the kernel (powered, LE on): hci1 is then scanned
   # through the management interface (an advertisement monitor), where power shows as New Settings.
-  bluetoothd_start || { fail "bluetoothd powers hci0 and hci1" "powered" "$(tail -5 "$WORK/bluetoothd.log" | tr '\n' ' ')"; return; }
+  need_bluetoothd || return
   local exit_after=8
   "$IBEACON_BIN" advertise --device hci0 --profile "$PROFILE" > "$WORK/power-adv.txt" 2>&1 &
   local adv=$!
@@ -993,7 +1001,7 @@ PYEOF
 scenario_kernel_coexist() {
   need_bin || return
   need_profile || return
-  bluetoothd_start || { fail "bluetoothd powers hci0 and hci1" "powered" "$(tail -5 "$WORK/bluetoothd.log" | tr '\n' ' ')"; return; }
+  need_bluetoothd || return
   pass "bluetoothd running, hci0 and hci1 powered"
   ib devices > "$WORK/coexist-devices.txt" 2>&1
   check_eq "ibeacon devices: hci0 goes through the kernel" "hci0 mgmt" "$(awk '$1 == "hci0" { print $1, $NF }' "$WORK/coexist-devices.txt")"
@@ -1041,7 +1049,7 @@ scenario_kernel_coexist() {
 scenario_kernel_double_signal() {
   need_bin || return
   need_profile || return
-  bluetoothd_start || { fail "bluetoothd powers hci0 and hci1" "powered" "$(tail -5 "$WORK/bluetoothd.log" | tr '\n' ' ')"; return; }
+  need_bluetoothd || return
   local log=$WORK/double-adv.txt
   setsid "$IBEACON_BIN" advertise --device hci0 --profile "$PROFILE" > "$log" 2>&1 &
   local adv=$!
@@ -1149,12 +1157,9 @@ PYEOF
 scenario_kernel_scan_discovery() {
   need_bin || return
   need_profile || return
-  local py=.venv/bin/python
-  if [ ! -x "$py" ]; then
-    fail "test virtualenv" ".venv/bin/python (make venv)" "missing"
-    return
-  fi
-  bluetoothd_start || { fail "bluetoothd powers hci0 and hci1" "powered" "$(tail -5 "$WORK/bluetoothd.log" | tr '\n' ' ')"; return; }
+  need_venv || return
+  local py=$VENV_PY
+  need_bluetoothd || return
   "$py" tests/harness/bumble_harness.py --vhci --keep-running --rssi gauss:-59,4 --seed 3 \
     --beacon "$P_UUID,$P_MAJOR,$P_MINOR,$P_POWER,100" > "$WORK/kscan-vhci.out" 2> "$WORK/kscan-vhci.err" &
   local harness=$!
@@ -1332,12 +1337,9 @@ rate_of() { tr ' ' '\n' <<< "$1" | awk -F= -v k="$2" '$1 == k { print $2 }'; }
 scenario_kernel_legacy_rotation() {
   need_bin || return
   need_profile || return
-  local py=.venv/bin/python
-  if [ ! -x "$py" ]; then
-    fail "test virtualenv" ".venv/bin/python (make venv)" "missing"
-    return
-  fi
-  bluetoothd_start || { fail "bluetoothd powers hci0 and hci1" "powered" "$(tail -5 "$WORK/bluetoothd.log" | tr '\n' ' ')"; return; }
+  need_venv || return
+  local py=$VENV_PY
+  need_bluetoothd || return
   "$py" tests/harness/bumble_harness.py --vhci --keep-running --features legacy --scanner --no-adv-delay \
     > "$WORK/rot-vhci.out" 2> "$WORK/rot-vhci.err" &
   local harness=$!
@@ -1424,7 +1426,7 @@ PYEOF
 scenario_kernel_capabilities() {
   need_bin || return
   need_profile || return
-  bluetoothd_start || { fail "bluetoothd powers hci0 and hci1" "powered" "$(tail -5 "$WORK/bluetoothd.log" | tr '\n' ' ')"; return; }
+  need_bluetoothd || return
   if ! id "$TEST_USER" >/dev/null 2>&1; then
     useradd --no-create-home --shell /bin/sh "$TEST_USER" || { fail "useradd" "user $TEST_USER" "useradd failed"; return; }
   fi
@@ -1490,7 +1492,7 @@ scenario_kernel_capabilities() {
 scenario_kernel_recovery() {
   need_bin || return
   need_profile || return
-  bluetoothd_start || { fail "bluetoothd powers hci0 and hci1" "powered" "$(tail -5 "$WORK/bluetoothd.log" | tr '\n' ' ')"; return; }
+  need_bluetoothd || return
   "$IBEACON_BIN" advertise --device hci0 --profile "$PROFILE" > "$WORK/recovery-adv.txt" 2>&1 &
   local adv=$!
   BG_PIDS+=("$adv")
@@ -1537,7 +1539,7 @@ scenario_kernel_recovery() {
 scenario_kernel_two_advertisers() {
   need_bin || return
   need_profile || return
-  bluetoothd_start || { fail "bluetoothd powers hci0 and hci1" "powered" "$(tail -5 "$WORK/bluetoothd.log" | tr '\n' ' ')"; return; }
+  need_bluetoothd || return
   local second=$WORK/second.json second_adv
   "$PY" - "$PROFILE" "$second" <<'PYEOF'
 import json, sys
@@ -1613,7 +1615,7 @@ stop_heard() {  # stop_heard WHAT: the other program's advertisement is on the a
 scenario_kernel_stop_records() {
   need_bin || return
   need_profile || return
-  bluetoothd_start || { fail "bluetoothd powers hci0 and hci1" "powered" "$(tail -5 "$WORK/bluetoothd.log" | tr '\n' ' ')"; return; }
+  need_bluetoothd || return
   if ! id "$TEST_USER" >/dev/null 2>&1; then
     useradd --no-create-home --shell /bin/sh "$TEST_USER" || { fail "useradd" "user $TEST_USER" "useradd failed"; return; }
   fi
@@ -1788,7 +1790,7 @@ report_addresses() {
 scenario_kernel_stable_address() {
   need_bin || return
   need_profile || return
-  bluetoothd_start || { fail "bluetoothd powers hci0 and hci1" "powered" "$(tail -5 "$WORK/bluetoothd.log" | tr '\n' ' ')"; return; }
+  need_bluetoothd || return
   local identity nonres=$WORK/nonresolvable.json run kind profile seen=() adv
   identity=$(btmgmt_tty --index 0 info | awk '/^hci0:/ { getline; print toupper($2) }')
   [ -n "$identity" ] || identity=$(hciconfig hci0 | awk '/BD Address/ { print $3 }')
@@ -1887,7 +1889,7 @@ scenario_kernel_mqtt() {
   mosquitto -c "$WORK/mosquitto.conf" > "$WORK/mosquitto.log" 2>&1 &
   local broker=$!
   BG_PIDS+=("$broker")
-  bluetoothd_start || { fail "bluetoothd powers hci0 and hci1" "powered" "$(tail -5 "$WORK/bluetoothd.log" | tr '\n' ' ')"; return; }
+  need_bluetoothd || return
   local name base=vm/box
   name=$(basename "$PROFILE" .json)
   "$IBEACON_BIN" advertise --device hci0 --profile "$PROFILE" --mqtt "mqtt://127.0.0.1:$port" --mqtt-base "$base" \
@@ -1995,12 +1997,9 @@ PYEOF
 scenario_kernel_central() {
   need_bin || return
   need_profile || return
-  local py=.venv/bin/python
-  if [ ! -x "$py" ]; then
-    fail "test virtualenv" ".venv/bin/python (make venv)" "missing"
-    return
-  fi
-  bluetoothd_start || { fail "bluetoothd powers hci0 and hci1" "powered" "$(tail -5 "$WORK/bluetoothd.log" | tr '\n' ' ')"; return; }
+  need_venv || return
+  local py=$VENV_PY
+  need_bluetoothd || return
   local fifo=$WORK/central.in
   rm -f "$fifo"; mkfifo "$fifo"
   "$py" tests/harness/bumble_harness.py --vhci --keep-running --scanner --central --no-adv-delay \
@@ -2087,7 +2086,7 @@ scenario_kernel_central() {
 scenario_kernel_local_user() {
   need_bin || return
   need_profile || return
-  bluetoothd_start || { fail "bluetoothd powers hci0 and hci1" "powered" "$(tail -5 "$WORK/bluetoothd.log" | tr '\n' ' ')"; return; }
+  need_bluetoothd || return
   if ! id "$TEST_USER" >/dev/null 2>&1; then
     useradd --no-create-home --shell /bin/sh "$TEST_USER" || { fail "useradd" "user $TEST_USER" "useradd failed"; return; }
   fi

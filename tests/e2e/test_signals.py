@@ -116,10 +116,14 @@ def silent_after_exit(h) -> bool:
     return not h.adv_events(since=t_exit + 0.2)
 
 
-def disable_seen(h) -> bool:
-    """The harness received a command turning advertising off (the cleanup has started)."""
+def disable_seen(h, since: float = 0.0) -> bool:
+    """The harness received a command turning advertising off at or after `since`
+    (time.monotonic()): the cleanup has started. The advertiser also turns advertising off once
+    at start, before it configures the set, so a test waiting for the cleanup passes the time
+    the signal was sent."""
     return any(
         e.get('dir') == 'in' and e.get('opcode') in ('0x200A', '0x2039') and e['data'].startswith('00')
+        and e['t'] >= since
         for e in h.events('hci')
     )
 
@@ -178,8 +182,9 @@ def test_a_process_group_kill_repeated_during_the_cleanup_is_one_request(
     pgid = os.getpgid(proc.pid)
     assert pgid == proc.pid != os.getpgid(0)
     t_signal = time.time()
+    t_sent = time.monotonic()
     os.killpg(pgid, signal.SIGTERM)
-    assert wait_until(lambda: disable_seen(h), timeout=5)  # cleaning up: its answer comes 0.4 s late
+    assert wait_until(lambda: disable_seen(h, since=t_sent), timeout=5)  # cleaning up: its answer comes 0.4 s late
     os.killpg(pgid, signal.SIGTERM)
     rc = proc.wait(timeout=10)
     text = _read_err(proc)
@@ -195,8 +200,9 @@ def test_another_signal_during_the_cleanup_is_a_second_request(harness_factory, 
     h = harness_factory('--scanner', '--trace', '--fail', '0x200A=late:3000', '--fail', '0x2039=late:3000')
     profile = write_profile(tmp_path / 'p.json')
     proc = start_advertising(ibeacon_bin, h, profile, '--timeout', '5', scanner=False)
+    t_sent = time.monotonic()
     proc.send_signal(signal.SIGTERM)
-    assert wait_until(lambda: disable_seen(h), timeout=10)
+    assert wait_until(lambda: disable_seen(h, since=t_sent), timeout=10)
     rc, elapsed, _, err = stop_process(proc, signal.SIGINT)
     assert rc == 130, (rc, err)
     assert elapsed < 1.0

@@ -179,9 +179,16 @@ public struct SignalSupervisor: Sendable {
         let state = State()
         let reaping = reapsChildren ? nil : ChildReaper.reapOrphansIfInit()
         defer { reaping?.cancel() }
-        let sources = caught.map { handle($0, state) }
+        let registered = DispatchGroup()
+        let sources = caught.map { handle($0, state, registered) }
         defer {
             for source in sources { source.cancel() }
+        }
+        // Until a source is registered its signal keeps its old disposition (by default it
+        // ends the process, before anything is on the air): the body starts only once every
+        // handler is in place, so no stop request can fall between the two.
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            registered.notify(queue: .global()) { done.resume() }
         }
         let task = Task { try await body() }
         state.body.withLock { shared in
@@ -204,9 +211,15 @@ public struct SignalSupervisor: Sendable {
 
     /// Catches `signal`: the first one cancels the body and starts the grace timer; a second
     /// stop request (`repeats`) ends the process at once, a repeat of the first is ignored.
-    private func handle(_ signal: ProcessSignal, _ state: State) -> DispatchSourceSignal {
-        Sys.ignoreSignal(signal.rawValue)
+    ///
+    /// Dispatch installs its own handler for the signal when the source is registered (which
+    /// happens later, on its manager thread), and leaves `registered` then. The signal is not
+    /// set to SIG_IGN first: one arriving in between would be dropped, and the process would
+    /// go on as if no stop had been asked for.
+    private func handle(_ signal: ProcessSignal, _ state: State, _ registered: DispatchGroup) -> DispatchSourceSignal {
         let source = DispatchSource.makeSignalSource(signal: signal.rawValue, queue: .global())
+        registered.enter()
+        source.setRegistrationHandler { registered.leave() }
         source.setEventHandler { [self] in
             let now = DispatchTime.now().uptimeNanoseconds
             let first = state.received.compareExchange(

@@ -57,18 +57,26 @@ final class Peer: @unchecked Sendable {
     let fd: Int32
     init(fd: Int32) { self.fd = fd }
 
+    /// Writes all of `bytes`. To a socket with `MSG_NOSIGNAL`: a transport that closed its end
+    /// makes this throw (a test failure) instead of ending the whole test process with SIGPIPE,
+    /// which nothing ignores here.
     func write(_ bytes: [UInt8]) throws {
         var offset = 0
         while offset < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
+            let n = bytes.withUnsafeBytes { buffer in
+                let sent = send(fd, buffer.baseAddress! + offset, buffer.count - offset, Int32(MSG_NOSIGNAL))
+                return sent < 0 && errno == ENOTSOCK
+                    ? Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset) : sent
+            }
             if n < 0 && errno == EINTR { continue }
             if n < 0 { throw TestFailure("peer write failed: errno \(errno)") }
             offset += n
         }
     }
 
-    /// Reads exactly `count` bytes, failing after `timeout` seconds.
-    func read(_ count: Int, timeout: Int32 = 5) throws -> [UInt8] {
+    /// Reads exactly `count` bytes, failing after `timeout` seconds without a byte (a bound for a
+    /// broken transport, not a speed requirement: generous, as the suite runs tests in parallel).
+    func read(_ count: Int, timeout: Int32 = 30) throws -> [UInt8] {
         var out: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
         while out.count < count {
@@ -136,8 +144,10 @@ struct PseudoTerminal {
 }
 
 /// Closes `transport` after `seconds` unless cancelled first, so a test waiting on its stream
-/// ends (and fails) instead of hanging.
-func watchdog(_ transport: any HCITransport, seconds: Int = 10) -> Task<Void, Never> {
+/// ends (and fails) instead of hanging. Generous: with the whole suite in parallel on a loaded
+/// machine an exchange took over 10 s, the watchdog closed the transport mid-test and the
+/// test failed with "is closed" (issue 29).
+func watchdog(_ transport: any HCITransport, seconds: Int = 120) -> Task<Void, Never> {
     Task {
         try? await Task.sleep(for: .seconds(seconds))
         if !Task.isCancelled { transport.close() }

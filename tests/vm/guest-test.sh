@@ -1536,12 +1536,10 @@ scenario_kernel_recovery() {
 
 # 5. Two ibeacon processes with different profiles on hci0: two instances, both heard; stopping
 #    one leaves the other; `ibeacon stop` removes ibeacon's instances and not another program's.
-scenario_kernel_two_advertisers() {
-  need_bin || return
-  need_profile || return
-  need_bluetoothd || return
-  local second=$WORK/second.json second_adv
-  "$PY" - "$PROFILE" "$second" <<'PYEOF'
+# second_profile OUT: writes $PROFILE with the minor one higher to OUT (a second beacon) and
+# prints its expected advertising data.
+second_profile() {
+  "$PY" - "$PROFILE" "$1" <<'PYEOF'
 import json, sys
 def bump(o):
     if isinstance(o, dict):
@@ -1557,7 +1555,15 @@ bump(p)
 p.pop("calibration", None)
 json.dump(p, open(sys.argv[2], "w"))
 PYEOF
-  second_adv=$(PROFILE=$second; need_profile >/dev/null && echo "$P_ADV")
+  (PROFILE=$1; need_profile >/dev/null && echo "$P_ADV")
+}
+
+scenario_kernel_two_advertisers() {
+  need_bin || return
+  need_profile || return
+  need_bluetoothd || return
+  local second=$WORK/second.json second_adv
+  second_adv=$(second_profile "$second")
   "$IBEACON_BIN" advertise --device hci0 --profile "$PROFILE" > "$WORK/two-a.txt" 2>&1 &
   local a=$!
   BG_PIDS+=("$a")
@@ -1685,6 +1691,86 @@ scenario_kernel_stop_records() {
   stop_heard "(d) after stop: the other program's heard, ibeacon's not"
   btmgmt_tty --index 0 rm-adv 2 > /dev/null 2>&1
   rm -rf "$evil"
+  bluetoothd_stop
+}
+
+# Issue 30, items 2 and 3. The 6.1 kernel's Read Advertising Features leaves out every instance
+# whose number exceeds the count of instances (net/bluetooth/mgmt.c, read_adv_features: listed
+# only if `instance <= hdev->adv_instance_cnt`), so an instance 2 without an instance 1 is on the
+# air but in no list (btmgmt advinfo counts 0): any program that adds 2 while 1 is taken, and then
+# sees 1 removed, holds a hidden instance. (2) A killed advertiser's instance 2, hidden once the
+# other program's 1 is gone, is removed by its guardian, and with the guardian killed too by
+# `stop`. (3) Another program's hidden instance 2 is neither overwritten by an advertiser of two
+# profiles nor removed when it exits. Every verdict is what hci1 hears.
+on_air() {  # on_air WHAT SECS NAME=HEX=yes|no...: each advertisement heard (yes) or not (no)
+  local what=$1 spec name hex want n ok=1 seen=
+  kernel_observe "$2"
+  shift 2
+  for spec in "$@"; do
+    IFS== read -r name hex want <<< "$spec"
+    n=$(count_reports_with "$hex")
+    seen+="$name $n, "
+    { [ "$want" = yes ] && [ "$n" -gt 0 ]; } || { [ "$want" = no ] && [ "$n" -eq 0 ]; } || ok=0
+  done
+  if [ "$ok" = 1 ]; then pass "$what" "${seen%, } reports"; else fail "$what" "$*" "${seen%, } reports"; fi
+}
+hidden_advertiser() {  # hidden_advertiser LOG PROFILE...: an advertiser through the kernel, in ADV
+  local log=$1 want=$(($# - 1)) p args=()
+  shift
+  for p in "$@"; do args+=(--profile "$p"); done
+  "$IBEACON_BIN" advertise --device hci0 "${args[@]}" > "$log" 2>&1 &
+  ADV=$!
+  BG_PIDS+=("$ADV")
+  poll 30 eval '[ "$(grep -c "through the kernel" "$log")" -ge "$want" ]'
+}
+scenario_kernel_hidden_instances() {
+  need_bin || return
+  need_profile || return
+  need_bluetoothd || return
+  local second=$WORK/hidden-second.json second_adv rec log out=$WORK/hidden-stop.txt
+  second_adv=$(second_profile "$second")
+  # (2) with the guardian
+  log=$WORK/hidden-guardian.txt
+  btmgmt_tty --index 0 add-adv -d 07ffffffcafe0102 1 > /dev/null 2>&1
+  hidden_advertiser "$log" "$PROFILE"
+  check_contains "(2) the advertiser took instance 2 (another program holds 1)" "(instance 2)" "$log"
+  btmgmt_tty --index 0 rm-adv 1 > /dev/null 2>&1
+  check_eq "(2) the other program's 1 removed: the kernel lists no instance" "0" "$(mgmt_instances 0)"
+  on_air "(2) the unlisted instance 2 is on the air" 4 "iBeacon=$P_ADV=yes"
+  rec=/run/ibeacon/hci0-$ADV.instances
+  kill -KILL "$ADV"; wait "$ADV" 2>/dev/null; bg_forget "$ADV"
+  poll 15 eval '[ ! -e "$rec" ] && ! pgrep -f -- "--after-exit-of $ADV " > /dev/null'
+  check_contains "(2) the guardian removed the hidden instance" "ended without cleaning up: removed ibeacon's advertising instance(s) 2 on hci0" "$log"
+  on_air "(2) after the guardian: the killed advertiser's beacon is off the air" 4 "iBeacon=$P_ADV=no"
+  btmgmt_tty --index 0 rm-adv 0 > /dev/null 2>&1
+  # (2) with the guardian killed too: stop
+  btmgmt_tty --index 0 add-adv -d 07ffffffcafe0102 1 > /dev/null 2>&1
+  hidden_advertiser "$WORK/hidden-stop-adv.txt" "$PROFILE"
+  kill_with_guardian "$ADV"
+  btmgmt_tty --index 0 rm-adv 1 > /dev/null 2>&1
+  ib stop --device hci0 > "$out" 2>&1
+  check_status "(2) stop after SIGKILL (advertiser and guardian)" 0 $? "$out"
+  check_contains "(2) stop removed the hidden instance" "removed ibeacon's advertising instance(s) 2 on hci0" "$out"
+  on_air "(2) after stop: the killed advertiser's beacon is off the air" 4 "iBeacon=$P_ADV=no"
+  btmgmt_tty --index 0 rm-adv 0 > /dev/null 2>&1
+  # (3) another program's hidden instance 2. btvirt has 3 advertising sets, and at power-on the
+  # 6.1 kernel sets up one for instance 0 (hci_powered_update_adv_sync, no instances yet), which
+  # only Remove Advertising of all instances (LE Clear Advertising Sets) frees: so one added and
+  # all removed first, for the other program's set and ibeacon's two.
+  log=$WORK/hidden-other.txt
+  btmgmt_tty --index 0 add-adv -d 07ffffffcafe0101 1 > /dev/null 2>&1
+  btmgmt_tty --index 0 rm-adv 0 > /dev/null 2>&1
+  btmgmt_tty --index 0 add-adv -d 07ffffffcafe0102 2 > /dev/null 2>&1
+  check_eq "(3) the other program's instance 2, alone, is not listed" "0" "$(mgmt_instances 0)"
+  hidden_advertiser "$log" "$PROFILE" "$second"
+  echo "    $(grep -o 'through the kernel (instance [0-9]*)' "$log" | tr '\n' ' ')"
+  check_eq "(3) ibeacon did not take the other program's number 2" "0" "$(grep -c '(instance 2)' "$log")"
+  on_air "(3) while ibeacon advertises two profiles: the other program's and both iBeacons heard" 8 \
+    "other=$OTHER_ADV=yes" "first=$P_ADV=yes" "second=$second_adv=yes"
+  stop_advertiser "$ADV" "$log"
+  on_air "(3) after ibeacon exits: the other program's still heard, ours not" 4 \
+    "other=$OTHER_ADV=yes" "first=$P_ADV=no" "second=$second_adv=no"
+  btmgmt_tty --index 0 rm-adv 0 > /dev/null 2>&1
   bluetoothd_stop
 }
 
@@ -2171,6 +2257,7 @@ SCENARIOS=(
   kernel_recovery
   kernel_two_advertisers
   kernel_stop_records
+  kernel_hidden_instances
   kernel_stable_address
   kernel_mqtt
   kernel_scan_discovery

@@ -42,6 +42,9 @@ mnt -t tmpfs -o mode=1777 tmpfs "$root/tmp"
 mnt --bind "$SWIFT_DIR" "$root/opt/swift"
 mount -o remount,bind,ro "$root/opt/swift"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# What the Debian installer writes and debootstrap does not: without it `localhost` does not
+# resolve (the unit suite's TCP transport test connects to tcp:localhost:PORT).
+printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' >"$root/etc/hosts"
 
 # This machine's git URL rewriting (Swift packages offline), and nothing else of its git config.
 : >"$root/etc/gitconfig"
@@ -73,6 +76,14 @@ git -C "$root/home/fresh/ibeacon" checkout -q "$rev"
 chroot "$root" chown -R fresh:fresh /home/fresh/ibeacon
 git clone -q --no-hardlinks "$repo" "$root/root/ibeacon"
 git -C "$root/root/ibeacon" checkout -q "$rev"
+# The shared captures beside each clone, where CI puts them (../shared/captures), read-only.
+if [ -d "$repo/../shared/captures" ]; then
+  for home in "$root/root" "$root/home/fresh"; do
+    mkdir -p "$home/shared/captures"
+    mnt --bind "$(cd "$repo/../shared/captures" && pwd)" "$home/shared/captures"
+    mount -o remount,bind,ro "$home/shared/captures"
+  done
+fi
 
 echo "fresh: 1. as a non-root user: make test"
 set +e

@@ -8,9 +8,11 @@
 #                                Debian 13 arm64 sysroot; toolchain fetched once from Debian)
 #   make deb-test                install it into clean Debian 12 and 13 chroots (arm64: 13 under
 #                                qemu-user) and run it there: scripts/deb/test.sh
+#   make deb-prepare DEB_PREPARE_ARCHS="amd64 arm64"
+#                                fetch the roots and toolchain ahead (scripts/deb/prepare.sh)
 #   make deb-clean               drop the cached roots and toolchain ($(DEB_CACHE))
 #
-# Everything fetched (debootstrap roots, .debs, the cross toolchain) is cached in DEB_CACHE,
+# Everything fetched (mmdebstrap roots, .debs, the cross toolchain) is cached in DEB_CACHE,
 # outside the clone; with an empty cache it is fetched again from Debian's archive.
 
 DEB_ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/..)
@@ -23,7 +25,7 @@ DEB_FILE := $(DEB_OUT)/ibeacon_$(DEB_VERSION)_$(ARCH).deb
 DEB_SUITES_amd64 ?= bookworm trixie
 DEB_SUITES_arm64 ?= trixie
 DEB_SUITES ?= $(DEB_SUITES_$(ARCH))
-DEB_HOST_PACKAGES := dpkg-dev debootstrap chrpath
+DEB_HOST_PACKAGES := dpkg-dev mmdebstrap chrpath
 export DEB_CACHE
 
 ifeq ($(ARCH),$(HOST_ARCH))
@@ -39,7 +41,18 @@ DEB_RUN_ENV := QEMU_LD_PREFIX=$(DEB_CACHE)/sysroot/trixie-$(ARCH)
 endif
 DEB_MANUAL := $(DEB_ROOT)/.build/deb-$(ARCH)/ibeacon.1
 
-.PHONY: deb deb-cross deb-manual deb-test deb-lint deb-clean
+.PHONY: deb deb-cross deb-deps deb-manual deb-prepare deb-test deb-lint deb-clean
+
+# Fetch and prepare what deb and deb-test need for these architectures (roots, toolchain), in
+# parallel; nothing to do with a full cache. .ci/run runs it in the background from its start.
+DEB_PREPARE_ARCHS ?= $(ARCH)
+deb-prepare: deb-deps
+	$(DEB_ROOT)/scripts/deb/prepare.sh $(DEB_PREPARE_ARCHS)
+
+# The host's own packages for all of the above (apt on the host: run it before anything else
+# installs packages at the same time, as .ci/run does before deb-prepare goes to the background).
+deb-deps:
+	$(call apt_install,$(DEB_HOST_PACKAGES) qemu-user-static binfmt-support lintian)
 
 deb-cross:
 	$(DEB_ROOT)/scripts/deb/cross.sh $(ARCH) $(DEB_BINARY)
@@ -65,7 +78,7 @@ deb-lint:
 	$(call apt_install,lintian)
 	lintian --fail-on error --no-tag-display-limit $(DEB_FILE)
 
-deb-test: ## install the .deb into clean Debian chroots (debootstrap) and run it there
+deb-test: ## install the .deb into clean Debian chroots (mmdebstrap) and run it there
 	@test -s $(DEB_FILE) || { echo "no $(DEB_FILE): make deb ARCH=$(ARCH) first"; exit 1; }
 	@for suite in $(DEB_SUITES); do $(DEB_ROOT)/scripts/deb/test.sh $$suite $(DEB_FILE) || exit 1; done
 

@@ -9,7 +9,8 @@
 #   - the Swift runtime for ARCH: the static libraries and modules of sid's swiftlang ARCH .deb.
 # The Swift runtime is linked statically, as in `make build`, and the binary stripped.
 #
-#   scripts/deb/cross.sh arm64 OUT   writes the binary to OUT
+#   scripts/deb/cross.sh arm64 OUT        writes the binary to OUT
+#   scripts/deb/cross.sh arm64 --prepare  only fetches and prepares the toolchain and sysroot
 #
 # All three are cached in $DEB_CACHE (scripts/deb/lib.sh), and the build directory too (the
 # source is always at /src in the chroot, so a new clone reuses the built dependencies).
@@ -28,7 +29,7 @@ runtime=$DEB_CACHE/toolchain/swift-$arch
 sysroot=$DEB_CACHE/sysroot/trixie-$arch
 scratch=${IBEACON_CROSS_SCRATCH:-$DEB_CACHE/build/$arch}
 t0=$SECONDS
-need_host_packages debootstrap
+need_host_packages mmdebstrap
 
 # The compiler, and the target's Swift runtime taken from the same swiftlang version.
 kept_root sid amd64 "$toolchain" "
@@ -49,6 +50,7 @@ apt-get install -y -q --no-install-recommends libc6-dev:$arch libgcc-14-dev:$arc
   libbluetooth-dev:$arch libmosquitto-dev:$arch dpkg-dev binutils-$gnu
 "
 log "toolchain and sysroot ready ($((SECONDS - t0)) s)"
+[ "$out" = --prepare ] && exit 0
 
 # The build, in the sid chroot: /src the source, /sysroot the target's libraries, /build the
 # build directory (cached), /opt/swift-packages the Swift packages (git reads github.com from

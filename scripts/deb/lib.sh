@@ -1,10 +1,11 @@
-# Shared by scripts/deb/*.sh: Debian root filesystems made by debootstrap, cached outside the
+# Shared by scripts/deb/*.sh: Debian root filesystems made by mmdebstrap, cached outside the
 # clone, and chroots into them with /proc, /sys and /dev mounted for the length of one command.
 #
 # DEB_CACHE (default /var/cache/ibeacon-deb) holds
-#   rootfs/SUITE-ARCH.tar   a clean minbase system, as debootstrap left it (tests unpack a copy)
+#   rootfs/SUITE-ARCH.tar   a clean minbase system with apt's lists, as mmdebstrap left it (tests
+#                           unpack a copy)
 #   debs/SUITE-ARCH/        the .debs apt fetched there (bind-mounted as apt's archive cache)
-#   toolchain/, sysroot/    the arm64 cross toolchain (scripts/deb/toolchain.sh)
+#   toolchain/, sysroot/    the arm64 cross toolchain (scripts/deb/cross.sh)
 # Nothing there is needed: with an empty cache everything is fetched again from Debian's archive.
 
 DEB_CACHE=${DEB_CACHE:-/var/cache/ibeacon-deb}
@@ -87,26 +88,34 @@ in_root() {
     DEBIAN_FRONTEND=noninteractive LC_ALL=C.UTF-8 "$@"
 }
 
-# The cached tarball of a clean minbase SUITE for ARCH (made once; `make deb-clean` drops it).
+# The cached tarball of a clean minbase SUITE for ARCH (made once; `make deb-clean` drops it),
+# by mmdebstrap: apt on the host resolves and downloads, so for a foreign ARCH only dpkg and the
+# maintainer scripts run under qemu-user (trixie arm64: 430 s from nothing, where debootstrap,
+# which runs its whole second stage under emulation, took 2025 s). apt's package lists are kept
+# in the tarball, so a test needs no `apt-get update` (a minute or more under qemu).
 rootfs_tarball() {
   local suite=$1 arch=$2
-  local tar="$DEB_CACHE/rootfs/$suite-$arch.tar"
-  if [ ! -s "$tar" ]; then
-    need_host_packages debootstrap
+  local tar="$DEB_CACHE/rootfs/$suite-$arch.tar" made_by="mmdebstrap minbase, apt lists kept"
+  mkdir -p "$DEB_CACHE/rootfs"
+  # One maker at a time (scripts/deb/prepare.sh runs several at once); the others wait for it.
+  local lock
+  exec {lock}>"$tar.lock"
+  flock "$lock"
+  # A tarball made another way (debootstrap, before: no lists) is made again.
+  if [ ! -s "$tar" ] || [ "$(cat "$tar.made-by" 2>/dev/null)" != "$made_by" ]; then
+    need_host_packages mmdebstrap
     need_qemu "$arch"
-    mkdir -p "$DEB_CACHE/rootfs" "$DEB_CACHE/debs/$suite-$arch"
-    local tmp="$DEB_CACHE/rootfs/$suite-$arch.tmp"
-    remove_root "$tmp"
-    log "debootstrap $suite $arch (once; cached in $tar)"
+    log "mmdebstrap $suite $arch (once; cached in $tar)"
     local t0=$SECONDS
-    debootstrap --variant=minbase --arch="$arch" --cache-dir="$DEB_CACHE/debs/$suite-$arch" \
-      "$suite" "$tmp" "$DEB_MIRROR" >"$DEB_CACHE/rootfs/$suite-$arch.log" 2>&1 ||
-      { tail -20 "$DEB_CACHE/rootfs/$suite-$arch.log" >&2; die "debootstrap $suite $arch failed"; }
-    chroot_umount "$tmp"
-    tar -C "$tmp" --numeric-owner --xattrs -cf "$tar.part" . && mv "$tar.part" "$tar"
-    remove_root "$tmp"
-    log "debootstrap $suite $arch: $((SECONDS - t0)) s"
+    mmdebstrap --variant=minbase --arch="$arch" --format=tar --skip=cleanup/apt/lists \
+      --aptopt='Acquire::Languages "none"' --aptopt='Acquire::Check-Valid-Until "false"' "$suite" "$tar.part" "$DEB_MIRROR" \
+      >"$DEB_CACHE/rootfs/$suite-$arch.log" 2>&1 ||
+      { tail -20 "$DEB_CACHE/rootfs/$suite-$arch.log" >&2; rm -f "$tar.part"; die "mmdebstrap $suite $arch failed"; }
+    mv "$tar.part" "$tar"
+    echo "$made_by" >"$tar.made-by"
+    log "mmdebstrap $suite $arch: $((SECONDS - t0)) s"
   fi
+  exec {lock}>&-
   echo "$tar"
 }
 

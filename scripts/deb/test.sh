@@ -1,5 +1,5 @@
 #!/bin/bash
-# Installs an ibeacon .deb into a clean Debian root made by debootstrap (SUITE, the .deb's
+# Installs an ibeacon .deb into a clean Debian root made by mmdebstrap (SUITE, the .deb's
 # architecture; arm64 runs under qemu-user) with `apt-get install ./ibeacon_….deb`, and checks it
 # works there without Swift: --version, encode --profile, scan and monitor of a real capture,
 # the capability postinst granted; then an upgrade to a higher version keeps the operator's
@@ -8,7 +8,9 @@
 #   scripts/deb/test.sh SUITE ibeacon_VERSION_ARCH.deb
 #
 # The clean root is unpacked from a tarball cached in $DEB_CACHE (scripts/deb/lib.sh); with an
-# empty cache it is made by debootstrap first.
+# empty cache it is made by mmdebstrap first. apt's lists come with it (no `apt-get update`, a
+# minute or more under qemu); only if an install fails with them, say because the archive has
+# moved on since the tarball was made, are they updated and the install tried again.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/deb/lib.sh
@@ -30,7 +32,7 @@ done
 capture="$captures/cnrd+yeelock__btsnoop_hci.log"  # 6 reports of FDA50693-A4E2-4FB1-AFCF-C6EB07647825 / 5 / 6
 [ -f "$capture" ] || die "capture $capture missing (set IBEACON_CAPTURES)"
 
-need_host_packages debootstrap dpkg-dev
+need_host_packages mmdebstrap dpkg-dev
 need_qemu "$arch"
 trap 'remove_root "$root"' EXIT
 fresh_root "$suite" "$arch" "$root"
@@ -49,7 +51,10 @@ check() {  # check NAME COMMAND...: one line per check, like a test runner's
   fi
 }
 apt_install() {
-  run apt-get install -y -q -o Dpkg::Use-Pty=0 "$@" </dev/null >"$root/tmp/apt.log" 2>&1 ||
+  run apt-get install -y -q -o Dpkg::Use-Pty=0 "$@" </dev/null >"$root/tmp/apt.log" 2>&1 && return 0
+  log "apt-get install $* failed with the cached lists; apt-get update and again"
+  run apt-get update -q </dev/null >"$root/tmp/apt.log" 2>&1 &&
+    run apt-get install -y -q -o Dpkg::Use-Pty=0 "$@" </dev/null >"$root/tmp/apt.log" 2>&1 ||
     { tail -30 "$root/tmp/apt.log" >&2; return 1; }
 }
 
@@ -64,7 +69,6 @@ cp "$deb" "$root/tmp/"
 cp "$capture" "$root/tmp/capture.btsnoop"
 name=$(basename "$deb")
 
-run apt-get update -q </dev/null >/dev/null
 before=$(run find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /tmp -o -path /var/cache/apt \) -prune -o -print | sort)
 check "apt-get install ./$name" apt_install "./tmp/$name"
 check "Depends were installed: $(dpkg-deb -f "$deb" Depends)" run sh -c '! apt-get check 2>&1 | grep -q unmet'

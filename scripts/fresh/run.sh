@@ -46,6 +46,13 @@ cp /etc/resolv.conf "$root/etc/resolv.conf"
 # resolve (the unit suite's TCP transport test connects to tcp:localhost:PORT).
 printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' >"$root/etc/hosts"
 
+# This machine's TLS trust for pip (a network that inspects TLS has its own CA here), kept apart
+# from the root's own bundle, which its apt may rewrite; and nothing else of pip's settings.
+if [ -s /etc/ssl/certs/ca-certificates.crt ]; then
+  cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/host-ca.crt"
+  printf '[global]\ncert = /etc/ssl/host-ca.crt\n' >"$root/etc/pip.conf"
+fi
+
 # This machine's git URL rewriting (Swift packages offline), and nothing else of its git config.
 : >"$root/etc/gitconfig"
 if git config --system --get-regexp '^url\..*\.insteadof$' >/dev/null 2>&1; then

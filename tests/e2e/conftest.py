@@ -13,10 +13,14 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
+import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -188,12 +192,40 @@ def harness(harness_factory: Callable[..., Harness]) -> Harness:
     return harness_factory('--scanner')
 
 
+_COPY_FOR_OTHERS: dict[Path, Path] = {}
+
+
+def _others_can_run(path: Path) -> bool:
+    """Whether another user (the tests' `nobody`) can reach and run `path`."""
+    if not path.stat().st_mode & stat.S_IXOTH:
+        return False
+    return all(parent.stat().st_mode & stat.S_IXOTH for parent in path.parents)
+
+
+def _runnable_by_others(path: Path) -> Path:
+    """`path`, or, where another user cannot reach it (a clone in root's 0700 home, as on a
+    fresh machine), a copy in a directory everyone may enter, made once per run. Several tests
+    run the binary as `nobody`."""
+    if _others_can_run(path):
+        return path
+    if path not in _COPY_FOR_OTHERS:
+        folder = Path(tempfile.mkdtemp(prefix='ibeacon-bin-'))
+        folder.chmod(0o755)
+        atexit.register(shutil.rmtree, folder, True)
+        copy = folder / path.name
+        shutil.copy2(path, copy)
+        copy.chmod(0o755)
+        _COPY_FOR_OTHERS[path] = copy
+    return _COPY_FOR_OTHERS[path]
+
+
 @pytest.fixture
 def ibeacon_bin() -> Path:
-    """Path to the ibeacon binary (env IBEACON_BIN, default .build/debug/ibeacon)."""
+    """Path to the ibeacon binary (env IBEACON_BIN, default .build/debug/ibeacon), one that the
+    tests' other user can run too."""
     path = Path(os.environ.get('IBEACON_BIN', '.build/debug/ibeacon'))
     if not path.is_absolute():
         path = REPO_ROOT / path
     if not path.exists():
         pytest.fail(f'ibeacon binary not found at {path}; build it or set IBEACON_BIN')
-    return path
+    return _runnable_by_others(path)

@@ -500,7 +500,9 @@ extension Sys {
         _ = kill(pid, signal)
     }
 
-    /// `signal(signo, SIG_IGN)`: the signal is ignored (a dispatch signal source still sees it).
+    /// `signal(signo, SIG_IGN)`: the signal is dropped (SIGPIPE). Not for a signal a dispatch
+    /// source is to catch: on Linux dispatch installs its own handler only when the source is
+    /// registered, and a signal ignored until then is lost (SignalSupervisor).
     static func ignoreSignal(_ signo: Int32) {
         _ = signal(signo, SIG_IGN)
     }

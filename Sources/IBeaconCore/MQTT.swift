@@ -278,10 +278,11 @@ public enum MQTTTopic {
     }
 }
 
-/// A region's state as Core Location keeps it (FIELD.md "Region state").
-public enum RegionPresence: String, Sendable, Equatable {
-    case inside, outside, unknown
+/// A region's state as Core Location keeps it (FIELD.md "Region state"), as MQTT publishes it:
+/// the monitor's own state, one type.
+public typealias RegionPresence = RegionMonitor.State
 
+extension RegionMonitor.State {
     /// The payload of the region's state topic, as a Home Assistant `binary_sensor` reads it
     /// with its default `payload_on`/`payload_off`: `ON`, `OFF`, and `None` for unknown.
     public var payload: String {

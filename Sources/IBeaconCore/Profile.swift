@@ -541,3 +541,19 @@ public struct CalibrationRecord: Sendable, Equatable {
         if !issues.isEmpty { throw .invalid(file: "calibration", issues: issues) }
     }
 }
+
+extension Profile {
+    /// The one profile-name rule: a profile file's name is its file name without `.json`
+    /// (`profiles/a.b.json` is `a.b`). It names the beacon's MQTT topics and, when the profile
+    /// has no `name`, its region in `monitor`.
+    public static func name(ofFile path: String) -> String {
+        let file = path.split(separator: "/", omittingEmptySubsequences: true).last.map(String.init) ?? path
+        return file.hasSuffix(".json") && file.count > 5 ? String(file.dropLast(5)) : file
+    }
+
+    /// What the profile is called: its `name`, or `name(ofFile:)`.
+    public func displayName(file path: String) -> String {
+        if let name, !name.isEmpty { return name }
+        return Self.name(ofFile: path)
+    }
+}

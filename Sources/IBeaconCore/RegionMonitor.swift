@@ -208,7 +208,7 @@ public struct RegionMonitor: Sendable {
     }
 
     /// A region's state, as `CLRegionState`.
-    public enum State: String, Sendable {
+    public enum State: String, Sendable, Equatable {
         case unknown, inside, outside
     }
 

@@ -13,8 +13,12 @@ public enum FailureKind: Sendable, Equatable {
     case tempFail
     /// The controller or the kernel refused a command, or answered it malformed (exit 76).
     case rejected
-    /// The link ended (exit 74).
+    /// The link ended, or a file could not be read (exit 74).
     case io
+    /// A file is not there or cannot be read (exit 66).
+    case notFound
+    /// A file cannot be written: read-only, permissions, directory missing (exit 73).
+    case cannotWrite
     /// As the transport's failure of this kind.
     case transport(TransportError.Kind)
 }
@@ -44,4 +48,48 @@ extension MgmtError: ClassifiedError {
 
 extension MgmtParameterError: ClassifiedError {
     public var failureKind: FailureKind { .badData }
+}
+
+/// The controller's errors, classified as the kernel's (`MgmtError`) are: one rule for both.
+extension ControllerError: ClassifiedError {
+    public var failureKind: FailureKind {
+        switch self {
+        case .commandFailed, .badReply: .rejected
+        case .timeout, .noCredits: .tempFail
+        case .transport(let t): .transport(t.kind)
+        case .closed: .io
+        }
+    }
+}
+
+extension TransportError: ClassifiedError {
+    public var failureKind: FailureKind { .transport(kind) }
+}
+
+extension AdvertisingError: ClassifiedError {
+    public var failureKind: FailureKind { .unavailable }
+}
+
+extension ProfileError: ClassifiedError {
+    public var failureKind: FailureKind { .badData }
+}
+
+extension DecodingError: ClassifiedError {
+    public var failureKind: FailureKind { .badData }
+}
+
+extension ParameterError: ClassifiedError {
+    public var failureKind: FailureKind { .badData }
+}
+
+extension FileError: ClassifiedError {
+    public var failureKind: FailureKind {
+        switch kind {
+        case .notFound: .notFound
+        case .cannotWrite: .cannotWrite
+        case .locked: .tempFail
+        case .badData: .badData
+        case .io: .io
+        }
+    }
 }

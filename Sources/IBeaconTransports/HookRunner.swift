@@ -304,3 +304,25 @@ public final class HookRunner: Sendable {
         }
     }
 }
+
+/// The monitor run hands its events to the runner.
+extension HookRunner: EventHooks {
+    public var summaryText: String {
+        let h = summary
+        return "\(h.run) run, \(h.failed) failed, \(h.dropped) dropped"
+    }
+}
+
+extension HookRunner {
+    /// The runner for `command` (split into words, or run by /bin/sh -c when `shell`), its
+    /// program checked to be there and executable unless a shell runs it. ibeacon spawns no
+    /// other child, so the runner reaps them all (and, as a subreaper, what hooks leave
+    /// running; also as PID 1, where every orphan comes to it).
+    public static func checked(command: String, shell: Bool, timeout: Duration, logger: Logger) throws(HookError)
+        -> HookRunner
+    {
+        let hook = try Hook(command: command, shell: shell, timeout: timeout)
+        if !shell { try hook.checkProgram() }
+        return HookRunner(hook: hook, reaper: ChildReaper(), logger: logger)
+    }
+}

@@ -62,7 +62,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = logging.makeLogger()
         try await reporting {
-            let specs = try profile.map { path in try beaconSpec(path: path, forceRandomAddress: randomAddress) }
+            let specs = try profile.map { path in try BeaconSpec(profileAt: path, forceRandomAddress: randomAddress) }
             let status = try await mqttStatus(specs, logger: logger)
             do {
                 try await advertise(specs, mqtt: status, logger: logger)
@@ -76,10 +76,10 @@ struct AdvertiseCommand: AsyncParsableCommand {
 
     /// The beacons' MQTT status, connecting; nil without --mqtt. The adapter's address (which
     /// keeps boxes of one host name apart in Home Assistant) is read first, as `info` reads it.
-    private func mqttStatus(_ specs: [BeaconSpec], logger: Logger) async throws -> AdvertiseMQTT? {
+    private func mqttStatus(_ specs: [BeaconSpec], logger: Logger) async throws -> AdvertiseStatus? {
         guard let prepared = try mqtt.prepare(command: "advertise", logger: logger) else { return nil }
         do {
-            try mqtt.layout(command: "advertise").checkBeaconNames(specs.map(AdvertiseMQTT.name(of:)))
+            try mqtt.layout(command: "advertise").checkBeaconNames(specs.map(AdvertiseStatus.name(of:)))
         } catch {
             throw CLIError("\(error)", code: Exit.usage)
         }
@@ -89,32 +89,28 @@ struct AdvertiseCommand: AsyncParsableCommand {
         } catch {
             logger.debug("MQTT: the adapter's address could not be read: \(error)")
         }
-        let publisher = try prepared.publisher(adapter: address)
-        let status = AdvertiseMQTT(publisher: publisher, specs: specs, device: device.deviceText)
+        let publisher = try prepared.publisherForCLI(adapter: address, logger: logger)
+        let status = AdvertiseStatus(
+            publisher: publisher, specs: specs, device: device.deviceText, wallClock: { ProcessContext.unixTime })
         publisher.start()
         return status
     }
 
     /// Advertises on the adapter `--device` names until stopped, printing the status line and
     /// telling systemd and the MQTT broker (`--mqtt`) what is on the air.
-    private func advertise(_ specs: [BeaconSpec], mqtt: AdvertiseMQTT?, logger: Logger) async throws {
+    private func advertise(_ specs: [BeaconSpec], mqtt: AdvertiseStatus?, logger: Logger) async throws {
         let adapter = try await device.opener(logger: logger).open()
         let request = AdvertisingRequest(
             beacons: specs, mode: mode,
             healthCheckInterval: checkInterval > 0 ? .seconds(checkInterval) : nil)
         let json = self.json
-        @Sendable func onAir(_ status: AdvertisingStatus) {
-            mqtt?.update(
-                .advertising, txPower: status.beacons.map { $0.txPower.map { Int($0) } },
-                addresses: status.beacons.map { $0.address?.description })
-        }
         let onTheAir = "advertising \(specs.count) beacon(s) on \(adapter.name.escapedForTerminal)"
         try await untilStopped {
             try await adapter.advertise(
                 request,
                 onReady: { status in
-                    printOut(statusLine(status, device: adapter.name, json: json))
-                    onAir(status)
+                    printOut(status.lines(device: adapter.name, json: json))
+                    mqtt?.update(.advertising, status: status)
                     SystemdNotifier.notify(
                         "READY=1\nSTATUS=\(onTheAir)" + (status.commandSet == nil ? " through the kernel" : ""))
                 },
@@ -123,7 +119,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
                     SystemdNotifier.notify("STATUS=recovering: \(cause.escapedForTerminal)")
                 },
                 onRestored: { status in
-                    if let status { onAir(status) } else { mqtt?.update(.advertising) }
+                    mqtt?.update(.advertising, status: status)
                     SystemdNotifier.notify("STATUS=\(onTheAir)")
                 })
         }
@@ -143,142 +139,6 @@ struct AdvertiseCommand: AsyncParsableCommand {
                 group.cancelAll()
                 try await group.waitForAll()
             }
-        }
-    }
-}
-
-/// Builds what to advertise from a profile file.
-func beaconSpec(path: String, forceRandomAddress: Bool) throws -> BeaconSpec {
-    let profile = try Profile.load(bytes: ProfileStore.read(path), file: path)
-    let beacon = profile.iBeacon
-    return BeaconSpec(
-        beacon: beacon, intervalMilliseconds: profile.intervalMs, txPower: profile.txPower,
-        address: beaconAddress(forceRandomAddress ? .randomStatic : profile.address, beacon: beacon),
-        calibratedTxPower: profile.calibrationRecord?.txPower.map { Int8($0) },
-        label: path.split(separator: "/").last.map(String.init) ?? path)
-}
-
-/// The profile's `address` as an address to advertise from; a non-resolvable one is new for each run.
-func beaconAddress(_ kind: Profile.AddressKind, beacon: IBeacon) -> BeaconAddress {
-    switch kind {
-    case .public: return .identity
-    case .randomStatic: return .staticRandom(.staticRandom(for: beacon))
-    case .fixed(let address): return .staticRandom(address)
-    case .nonResolvable:
-        var generator = SystemRandomNumberGenerator()
-        return .nonResolvable(.nonResolvable(using: &generator))
-    }
-}
-
-/// The status line of each beacon on the air: on a controller this host programs, or as an
-/// advertising instance of the kernel's (whose interval and TX power the kernel may choose).
-func statusLine(_ status: AdvertisingStatus, device: String, json: Bool) -> String {
-    status.beacons.map { b in
-        switch b.placement {
-        case .controller(let address, _):
-            return controllerLine(b, address: address, commandSet: status.commandSet, device: device, json: json)
-        case .kernelInstance(let instance, let method, let connectable, _):
-            return kernelInstanceLine(
-                b, instance: instance, method: method.rawValue, extended: method == .extendedParameters,
-                connectable: connectable, device: device, json: json)
-        }
-    }.joined(separator: "\n")
-}
-
-private func controllerLine(
-    _ b: AdvertisingStatus.Beacon, address: BDAddress, commandSet: LECommandSet?, device: String, json: Bool
-) -> String {
-    let beacon = b.spec.beacon
-    let mode = commandSet?.rawValue ?? ""
-    if json {
-        return jsonLine([
-            "event": "advertising", "device": device, "address": address.description,
-            "uuid": beacon.uuidString, "major": Int(beacon.major), "minor": Int(beacon.minor),
-            "measuredPower": Int(beacon.measuredPower), "intervalMs": b.spec.intervalMilliseconds,
-            "mode": mode, "txPower": b.txPower.map { Int($0) }, "profile": b.spec.label,
-        ])
-    }
-    let tx = b.txPower.map { "\($0) dBm" } ?? "not reported"
-    return "advertising \(b.spec.label) on \(device) from \(address): \(beacon.uuidString) "
-        + "major \(beacon.major) minor \(beacon.minor), measured power \(beacon.measuredPower) dBm, "
-        + "every \(b.spec.intervalMilliseconds) ms, \(mode), TX power \(tx)"
-}
-
-private func kernelInstanceLine(
-    _ b: AdvertisingStatus.Beacon, instance: UInt8, method: String, extended: Bool, connectable: Bool,
-    device: String, json: Bool
-) -> String {
-    let beacon = b.spec.beacon
-    let address = b.address?.description
-    if json {
-        return jsonLine([
-            "event": "advertising", "device": device, "path": "mgmt", "instance": Int(instance),
-            "address": address, "connectable": connectable, "method": method, "uuid": beacon.uuidString,
-            "major": Int(beacon.major),
-            "minor": Int(beacon.minor), "measuredPower": Int(beacon.measuredPower),
-            "intervalMs": extended ? b.spec.intervalMilliseconds : nil,
-            "txPower": b.txPower.map { Int($0) }, "profile": b.spec.label,
-        ])
-    }
-    // Add Advertising reports no power (the kernel chooses it); Add Extended Advertising
-    // Parameters reports the controller's, or that it does not know it.
-    let tx = b.txPower.map { "\($0) dBm" } ?? (extended ? "unknown" : "chosen by the kernel")
-    let interval = extended ? "every \(b.spec.intervalMilliseconds) ms" : "at the kernel's default interval"
-    let from = address.map { "from \($0)" } ?? "from a new non-resolvable address"
-    return "advertising \(b.spec.label) on \(device) through the kernel (instance \(instance)) \(from)"
-        + "\(connectable ? ", connectable" : ""): "
-        + "\(beacon.uuidString) major \(beacon.major) minor \(beacon.minor), measured power "
-        + "\(beacon.measuredPower) dBm, \(interval), TX power \(tx)"
-}
-
-struct StopCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "stop",
-        abstract: "Turn off advertising left on by ibeacon (hciN) or by anything (raw HCI).",
-        discussion: """
-            On hciN through the kernel: removes the advertising instances that ibeacon processes \
-            now gone recorded in /run/ibeacon (or $IBEACON_RUNTIME_DIR, unless run with file \
-            capabilities or set-user-ID) for that adapter, and no other program's; records another \
-            user could have written are ignored. With \
-            raw:hciN, serial: or tcp:, turns the controller's advertising off whoever set it, \
-            legacy or extended. Exits 0 if nothing was advertising.
-            """)
-
-    @OptionGroup var device: DeviceOptions
-    @OptionGroup var logging: LoggingOptions
-
-    /// The guardian `advertise` starts (`startGuardian`): waits for that process to end, then
-    /// removes what it recorded and left behind.
-    @Option(help: .hidden) var afterExitOf: Int32?
-    /// That process's start time (`/proc/PID/stat`), so that a guardian that starts after its
-    /// advertiser already died (or whose PID was reused) still knows it is gone.
-    @Option(help: .hidden) var startTime: UInt64?
-
-    func run() async throws {
-        let logger = logging.makeLogger()
-        try await reporting {
-            if let pid = afterExitOf {
-                try await guardAdvertiser(pid, logger: logger)
-                return
-            }
-            if let line = try await device.opener(logger: logger).open().stopAdvertising(leftBy: nil) {
-                printOut(line)
-            }
-        }
-    }
-
-    /// Waits until process `pid` is gone (polled: the guardian is its child's sibling, not its
-    /// parent), then removes the instances its record still names, and says so only then.
-    private func guardAdvertiser(_ pid: Int32, logger: Logger) async throws {
-        let processes = ProcessTable.system
-        guard let startTime else { return }
-        while let now = processes.identity(pid), now.startTime == startTime {
-            try await Task.sleep(for: .milliseconds(200))
-        }
-        // Only the kernel path keeps records (raw HCI answers nil).
-        guard let line = try await device.opener(logger: logger).open().stopAdvertising(leftBy: pid) else { return }
-        if line.hasPrefix("removed") {
-            logger.warning("ibeacon advertise (pid \(pid)) ended without cleaning up: \(line)")
         }
     }
 }

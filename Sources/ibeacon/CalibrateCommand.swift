@@ -103,8 +103,8 @@ struct CalibrateCommand: AsyncParsableCommand {
     /// measurement, the report, and the profile written (or why not).
     func calibrate(logger: Logger) async throws {
         try refuseWritingACapture()
-        let destination = try openDestination()
-        defer { destination.lock?.unlock() }
+        let destination = try CalibrationDestination.open(profile ?? write, mustExist: profile != nil, dryRun: dryRun)
+        defer { destination.close() }
         let target = try calibrationTarget(existing: destination.existing)
         let (result, receiverAddress) = try await measure(target, protecting: destination.path, logger: logger)
         let record = CalibrationRecord(
@@ -153,42 +153,6 @@ struct CalibrateCommand: AsyncParsableCommand {
                     + "not written into a profile (calibrate with a live receiver to write measuredPower)",
                 code: Exit.usage)
         }
-    }
-
-    /// The profile the result goes to (--profile, or --write), as read before measuring, and
-    /// its lock when it exists and will be written.
-    struct Destination {
-        var path: String?
-        var existing: Profile?
-        var lock: ProfileStore.Lock?
-    }
-
-    /// Reads the profile and, unless --dry-run, checks it can be written and locks it.
-    func openDestination() throws -> Destination {
-        var destination = Destination(path: profile ?? write)
-        guard let path = destination.path else { return destination }
-        if try profile != nil || ProfileStore.exists(path, writing: !dryRun) {
-            destination.existing = try Profile.load(bytes: ProfileStore.read(path), file: path)
-        }
-        guard !dryRun else { return destination }
-        // Locked, then read again through the lock: the file replaced at the end is the one
-        // read here, in the directory opened here, whatever happens to the path meanwhile.
-        // The file and its directory must be writable before measuring, not after.
-        if destination.existing != nil {
-            try ProfileStore.checkWritable(path)
-            let locked = try ProfileStore.lock(path)
-            destination.lock = locked
-            do {
-                destination.existing = try Profile.load(bytes: locked.read(), file: path)
-                try locked.checkWritable()
-            } catch {
-                locked.unlock()
-                throw error
-            }
-        } else {
-            try ProfileStore.checkWritable(path, mayCreate: true)
-        }
-        return destination
     }
 
     /// The beacon to listen to: the profile's, or --uuid/--major/--minor's.
@@ -255,92 +219,27 @@ struct CalibrateCommand: AsyncParsableCommand {
 
     /// --json: the result as one object.
     func printJSON(
-        _ result: CalibrationResult, target: CalibrationTarget, destination: Destination,
+        _ result: CalibrationResult, target: CalibrationTarget, destination: CalibrationDestination,
         refusal: CalibrationRefusal?, written: Bool
     ) {
-        let offset = self.offset
         printOut(
-            jsonLine([
-                "uuid": target.proximityUUID.uuidString, "major": Int(target.major), "minor": Int(target.minor),
-                "address": result.address.description, "measuredPower": result.measuredPower,
-                "estimate": result.estimate, "interval95": result.halfWidth95, "spread": result.spread,
-                "samples": result.sampleCount, "seconds": result.seconds,
-                "precisionReached": result.precisionReached, "method": result.method,
-                "apple": result.apple.map { a in
-                    jsonObject([
-                        "estimate": a.value + offset, "interval95": a.halfWidth95, "seconds": a.seconds,
-                        "secondSpread": a.secondSpread, "withinSecondSpread": a.withinSecondSpread,
-                        "degreesOfFreedom": a.degreesOfFreedom,
-                        "slowVariation": a.slowVariation,
-                    ])
-                },
-                "robust": result.robust.map { r in
-                    jsonObject(["estimate": r.value + offset, "interval95": r.halfWidth95, "spread": r.spread])
-                },
-                "drift": result.apple?.drift.map { d in
-                    jsonObject(["difference": d.difference, "z": d.z, "large": d.isLarge])
-                },
-                "transients": (result.apple?.transients ?? []).map {
-                    jsonObject(["start": $0.start, "seconds": $0.seconds, "shift": $0.shift])
-                },
-                "refused": refusal?.kind.rawValue, "forced": force,
-                "previousMeasuredPower": destination.existing.map { Int($0.measuredPower) }, "written": written,
-                "file": destination.path,
-                "histogram": result.histogram.bins.map { jsonObject(["dBm": $0.dBm, "count": $0.count]) },
-            ]))
+            result.jsonLine(
+                target: target, refusal: refusal, forced: force, previous: destination.existing?.measuredPower,
+                written: written, file: destination.path))
     }
 
     /// The result for a person: the histogram, the estimate, and what the estimators saw.
     func printText(_ result: CalibrationResult) {
-        printOut(result.histogram.rendered(width: 40, mark: result.estimate - result.offset))
-        printOut(
-            "estimate \(result.estimate.fixed(2)) dBm, 95% interval ±\(result.halfWidth95.fixed(2)) dB, "
-                + "spread (σ) \(result.spread.fixed(1)) dB, \(result.sampleCount) samples in "
-                + "\(result.seconds.fixed(1)) s (\(result.method))")
-        if let a = result.apple, let r = result.robust {
-            printOut(
-                "  apple (1 Hz mean, what phones expect) \((a.value + offset).fixed(2)) dBm ±\(a.halfWidth95.fixed(2)) dB "
-                    + "over \(a.seconds) s; robust centre \((r.value + offset).fixed(2)) dBm ±\(r.halfWidth95.fixed(2)) dB"
-            )
-            if a.slowVariation {
-                printOut("  the level wandered over seconds (shadowing, movement): the interval allows for it")
-            }
-            for t in a.transients {
-                printOut(
-                    "  left out \(t.seconds) s at \(t.start) s, \(t.shift.signedFixed(1)) dB from the rest (a person passing?)"
-                )
-            }
-            if let d = a.drift, abs(d.z) > PhoneCalibrationEstimator.driftZ {
-                printOut(
-                    "  the level moved \(d.difference.signedFixed(1)) dB between the first and second half of the run")
-            }
-        }
-        printOut(
-            result.precisionReached
-                ? "precision ±\(precision) dB reached"
-                : "precision ±\(precision) dB NOT reached within \(formatSeconds(duration))")
+        printOut(result.textLines(precision: precision, maximumDuration: duration).joined(separator: "\n"))
     }
 
-    /// Writes measured power and the record into the profile: the locked one, re-read so edits
-    /// made while measuring are kept, or a new file.
+    /// Writes measured power and the record into the profile (the profile store re-reads a
+    /// locked one, so edits made while measuring are kept) and says so.
     func write(
         _ result: CalibrationResult, record: CalibrationRecord, target: CalibrationTarget, to path: String,
-        destination: Destination
+        destination: CalibrationDestination
     ) throws {
-        var updated =
-            try destination.existing
-            ?? Profile.new(
-                uuid: target.proximityUUID, major: target.major, minor: target.minor,
-                measuredPower: result.measuredPower, file: path)
-        if let lock = destination.lock {
-            updated = try Profile.load(bytes: lock.read(), file: path)
-        }
-        try updated.applyCalibration(measuredPower: result.measuredPower, record: record)
-        if let lock = destination.lock {
-            try lock.replace(with: updated.encoded())
-        } else {
-            try ProfileStore.create(path, updated.encoded(), overwrite: false)
-        }
+        try destination.write(measuredPower: result.measuredPower, record: record, target: target)
         if !json {
             let was = destination.existing.map { " (was \($0.measuredPower) dBm)" } ?? ""
             printOut("wrote measuredPower \(result.measuredPower) dBm to \(path)\(was)")

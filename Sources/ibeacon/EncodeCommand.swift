@@ -47,7 +47,7 @@ struct BeaconOptions: ParsableArguments {
 
     func spec() throws -> BeaconSpec {
         if let profile {
-            var s = try beaconSpec(path: profile, forceRandomAddress: false)
+            var s = try BeaconSpec(profileAt: profile, forceRandomAddress: false)
             if let intervalMs { s.intervalMilliseconds = intervalMs.number }
             return s
         }

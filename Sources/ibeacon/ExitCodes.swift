@@ -83,41 +83,16 @@ func classify(_ error: any Error) -> (message: String, code: Int32) {
     switch error {
     case let e as CLIError:
         return (e.message, e.code)
-    case let e as ProfileError:
-        return (e.description, Exit.dataError)
-    case let e as FileError:
-        switch e.kind {
-        case .notFound: return (e.description, Exit.noInput)
-        case .cannotWrite: return (e.description, Exit.cannotWrite)
-        case .locked: return (e.description, Exit.tempFail)
-        case .badData: return (e.description, Exit.dataError)
-        case .io: return (e.description, Exit.ioError)
-        }
-    case let e as TransportError:
-        return (e.description, exitCode(for: e.kind))
     case let e as CaptureError:
         return (e.description, e.isDamagedTail ? Exit.damagedCapture : Exit.dataError)
-    case let e as ControllerError:
-        switch e {
-        case .commandFailed, .badReply: return (e.description, Exit.controllerError)
-        case .timeout, .noCredits: return (e.description, Exit.tempFail)
-        case .transport(let t): return (e.description, exitCode(for: t.kind))
-        case .closed: return (e.description, Exit.ioError)
-        }
     case let e as any ClassifiedError:
         return (e.description, exitCode(for: e.failureKind))
-    case let e as DecodingError:
-        return (e.description, Exit.dataError)
     case let e as CalibrationError:
         switch e {
         case .notHeard, .tooFewSamples: return (e.description, Exit.notHeard)
         case .rssiNotAvailable: return (e.description, Exit.unavailable)
         case .ambiguous: return (e.description, Exit.dataError)
         }
-    case let e as AdvertisingError:
-        return (e.description, Exit.unavailable)
-    case let e as ParameterError:
-        return (e.description, Exit.dataError)
     default:
         return ("internal error: \(error)", Exit.software)
     }
@@ -131,6 +106,8 @@ func exitCode(for kind: FailureKind) -> Int32 {
     case .tempFail: Exit.tempFail
     case .rejected: Exit.controllerError
     case .io: Exit.ioError
+    case .notFound: Exit.noInput
+    case .cannotWrite: Exit.cannotWrite
     case .transport(let t): exitCode(for: t)
     }
 }

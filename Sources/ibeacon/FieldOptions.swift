@@ -124,3 +124,10 @@ struct IdentityOptions<Help: IdentityHelp>: ParsableArguments {
     /// None of the three was given.
     var isEmpty: Bool { uuid == nil && major == nil && minor == nil }
 }
+
+/// monitor's `--uuid`, `--major`, `--minor`: a region.
+enum RegionIdentityHelp: IdentityHelp {
+    static let uuid = "A region by proximity UUID (with --major, --minor)."
+    static let major = "Narrow the --uuid region to this major."
+    static let minor = "Narrow the --uuid region to this minor (needs --major)."
+}

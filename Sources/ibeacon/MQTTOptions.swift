@@ -3,7 +3,6 @@ import IBeaconCore
 import IBeaconHost
 import IBeaconTransports
 import Logging
-import Synchronization
 
 /// `--mqtt URL` and its settings, shared by `monitor`, `advertise` and `scan`: where to publish
 /// states, events and ranging, and how Home Assistant finds them (README "Home Assistant and MQTT").
@@ -140,102 +139,30 @@ struct MQTTOptions: ParsableArguments {
     }
 
     /// The settings checked and the files read, before anything starts (an unreadable file is
-    /// 66); nil without `--mqtt`. `publisher(adapter:)` makes the publisher once the adapter is open.
-    func prepare(command: String, logger: Logger) throws -> PreparedMQTT? {
+    /// 66); nil without `--mqtt`. The opener makes the publisher once the adapter is open.
+    func prepare(command: String, logger: Logger) throws -> MQTTOpener? {
         guard let url else { return nil }
         let broker = try MQTTBrokerURL(parsing: url)
         for file in [caFile, certFile, keyFile].compactMap({ $0 }) { _ = try ProfileStore.read(file) }
-        return PreparedMQTT(
-            options: self, command: command, broker: broker, password: try password(logger: logger), logger: logger)
+        let options = self
+        return MQTTOpener(
+            broker: broker, user: user, password: try password(logger: logger), caFile: caFile, certFile: certFile,
+            keyFile: keyFile, command: command, layout: { options.layout(command: command, adapter: $0) })
     }
 
     /// The publisher for `command`, not yet started; nil without `--mqtt` (scan: no adapter).
     func makePublisher(command: String, logger: Logger) throws -> MQTTPublisher? {
-        try prepare(command: command, logger: logger)?.publisher(adapter: nil)
+        try prepare(command: command, logger: logger)?.publisherForCLI(adapter: nil, logger: logger)
     }
 }
 
-/// `--mqtt` checked, waiting for the adapter's address to name this box.
-struct PreparedMQTT {
-    let options: MQTTOptions
-    let command: String
-    let broker: MQTTBrokerURL
-    let password: String?
-    let logger: Logger
-
+extension MQTTOpener {
     /// The publisher, not yet started. A TLS file libmosquitto cannot use is a usage error (64).
-    func publisher(adapter: String?) throws -> MQTTPublisher {
-        let layout = options.layout(command: command, adapter: adapter)
-        let settings = MQTTClientSettings(
-            url: broker, user: options.user ?? broker.user, password: password, caFile: options.caFile,
-            certFile: options.certFile, keyFile: options.keyFile,
-            clientID: "ibeacon-\(MQTTTopic.identifier(MQTTOptions.hostName))-\(command)-\(ProcessContext.processID)",
-            will: MQTTMessage(topic: layout.availabilityTopic, payload: "offline", kind: .retained),
-            subscriptions: layout.subscriptions)
-        let connection: MosquittoConnection
+    func publisherForCLI(adapter: String?, logger: Logger) throws -> MQTTPublisher {
         do {
-            connection = try MosquittoConnection(settings: settings)
+            return try publisher(adapter: adapter, logger: logger)
         } catch {
             throw CLIError("\(error)", code: Exit.usage)
         }
-        let discovery = layout.discoveryPrefix.map { ", Home Assistant discovery under \($0) as \(layout.node)" } ?? ""
-        logger.notice("MQTT: publishing to \(broker) under \(layout.base)\(discovery)")
-        return MQTTPublisher(layout: layout, connection: connection, logger: logger)
-    }
-}
-
-/// `advertise --mqtt`: each beacon's status, retained, as the session reports it.
-final class AdvertiseMQTT: Sendable {
-    let publisher: MQTTPublisher
-    let beacons: [(name: String, spec: BeaconSpec)]
-    let device: String
-    /// The latest loss: when (UTC) and why; the state of all beacons.
-    let state = Mutex<
-        (state: BeaconRunState, txPower: [Int?], addresses: [String?], lastRecovery: String?, cause: String?)
-    >((.stopped, [], [], nil, nil))
-
-    init(publisher: MQTTPublisher, specs: [BeaconSpec], device: String) {
-        self.publisher = publisher
-        self.beacons = specs.map { (Self.name(of: $0), $0) }
-        self.device = device
-        publisher.addBeacons(beacons.map(\.name))
-    }
-
-    /// A beacon's name: its profile's file name without `.json`.
-    static func name(of spec: BeaconSpec) -> String {
-        spec.label.hasSuffix(".json") ? String(spec.label.dropLast(5)) : spec.label
-    }
-
-    func update(
-        _ newState: BeaconRunState, txPower: [Int?]? = nil, addresses: [String?]? = nil, cause: String? = nil
-    ) {
-        let now = iso8601(unixSeconds: ProcessContext.unixTime, milliseconds: true)
-        let s = state.withLock { s in
-            s.state = newState
-            if let txPower { s.txPower = txPower }
-            if let addresses { s.addresses = addresses }
-            if let cause {
-                s.lastRecovery = now
-                s.cause = cause
-            }
-            return s
-        }
-        for (i, b) in beacons.enumerated() {
-            publisher.publishBeaconStatus(
-                AdvertisedBeaconStatus(
-                    name: b.name, state: s.state, beacon: b.spec.beacon,
-                    intervalMilliseconds: b.spec.intervalMilliseconds,
-                    txPower: i < s.txPower.count ? s.txPower[i] : nil, device: device,
-                    address: i < s.addresses.count ? s.addresses[i] : nil, since: now,
-                    lastRecovery: s.lastRecovery, lastRecoveryCause: s.cause))
-        }
-        // Available once the beacons' status is determined (they are on the air).
-        if newState == .advertising { publisher.markAvailable() }
-    }
-
-    /// On the way out: every beacon stopped, then offline and disconnect.
-    func finish() async {
-        update(.stopped)
-        await publisher.close()
     }
 }

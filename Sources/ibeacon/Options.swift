@@ -49,38 +49,6 @@ func noteOnce(_ note: String) {
     Logger(label: "ibeacon").notice("\(note)")
 }
 
-/// A log handler that passes every message and metadata value through Core's one escaping
-/// rule (`escapedForTerminal`) before `base` writes it: one log entry is one line, whatever
-/// names, paths or radio-derived strings it quotes (a newline in a profile's name cannot forge
-/// an entry, ESC cannot reach the terminal or the journal).
-struct EscapingLogHandler: LogHandler {
-    var base: StreamLogHandler
-
-    init(_ base: StreamLogHandler) { self.base = base }
-
-    var logLevel: Logger.Level {
-        get { base.logLevel }
-        set { base.logLevel = newValue }
-    }
-
-    var metadata: Logger.Metadata {
-        get { base.metadata }
-        set { base.metadata = newValue }
-    }
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { base[metadataKey: key] }
-        set { base[metadataKey: key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        var event = event
-        event.message = "\(event.message.description.escapedForTerminal)"
-        event.metadata = event.metadata?.mapValues { .string($0.description.escapedForTerminal) }
-        base.log(event: event)
-    }
-}
-
 /// Sends swift-log to stderr, once per process; the level is each logger's (`makeLogger`).
 func bootstrapLogging() { _ = loggingBootstrap }
 

@@ -104,16 +104,6 @@ struct ScanCommand: AsyncParsableCommand {
         }
     }
 
-    /// Each ranged beacon's distance to `mqtt_room`: one update a second (beacons not heard in
-    /// the second have no distance and are left out).
-    static func publishRanging(_ update: RangingUpdate, to mqtt: MQTTPublisher) {
-        for b in update.beacons {
-            guard let identity = b.identity, let distance = b.distance else { continue }
-            let id = MQTTPayload.rangingID(identity)
-            mqtt.publishRanging(id: id, name: id, distance: distance, at: update.time)
-        }
-    }
-
     /// How the scan shows what it ranges.
     enum Output: Sendable {
         /// A table redrawn in place each second (stdout is a terminal).
@@ -160,7 +150,7 @@ struct ScanCommand: AsyncParsableCommand {
                     for update in updates { Self.write(update, output, to: &pending) }
                     if pending.count >= flushSize { pending.flush() }
                 }
-                if let mqtt { for update in updates { Self.publishRanging(update, to: mqtt) } }
+                if let mqtt { for update in updates { mqtt.publishRanging(update) } }
             },
             tick: { t, latest in
                 pending.withLock { $0.flush() }
@@ -177,7 +167,7 @@ struct ScanCommand: AsyncParsableCommand {
     static func write(_ update: RangingUpdate, _ output: Output, to pending: inout JSONLineBuffer) {
         for b in update.beacons {
             switch output {
-            case .json: pending.append(rangingJSON(b, t: update.time) + "\n")
+            case .json: pending.append(b.jsonLine(t: update.time) + "\n")
             case .lines: pending.append(update.time.fixed(1) + " " + RangingTableLayout.full.row(b) + "\n")
             case .live, .reports: break
             }
@@ -189,7 +179,7 @@ struct ScanCommand: AsyncParsableCommand {
         let pending = Mutex(JSONLineBuffer())
         let filter = self.filter
         let deadline = stopAfter.seconds
-        let reportJSON = ReportJSON.shared
+        let reportJSON = Sighting.ReportJSON.shared
         var failure: (any Error)?
         do {
             try await source.scan(
@@ -222,69 +212,6 @@ struct ScanCommand: AsyncParsableCommand {
             text += " and \(r.othersOverflowed ? "over " : "")\(r.othersHeard.count) other transmitter(s)"
         }
         return text + " in \(outcome.time.fixed(1)) s"
-    }
-
-    /// One ranging update of one beacon as a JSON line: t (the end of the second), uuid, major,
-    /// minor, measuredPower, rssi (the mean of the second, null when not heard), distance,
-    /// proximity, count (reports in the second), addresses (most recent first), lastHeard.
-    static func rangingJSON(_ b: RangedBeacon, t: Double) -> String {
-        let id = b.identity
-        return jsonLine([
-            ("t", t.rounded(decimals: 3)),
-            ("uuid", id?.proximityUUID.uuidString), ("major", id.map { Int($0.major) }),
-            ("minor", id.map { Int($0.minor) }), ("measuredPower", b.measuredPower.map { Int($0) }),
-            ("rssi", b.rssi), ("distance", b.distance),
-            ("proximity", id == nil ? nil : b.proximity.rawValue), ("count", b.count),
-            ("addresses", b.addresses.map(\.description)), ("lastHeard", b.lastHeard.rounded(decimals: 3)),
-        ])
-    }
-
-    /// Writes `--json` report lines, one per report: t, address, addressType, rssi, uuid, major,
-    /// minor, measuredPower, distance, proximity, data (hex). The parts that depend on one octet
-    /// or on the measured power − RSSI difference alone are spelled once per value by
-    /// `JSONWriter` and copied into each line, so the text is the writer's (and so
-    /// `jsonLine`'s) in every case.
-    struct ReportJSON: Sendable {
-        /// `"distance":…,"proximity":"…"` for each measured power − RSSI difference, −255…255.
-        let distanceMembers: JSONTextTable
-        /// The quoted description of each address type, 0…255.
-        let addressTypes: JSONTextTable
-
-        static let shared = ReportJSON()
-
-        init() {
-            distanceMembers = JSONTextTable(-255...255, maximumLength: 80) { difference, line in
-                let distance = estimatedDistance(rssi: 0, measuredPower: Double(difference))
-                line.number("distance", distance)
-                line.string("proximity", Proximity(distance: distance).rawValue)
-            }
-            addressTypes = JSONTextTable(0...255, maximumLength: 512) { raw, line in
-                line.string("addressType", LEAddressType(rawValue: UInt8(raw)).description)
-            }
-        }
-
-        func append(_ s: Sighting, t: Double, to buffer: inout JSONLineBuffer) {
-            let b = s.beacon
-            // Keys and fixed values ~250 bytes, data in hex; the address type may be escaped.
-            let maximum = 300 + 6 * 80 + 2 * s.data.count
-            buffer.appendLine(maximumLength: maximum) { line in
-                line.number("t", t.rounded(decimals: 3), decimals: 3)
-                line.address("address", s.address)
-                addressTypes.withEntry(Int(s.addressType.rawValue)) { line.members($0) }
-                line.integer("rssi", s.rssi.map { Int($0) })
-                line.uuid("uuid", b?.proximityUUID)
-                line.integer("major", b.map { Int($0.major) })
-                line.integer("minor", b.map { Int($0.minor) })
-                line.integer("measuredPower", b.map { Int($0.measuredPower) })
-                if let b, let rssi = s.rssi {
-                    distanceMembers.withEntry(Int(b.measuredPower) - Int(rssi) + 255) { line.members($0) }
-                } else {
-                    line.number("distance", nil)
-                    line.string("proximity", b == nil ? nil : Proximity(distance: nil).rawValue)
-                }
-                line.hex("data", s.data)
-            }
-        }
     }
 
     /// Redraws the live table in place (home the cursor, clear the screen), laid out for the

@@ -1,0 +1,91 @@
+import IBeaconCore
+
+extension BeaconSpec {
+    /// What to advertise from the profile file at `path` (read through the profile store).
+    public init(profileAt path: String, forceRandomAddress: Bool) throws {
+        let profile = try Profile.load(bytes: ProfileStore.read(path), file: path)
+        let beacon = profile.iBeacon
+        self.init(
+            beacon: beacon, intervalMilliseconds: profile.intervalMs, txPower: profile.txPower,
+            address: Self.address(forceRandomAddress ? .randomStatic : profile.address, beacon: beacon),
+            calibratedTxPower: profile.calibrationRecord?.txPower.map { Int8($0) },
+            label: path.split(separator: "/").last.map(String.init) ?? path)
+    }
+}
+
+extension BeaconSpec {
+    /// The profile's `address` as an address to advertise from; a non-resolvable one is new for each run.
+    public static func address(_ kind: Profile.AddressKind, beacon: IBeacon) -> BeaconAddress {
+        switch kind {
+        case .public: return .identity
+        case .randomStatic: return .staticRandom(.staticRandom(for: beacon))
+        case .fixed(let address): return .staticRandom(address)
+        case .nonResolvable:
+            var generator = SystemRandomNumberGenerator()
+            return .nonResolvable(.nonResolvable(using: &generator))
+        }
+    }
+}
+
+extension AdvertisingStatus {
+    /// The status line of each beacon on the air: on a controller this host programs, or as an
+    /// advertising instance of the kernel's (whose interval and TX power the kernel may choose).
+    public func lines(device: String, json: Bool) -> String {
+        beacons.map { b in
+            switch b.placement {
+            case .controller(let address, _):
+                return controllerLine(b, address: address, commandSet: commandSet, device: device, json: json)
+            case .kernelInstance(let instance, let method, let connectable, _):
+                return kernelInstanceLine(
+                    b, instance: instance, method: method.rawValue, extended: method == .extendedParameters,
+                    connectable: connectable, device: device, json: json)
+            }
+        }.joined(separator: "\n")
+    }
+}
+
+private func controllerLine(
+    _ b: AdvertisingStatus.Beacon, address: BDAddress, commandSet: LECommandSet?, device: String, json: Bool
+) -> String {
+    let beacon = b.spec.beacon
+    let mode = commandSet?.rawValue ?? ""
+    if json {
+        return jsonLine([
+            "event": "advertising", "device": device, "address": address.description,
+            "uuid": beacon.uuidString, "major": Int(beacon.major), "minor": Int(beacon.minor),
+            "measuredPower": Int(beacon.measuredPower), "intervalMs": b.spec.intervalMilliseconds,
+            "mode": mode, "txPower": b.txPower.map { Int($0) }, "profile": b.spec.label,
+        ])
+    }
+    let tx = b.txPower.map { "\($0) dBm" } ?? "not reported"
+    return "advertising \(b.spec.label) on \(device) from \(address): \(beacon.uuidString) "
+        + "major \(beacon.major) minor \(beacon.minor), measured power \(beacon.measuredPower) dBm, "
+        + "every \(b.spec.intervalMilliseconds) ms, \(mode), TX power \(tx)"
+}
+
+private func kernelInstanceLine(
+    _ b: AdvertisingStatus.Beacon, instance: UInt8, method: String, extended: Bool, connectable: Bool,
+    device: String, json: Bool
+) -> String {
+    let beacon = b.spec.beacon
+    let address = b.address?.description
+    if json {
+        return jsonLine([
+            "event": "advertising", "device": device, "path": "mgmt", "instance": Int(instance),
+            "address": address, "connectable": connectable, "method": method, "uuid": beacon.uuidString,
+            "major": Int(beacon.major),
+            "minor": Int(beacon.minor), "measuredPower": Int(beacon.measuredPower),
+            "intervalMs": extended ? b.spec.intervalMilliseconds : nil,
+            "txPower": b.txPower.map { Int($0) }, "profile": b.spec.label,
+        ])
+    }
+    // Add Advertising reports no power (the kernel chooses it); Add Extended Advertising
+    // Parameters reports the controller's, or that it does not know it.
+    let tx = b.txPower.map { "\($0) dBm" } ?? (extended ? "unknown" : "chosen by the kernel")
+    let interval = extended ? "every \(b.spec.intervalMilliseconds) ms" : "at the kernel's default interval"
+    let from = address.map { "from \($0)" } ?? "from a new non-resolvable address"
+    return "advertising \(b.spec.label) on \(device) through the kernel (instance \(instance)) \(from)"
+        + "\(connectable ? ", connectable" : ""): "
+        + "\(beacon.uuidString) major \(beacon.major) minor \(beacon.minor), measured power "
+        + "\(beacon.measuredPower) dBm, \(interval), TX power \(tx)"
+}

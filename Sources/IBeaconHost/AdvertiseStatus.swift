@@ -1,0 +1,67 @@
+import IBeaconCore
+import Synchronization
+
+/// `advertise --mqtt`: each beacon's status, retained, fed by the adapter's callbacks
+/// (`update` from onReady, onLost, onRestored); available once the beacons are on the air.
+public final class AdvertiseStatus: Sendable {
+    let publisher: MQTTPublisher
+    let beacons: [(name: String, spec: BeaconSpec)]
+    let device: String
+    let wallClock: @Sendable () -> Double
+    /// The state of all beacons, their TX power and addresses, and the latest loss: when
+    /// (UTC) and why.
+    let state = Mutex<
+        (state: BeaconRunState, txPower: [Int?], addresses: [String?], lastRecovery: String?, cause: String?)
+    >((.stopped, [], [], nil, nil))
+
+    public init(
+        publisher: MQTTPublisher, specs: [BeaconSpec], device: String, wallClock: @escaping @Sendable () -> Double
+    ) {
+        self.publisher = publisher
+        self.beacons = specs.map { (Self.name(of: $0), $0) }
+        self.device = device
+        self.wallClock = wallClock
+        publisher.addBeacons(beacons.map(\.name))
+    }
+
+    /// A beacon's name: its profile's (`Profile.name(ofFile:)` of its label, the file name).
+    public static func name(of spec: BeaconSpec) -> String { Profile.name(ofFile: spec.label) }
+
+    /// The beacons are on the air (`status`), being put back after `cause`, or stopped.
+    public func update(_ newState: BeaconRunState, status: AdvertisingStatus? = nil, cause: String? = nil) {
+        update(
+            newState, txPower: status.map { $0.beacons.map { $0.txPower.map { Int($0) } } },
+            addresses: status.map { $0.beacons.map { $0.address?.description } }, cause: cause)
+    }
+
+    func update(_ newState: BeaconRunState, txPower: [Int?]?, addresses: [String?]?, cause: String?) {
+        let now = iso8601(unixSeconds: wallClock(), milliseconds: true)
+        let s = state.withLock { s in
+            s.state = newState
+            if let txPower { s.txPower = txPower }
+            if let addresses { s.addresses = addresses }
+            if let cause {
+                s.lastRecovery = now
+                s.cause = cause
+            }
+            return s
+        }
+        for (i, b) in beacons.enumerated() {
+            publisher.publishBeaconStatus(
+                AdvertisedBeaconStatus(
+                    name: b.name, state: s.state, beacon: b.spec.beacon,
+                    intervalMilliseconds: b.spec.intervalMilliseconds,
+                    txPower: i < s.txPower.count ? s.txPower[i] : nil, device: device,
+                    address: i < s.addresses.count ? s.addresses[i] : nil, since: now,
+                    lastRecovery: s.lastRecovery, lastRecoveryCause: s.cause))
+        }
+        // Available once the beacons' status is determined (they are on the air).
+        if newState == .advertising { publisher.markAvailable() }
+    }
+
+    /// On the way out: every beacon stopped, then offline and disconnect.
+    public func finish() async {
+        update(.stopped)
+        await publisher.close()
+    }
+}

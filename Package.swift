@@ -3,7 +3,6 @@ import PackageDescription
 
 let package = Package(
     name: "ibeacon",
-    platforms: [.macOS(.v15)],
     products: [
         .executable(name: "ibeacon", targets: ["ibeacon"])
     ],
@@ -24,13 +23,13 @@ let package = Package(
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
-        // libbluetooth, only imported by IBeaconTransports/BlueZ.
+        // libbluetooth, only imported by IBeaconTransports/Syscalls.swift.
         .systemLibrary(
             name: "CBlueZ",
             pkgConfig: "bluez",
             providers: [.apt(["libbluetooth-dev"])]
         ),
-        // libmosquitto (the Eclipse Mosquitto MQTT client), only imported by IBeaconTransports/Mosquitto.
+        // libmosquitto (the Eclipse Mosquitto MQTT client), only imported by IBeaconTransports/Mosquitto.swift.
         .systemLibrary(
             name: "CMosquitto",
             pkgConfig: "libmosquitto",

@@ -77,21 +77,11 @@ public struct ByteReader: Sendable {
         return v
     }
 
-    public mutating func readUInt32BE(_ what: @autoclosure () -> String = "uint32") throws(DecodingError) -> UInt32 {
-        let s = try take(4, what())
-        return s.reduce(0) { $0 << 8 | UInt32($1) }
-    }
-
     public mutating func readUInt64LE(_ what: @autoclosure () -> String = "uint64") throws(DecodingError) -> UInt64 {
         let s = try take(8, what())
         var v: UInt64 = 0
         for (i, b) in s.enumerated() { v |= UInt64(b) << (8 * UInt64(i)) }
         return v
-    }
-
-    public mutating func readUInt64BE(_ what: @autoclosure () -> String = "uint64") throws(DecodingError) -> UInt64 {
-        let s = try take(8, what())
-        return s.reduce(0) { $0 << 8 | UInt64($1) }
     }
 
     public mutating func readBytes(_ n: Int, _ what: @autoclosure () -> String = "bytes") throws(DecodingError)

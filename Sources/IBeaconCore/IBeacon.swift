@@ -25,8 +25,6 @@ public struct IBeacon: Hashable, Sendable, CustomStringConvertible {
 
     static let type: UInt8 = 0x02
     static let remainingLength: UInt8 = 0x15
-    /// Company id (2) + type (1) + length (1) + 21.
-    public static let manufacturerDataLength = 25
 
     /// The AD data of the Manufacturer Specific Data structure, company id included.
     /// The only place the big-endian iBeacon fields are written.

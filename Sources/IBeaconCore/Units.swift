@@ -153,8 +153,3 @@ public struct ScanTiming: Hashable, Sendable, Comparable, CustomStringConvertibl
 
     public static func < (a: ScanTiming, b: ScanTiming) -> Bool { a.slots < b.slots }
 }
-
-/// LE_Scan_Interval / Scan_Interval: how often the controller starts a scan window.
-public typealias ScanInterval = ScanTiming
-/// LE_Scan_Window / Scan_Window: how long each scan lasts; at most the interval.
-public typealias ScanWindow = ScanTiming

@@ -94,7 +94,6 @@ public struct MQTTOutbox: Sendable {
 
     public var queuedEvents: Int { events.count - eventsHead }
     public var retainedCount: Int { retainedOrder.count + (lastTopic == nil ? 0 : 1) }
-    public func retainedPayload(_ topic: String) -> String? { retained[topic] }
 
     /// Records a retained topic's current payload; it is sent when it changed (or was never sent).
     /// `last`: sent only once every other retained topic is (the availability: Home Assistant shows

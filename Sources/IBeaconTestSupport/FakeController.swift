@@ -71,7 +71,7 @@ public final class FakeController: HCITransport, @unchecked Sendable {
 
     /// Opcodes received so far, in order.
     public var opcodes: [HCIOpcode] {
-        lock.withLock { commands.map { HCIOpcode(rawValue: UInt16($0.body[0]) | UInt16($0.body[1]) << 8) } }
+        lock.withLock { commands.map(Self.opcode(of:)) }
     }
 
     /// True when the controller would be transmitting advertisements.
@@ -132,11 +132,27 @@ public final class FakeController: HCITransport, @unchecked Sendable {
         return H4Packet(type: .event, body: body)
     }
 
-    static let legacyOpcodes: Set<UInt16> = [0x2006, 0x2007, 0x2008, 0x2009, 0x200A, 0x200B, 0x200C]
-    static let extendedOpcodes: Set<UInt16> = Set(0x2035...0x2042).union([0x204B])
+    /// The legacy advertising and scanning commands of §3.1.1 that this host sends.
+    static let legacyOpcodes: Set<HCIOpcode> = [
+        .leSetAdvertisingParameters, .leReadAdvertisingPhysicalChannelTxPower, .leSetAdvertisingData,
+        .leSetScanResponseData, .leSetAdvertisingEnable, .leSetScanParameters, .leSetScanEnable,
+    ]
+    /// The extended advertising and scanning commands of §3.1.1 that this host sends (the periodic
+    /// advertising commands 0x203E…0x2040 are neither sent nor answered).
+    static let extendedOpcodes: Set<HCIOpcode> = [
+        .leSetAdvertisingSetRandomAddress, .leSetExtendedAdvertisingParameters, .leSetExtendedAdvertisingData,
+        .leSetExtendedScanResponseData, .leSetExtendedAdvertisingEnable, .leReadMaximumAdvertisingDataLength,
+        .leReadNumberOfSupportedAdvertisingSets, .leRemoveAdvertisingSet, .leClearAdvertisingSets,
+        .leSetExtendedScanParameters, .leSetExtendedScanEnable, .leReadTransmitPower,
+    ]
+
+    /// A command packet's Opcode: its first two octets, little-endian (`send` has checked there are three).
+    private static func opcode(of command: H4Packet) -> HCIOpcode {
+        HCIOpcode(rawValue: UInt16(command.body[0]) | UInt16(command.body[1]) << 8)
+    }
 
     private func handle(_ packet: H4Packet) -> H4Packet? {
-        let opcode = HCIOpcode(rawValue: UInt16(packet.body[0]) | UInt16(packet.body[1]) << 8)
+        let opcode = Self.opcode(of: packet)
         let p = Array(packet.body.dropFirst(3))
         func ok(_ rest: [UInt8] = []) -> H4Packet { Self.commandComplete(opcode, [0] + rest, credits: credits) }
         func fail(_ s: HCIStatus) -> H4Packet { Self.commandComplete(opcode, [s.rawValue], credits: credits) }
@@ -148,10 +164,10 @@ public final class FakeController: HCITransport, @unchecked Sendable {
         }
 
         // §3.1.1: after one kind of advertising command, the other kind is disallowed until reset.
-        if Self.legacyOpcodes.contains(opcode.rawValue) {
+        if Self.legacyOpcodes.contains(opcode) {
             if commandSet == .extended { return fail(.commandDisallowed) }
             commandSet = .legacy
-        } else if Self.extendedOpcodes.contains(opcode.rawValue) {
+        } else if Self.extendedOpcodes.contains(opcode) {
             guard supportsExtended else { return fail(.unknownHCICommand) }
             if commandSet == .legacy { return fail(.commandDisallowed) }
             commandSet = .extended
@@ -175,23 +191,23 @@ public final class FakeController: HCITransport, @unchecked Sendable {
 
     /// Controller and baseband, informational and LE controller commands; nil for any other opcode.
     private func controllerCommand(_ opcode: HCIOpcode, _ p: [UInt8]) -> Reply? {
-        switch opcode.rawValue {
-        case 0x0C03:  // Reset
+        switch opcode {
+        case .reset:
             resetState()
             return .ok()
-        case 0x0C01:  // Set Event Mask
+        case .setEventMask:
             guard p.count == 8 else { return .fail(.invalidHCICommandParameters) }
             eventMask = le64(p)
             return .ok()
-        case 0x2001:  // LE Set Event Mask
+        case .leSetEventMask:
             guard p.count == 8 else { return .fail(.invalidHCICommandParameters) }
             leEventMask = le64(p)
             return .ok()
-        case 0x1001:  // Read Local Version Information: 5.4, revision, LMP 5.4, company 0x05F1, subversion
+        case .readLocalVersionInformation:  // 5.4, revision, LMP 5.4, company 0x05F1, subversion
             return .ok([0x0D, 0x00, 0x01, 0x0D, 0xF1, 0x05, 0x00, 0x02])
-        case 0x1009:  // Read BD_ADDR
+        case .readBDAddr:
             return .ok(address.bytes)
-        case 0x2003:  // LE Read Local Supported Features
+        case .leReadLocalSupportedFeatures:
             let features: UInt64 = supportsExtended ? (1 << 12) | (1 << 8) | (1 << 11) : 0
             return .ok((0..<8).map { UInt8((features >> (8 * UInt64($0))) & 0xFF) })
         default:
@@ -201,13 +217,13 @@ public final class FakeController: HCITransport, @unchecked Sendable {
 
     /// Legacy advertising commands (and LE Set Random Address); nil for any other opcode.
     private func legacyAdvertisingCommand(_ opcode: HCIOpcode, _ p: [UInt8]) -> Reply? {
-        switch opcode.rawValue {
-        case 0x2005:  // LE Set Random Address
+        switch opcode {
+        case .leSetRandomAddress:
             guard p.count == 6 else { return .fail(.invalidHCICommandParameters) }
             if legacyAdvertising.enabled { return .fail(.commandDisallowed) }
             legacyRandomAddress = try? BDAddress(littleEndian: p)
             return .ok()
-        case 0x2006:  // LE Set Advertising Parameters
+        case .leSetAdvertisingParameters:
             guard p.count == 15 else { return .fail(.invalidHCICommandParameters) }
             if legacyAdvertising.enabled { return .fail(.commandDisallowed) }
             let min = UInt32(p[0]) | UInt32(p[1]) << 8
@@ -219,16 +235,16 @@ public final class FakeController: HCITransport, @unchecked Sendable {
             legacyAdvertising.properties = UInt16(p[4])
             legacyAdvertising.ownAddressType = p[5]
             return .ok()
-        case 0x2007:  // LE Read Advertising Physical Channel Tx Power
+        case .leReadAdvertisingPhysicalChannelTxPower:
             return .ok([0x00])
-        case 0x2008:  // LE Set Advertising Data: length + 31 octets
+        case .leSetAdvertisingData:  // length + 31 octets
             guard p.count == 32, p[0] <= 31 else { return .fail(.invalidHCICommandParameters) }
             legacyAdvertising.data = Array(p[1..<1 + Int(p[0])])
             return .ok()
-        case 0x2009:
+        case .leSetScanResponseData:  // length + 31 octets
             guard p.count == 32, p[0] <= 31 else { return .fail(.invalidHCICommandParameters) }
             return .ok()
-        case 0x200A:  // LE Set Advertising Enable
+        case .leSetAdvertisingEnable:
             guard p.count == 1, p[0] <= 1 else { return .fail(.invalidHCICommandParameters) }
             if p[0] == 1, legacyAdvertising.ownAddressType == 1, legacyRandomAddress == nil {
                 return .fail(.invalidHCICommandParameters)
@@ -242,20 +258,20 @@ public final class FakeController: HCITransport, @unchecked Sendable {
 
     /// Legacy and extended scanning commands; nil for any other opcode.
     private func scanningCommand(_ opcode: HCIOpcode, _ p: [UInt8]) -> Reply? {
-        switch opcode.rawValue {
-        case 0x200B:  // LE Set Scan Parameters
+        switch opcode {
+        case .leSetScanParameters:
             guard p.count == 7 else { return .fail(.invalidHCICommandParameters) }
             if scanning { return .fail(.commandDisallowed) }
             return .ok()
-        case 0x200C:  // LE Set Scan Enable
+        case .leSetScanEnable:
             guard p.count == 2 else { return .fail(.invalidHCICommandParameters) }
             scanning = p[0] == 1
             scanFilterDuplicates = p[1] == 1
             return .ok()
-        case 0x2041:  // LE Set Extended Scan Parameters
+        case .leSetExtendedScanParameters:
             if scanning { return .fail(.commandDisallowed) }
             return .ok()
-        case 0x2042:  // LE Set Extended Scan Enable
+        case .leSetExtendedScanEnable:
             guard p.count == 6 else { return .fail(.invalidHCICommandParameters) }
             scanning = p[0] == 1
             scanFilterDuplicates = p[1] != 0
@@ -267,13 +283,13 @@ public final class FakeController: HCITransport, @unchecked Sendable {
 
     /// Extended advertising commands (advertising sets) and LE Read Transmit Power; nil for any other opcode.
     private func extendedAdvertisingCommand(_ opcode: HCIOpcode, _ p: [UInt8]) -> Reply? {
-        switch opcode.rawValue {
-        case 0x2035:  // LE Set Advertising Set Random Address
+        switch opcode {
+        case .leSetAdvertisingSetRandomAddress:
             guard p.count == 7 else { return .fail(.invalidHCICommandParameters) }
             guard sets[p[0]] != nil else { return .fail(.unknownAdvertisingIdentifier) }
             sets[p[0]]?.randomAddress = try? BDAddress(littleEndian: Array(p[1...6]))
             return .ok()
-        case 0x2036:  // LE Set Extended Advertising Parameters
+        case .leSetExtendedAdvertisingParameters:
             guard p.count == 25 else { return .fail(.invalidHCICommandParameters) }
             let handle = p[0]
             if sets[handle]?.enabled == true { return .fail(.commandDisallowed) }
@@ -288,12 +304,12 @@ public final class FakeController: HCITransport, @unchecked Sendable {
             let selected =
                 requested == 127 ? 0 : Swift.min(Swift.max(requested, txPowerRange.lowerBound), txPowerRange.upperBound)
             return .ok([UInt8(bitPattern: selected)])
-        case 0x2037:  // LE Set Extended Advertising Data
+        case .leSetExtendedAdvertisingData:
             guard p.count >= 4, p.count == 4 + Int(p[3]) else { return .fail(.invalidHCICommandParameters) }
             guard sets[p[0]] != nil else { return .fail(.unknownAdvertisingIdentifier) }
             sets[p[0]]?.data = Array(p[4...])
             return .ok()
-        case 0x2039:  // LE Set Extended Advertising Enable
+        case .leSetExtendedAdvertisingEnable:
             guard p.count >= 2, p.count == 2 + 4 * Int(p[1]) else { return .fail(.invalidHCICommandParameters) }
             let enable = p[0] == 1
             let count = Int(p[1])
@@ -306,21 +322,21 @@ public final class FakeController: HCITransport, @unchecked Sendable {
             guard handles.allSatisfy({ sets[$0] != nil }) else { return .fail(.unknownAdvertisingIdentifier) }
             for h in handles { sets[h]?.enabled = enable }
             return .ok()
-        case 0x203A:  // LE Read Maximum Advertising Data Length
+        case .leReadMaximumAdvertisingDataLength:
             return .ok([0xFB, 0x00])
-        case 0x203B:  // LE Read Number of Supported Advertising Sets
+        case .leReadNumberOfSupportedAdvertisingSets:
             return .ok([numberOfSets])
-        case 0x203C:  // LE Remove Advertising Set
+        case .leRemoveAdvertisingSet:
             guard p.count == 1 else { return .fail(.invalidHCICommandParameters) }
             guard let set = sets[p[0]] else { return .fail(.unknownAdvertisingIdentifier) }
             if set.enabled { return .fail(.commandDisallowed) }
             sets[p[0]] = nil
             return .ok()
-        case 0x203D:  // LE Clear Advertising Sets
+        case .leClearAdvertisingSets:
             if sets.values.contains(where: { $0.enabled }) { return .fail(.commandDisallowed) }
             sets = [:]
             return .ok()
-        case 0x204B:  // LE Read Transmit Power
+        case .leReadTransmitPower:
             return .ok([UInt8(bitPattern: txPowerRange.lowerBound), UInt8(bitPattern: txPowerRange.upperBound)])
         default:
             return nil

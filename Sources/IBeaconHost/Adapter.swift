@@ -15,6 +15,99 @@ public enum ControllerPath: String, Sendable {
     public static func forListedAdapter(settings: MgmtSettings) -> ControllerPath {
         settings.contains(.powered) && !settings.contains(.lowEnergy) ? .raw : .kernel
     }
+
+    /// The path to adapter `hciN`, and the one failure policy: not in the kernel's index list
+    /// (or no management interface): raw HCI; listed: `forListedAdapter` of its settings, and
+    /// when Read Controller Information fails (`settings` nil) the kernel's, which then reports
+    /// the failure itself. What `advertise` opens and what `devices` shows.
+    public static func choose(listed: Bool, settings: MgmtSettings?) -> ControllerPath {
+        guard listed else { return .raw }
+        return settings.map(forListedAdapter(settings:)) ?? .kernel
+    }
+}
+
+/// What `stop` did: the kernel's instances removed (those ibeacon processes now gone recorded),
+/// or a controller's advertising turned off; the sentence that says so is `description`.
+public struct StopReport: Sendable, Equatable, CustomStringConvertible {
+    public enum Action: Sendable, Equatable {
+        /// Over HCI: the controller's advertising turned off, with these commands.
+        case advertisingOff(LECommandSet)
+        /// Through the kernel: these instances removed (none: nothing of ibeacon's was left).
+        case removedInstances([UInt8])
+    }
+
+    public var action: Action
+    public var adapter: String
+    /// Other programs' instances, left alone (kernel).
+    public var othersLeft: [UInt8] = []
+    /// ibeacon processes still running whose instances are theirs to remove (kernel).
+    public var stillRunning: [Int32] = []
+    /// Where the records are (kernel).
+    public var recordDirectory: String = ""
+
+    public init(
+        _ action: Action, adapter: String, othersLeft: [UInt8] = [], stillRunning: [Int32] = [],
+        recordDirectory: String = ""
+    ) {
+        self.action = action
+        self.adapter = adapter
+        self.othersLeft = othersLeft
+        self.stillRunning = stillRunning
+        self.recordDirectory = recordDirectory
+    }
+
+    /// True when something of ibeacon's was taken off the air.
+    public var removedSomething: Bool {
+        switch action {
+        case .advertisingOff: true
+        case .removedInstances(let removed): !removed.isEmpty
+        }
+    }
+
+    public var description: String {
+        let removed: [UInt8]
+        switch action {
+        case .advertisingOff(let commandSet): return "advertising off on \(adapter) (\(commandSet.rawValue) commands)"
+        case .removedInstances(let instances): removed = instances
+        }
+        var line =
+            removed.isEmpty
+            ? "no advertising instance of ibeacon's on \(adapter) (none recorded in \(recordDirectory) by a process now gone)"
+            : "removed ibeacon's advertising instance(s) \(removed.map(String.init).joined(separator: ", ")) on \(adapter)"
+        if !othersLeft.isEmpty {
+            line += "; other programs' instance(s) \(othersLeft.map(String.init).joined(separator: ", ")) left alone"
+        }
+        if !stillRunning.isEmpty {
+            line +=
+                "; ibeacon process(es) \(stillRunning.map(String.init).joined(separator: ", ")) still running: "
+                + "stop them instead (kill PID or systemctl stop), which removes their instances"
+        }
+        return line
+    }
+}
+
+/// An open client that must be closed when the operation ends, on every path, and awaited
+/// (not left to a detached task).
+public protocol AsyncClosable: Sendable {
+    func close() async
+}
+
+extension ControllerClient: AsyncClosable {}
+extension MgmtClient: AsyncClosable {}
+
+extension AsyncClosable {
+    /// Runs `body`, then closes this client, awaited, whether `body` returned or threw.
+    public func closing<T: Sendable>(_ body: () async throws -> T) async throws -> T {
+        let result: T
+        do {
+            result = try await body()
+        } catch {
+            await close()
+            throw error
+        }
+        await close()
+        return result
+    }
 }
 
 /// What `advertise` asks of an adapter besides the beacons.
@@ -65,10 +158,18 @@ public protocol Adapter: Sendable {
         onLost: @escaping @Sendable (String) -> Void, onRestored: @escaping @Sendable (AdvertisingStatus?) -> Void
     ) async throws
 
-    /// Takes off advertising that ibeacon (or, over raw HCI, anything) left on; returns the
-    /// sentence that says what was done. With `writer`, only what that ibeacon process (now gone)
-    /// left (its guardian): nil on a path that keeps no records of who advertised.
-    func stopAdvertising(leftBy writer: Int32?) async throws -> String?
+    /// Takes off advertising that ibeacon (or, over raw HCI, anything) left on; reports what was
+    /// done. With `writer`, only what that ibeacon process (now gone) left (its guardian): nil on
+    /// a path that keeps no records of who advertised.
+    func stopAdvertising(leftBy writer: Int32?) async throws -> StopReport?
+
+    /// The adapter's own address, where it can be read (a capture: nil). Leaves the adapter
+    /// open for the operation that follows (`advertise --mqtt` names the box by it).
+    func address() async throws -> BDAddress?
+
+    /// Lets go of what the adapter holds open between operations (the kernel's socket);
+    /// idempotent. `AdapterOpener.withAdapter` calls it when its scope ends.
+    func close() async
 
     /// What the adapter is and can do for beacons; changes nothing.
     func describe() async throws -> AdapterDescription
@@ -124,19 +225,29 @@ public struct ControllerAdapter: Adapter {
     }
 
     /// Turns the controller's advertising off whoever set it, legacy or extended.
-    public func stopAdvertising(leftBy writer: Int32?) async throws -> String? {
+    public func stopAdvertising(leftBy writer: Int32?) async throws -> StopReport? {
         if writer != nil { return nil }
         let client = try await connect()
-        let commandSet = try await Advertiser.stopAny(on: client, logger: logger)
-        await client.close()
-        return "advertising off on \(name) (\(commandSet.rawValue) commands)"
+        let (logger, name) = (self.logger, self.name)
+        return try await client.closing {
+            StopReport(.advertisingOff(try await Advertiser.stopAny(on: client, logger: logger)), adapter: name)
+        }
     }
 
     public func describe() async throws -> AdapterDescription {
         let client = try await connect()
-        defer { Task { await client.close() } }
-        return Self.describe(try await ControllerInfo.read(from: client), name: name)
+        let name = self.name
+        return try await client.closing { Self.describe(try await ControllerInfo.read(from: client), name: name) }
     }
+
+    /// Read Public Device Address, on a connection of its own (each operation connects).
+    public func address() async throws -> BDAddress? {
+        let client = try await connect()
+        return try await client.closing { try await client.execute(ReadBDAddr()) }
+    }
+
+    /// Each operation closes its own connection: nothing held between them.
+    public func close() async {}
 
     public func sightingSource(mode: AdvertisingMode) async throws -> any SightingSource {
         let client = try await connect()

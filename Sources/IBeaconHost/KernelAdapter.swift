@@ -52,7 +52,15 @@ public struct KernelAdapter: Adapter {
         if request.mode != .auto {
             logger.warning("--mode \(request.mode.rawValue) applies to raw HCI only; the kernel chooses the commands")
         }
-        defer { Task { await client.close() } }
+        try await client.closing {
+            try await advertiseOpen(request, onReady: onReady, onLost: onLost, onRestored: onRestored)
+        }
+    }
+
+    private func advertiseOpen(
+        _ request: AdvertisingRequest, onReady: @escaping @Sendable (AdvertisingStatus) -> Void,
+        onLost: @escaping @Sendable (String) -> Void, onRestored: @escaping @Sendable (AdvertisingStatus?) -> Void
+    ) async throws {
         try requireAdministration("advertising on \(name)")
         try requireRecordDirectory()
         let records = self.records
@@ -89,8 +97,11 @@ public struct KernelAdapter: Adapter {
 
     /// Removes the instances that ibeacon processes now gone recorded for this adapter
     /// (`RuntimeRecords.leftovers`; only `writer`'s when given, for its guardian), never others.
-    public func stopAdvertising(leftBy writer: Int32?) async throws -> String? {
-        defer { Task { await client.close() } }
+    public func stopAdvertising(leftBy writer: Int32?) async throws -> StopReport? {
+        try await client.closing { try await removeLeftovers(leftBy: writer) }
+    }
+
+    private func removeLeftovers(leftBy writer: Int32?) async throws -> StopReport {
         try requireAdministration("removing advertising on \(name)")
         let address = try await client.execute(MgmtReadControllerInfo(), index: mgmtIndex).address
         let features = try await client.execute(MgmtReadAdvertisingFeatures(), index: mgmtIndex)
@@ -111,23 +122,21 @@ public struct KernelAdapter: Adapter {
         return Self.stopSummary(plan, listed: features.instances, adapter: name, directory: records.directory)
     }
 
-    static func stopSummary(_ plan: LeftoverInstances, listed: [UInt8], adapter: String, directory: String) -> String {
-        let removed = plan.instances
-        let others = listed.filter { !removed.contains($0) }
-        var line =
-            removed.isEmpty
-            ? "no advertising instance of ibeacon's on \(adapter) (none recorded in \(directory) by a process now gone)"
-            : "removed ibeacon's advertising instance(s) \(removed.map(String.init).joined(separator: ", ")) on \(adapter)"
-        if !others.isEmpty {
-            line += "; other programs' instance(s) \(others.map(String.init).joined(separator: ", ")) left alone"
-        }
-        if !plan.running.isEmpty {
-            line +=
-                "; ibeacon process(es) \(plan.running.map(String.init).joined(separator: ", ")) still running: "
-                + "stop them instead (kill PID or systemctl stop), which removes their instances"
-        }
-        return line
+    static func stopSummary(_ plan: LeftoverInstances, listed: [UInt8], adapter: String, directory: String)
+        -> StopReport
+    {
+        StopReport(
+            .removedInstances(plan.instances), adapter: adapter,
+            othersLeft: listed.filter { !plan.instances.contains($0) }, stillRunning: plan.running,
+            recordDirectory: directory)
     }
+
+    /// The address from Read Controller Information; the socket stays open for what follows.
+    public func address() async throws -> BDAddress? {
+        try await client.execute(MgmtReadControllerInfo(), index: mgmtIndex).address
+    }
+
+    public func close() async { await client.close() }
 
     /// Scans through an advertisement monitor; while the kernel has the adapter powered off (no
     /// bluetoothd powers it) a monitor would wait for someone to power it: raw HCI scans now.
@@ -157,7 +166,10 @@ public struct KernelAdapter: Adapter {
 
     /// `info` through the management interface (no capability needed).
     public func describe() async throws -> AdapterDescription {
-        defer { Task { await client.close() } }
+        try await client.closing { try await describeOpen() }
+    }
+
+    private func describeOpen() async throws -> AdapterDescription {
         let info = try await client.execute(MgmtReadControllerInfo(), index: mgmtIndex)
         let features = try? await client.execute(MgmtReadAdvertisingFeatures(), index: mgmtIndex)
         let version = try? await client.execute(MgmtReadVersion(), index: .none)

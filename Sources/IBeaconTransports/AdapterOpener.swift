@@ -110,9 +110,8 @@ public struct AdapterOpener: Sendable {
             logger.debug("hci\(index) is not in the kernel's management index list; using raw HCI")
             return nil
         }
-        if let info = try? await client.execute(MgmtReadControllerInfo(), index: MgmtIndex(index)),
-            ControllerPath.forListedAdapter(settings: info.currentSettings) == .raw
-        {
+        let info = try? await client.execute(MgmtReadControllerInfo(), index: MgmtIndex(index))
+        if ControllerPath.choose(listed: true, settings: info?.currentSettings) == .raw {
             await client.close()
             let note =
                 "hci\(index) is powered but Low Energy is off in the kernel (no bluetoothd set it up): "
@@ -161,24 +160,35 @@ public struct AdapterOpener: Sendable {
     /// cannot be asked.
     public static func paths(_ indices: [UInt16], logger: Logger) async -> [UInt16: ControllerPath] {
         guard let client = try? await openMgmtClient(logger: logger, timeout: .seconds(2)) else { return [:] }
-        defer { Task { await client.close() } }
-        guard let listed = try? await client.execute(MgmtReadIndexList(), index: .none) else { return [:] }
+        let listed = try? await client.execute(MgmtReadIndexList(), index: .none)
         var out: [UInt16: ControllerPath] = [:]
-        for index in indices {
-            guard listed.contains(index),
-                let info = try? await client.execute(MgmtReadControllerInfo(), index: MgmtIndex(index))
-            else {
-                out[index] = .raw
-                continue
+        if let listed {
+            for index in indices {
+                let isListed = listed.contains(index)
+                let info = isListed ? try? await client.execute(MgmtReadControllerInfo(), index: MgmtIndex(index)) : nil
+                out[index] = ControllerPath.choose(listed: isListed, settings: info?.currentSettings)
             }
-            out[index] = ControllerPath.forListedAdapter(settings: info.currentSettings)
         }
+        await client.close()
         return out
+    }
+
+    /// Opens the adapter, runs `body` with it, and closes it (awaited) when `body` returns or
+    /// throws: the scope of one command's use of the adapter.
+    public func withAdapter<T: Sendable>(_ body: (any Adapter) async throws -> T) async throws -> T {
+        let adapter = try await open()
+        let result: T
+        do {
+            result = try await body(adapter)
+        } catch {
+            await adapter.close()
+            throw error
+        }
+        await adapter.close()
+        return result
     }
 }
 
-/// `btsnoop:FILE`: a capture read as if it were a receiver. It can be scanned, not programmed:
-/// advertising, stopping and `info` fail as opening a controller on it does.
 struct CaptureAdapter: Adapter {
     let path: String
     let opener: AdapterOpener
@@ -193,9 +203,14 @@ struct CaptureAdapter: Adapter {
         try await controller.advertise(request, onReady: onReady, onLost: onLost, onRestored: onRestored)
     }
 
-    func stopAdvertising(leftBy writer: Int32?) async throws -> String? {
+    func stopAdvertising(leftBy writer: Int32?) async throws -> StopReport? {
         try await controller.stopAdvertising(leftBy: writer)
     }
+
+    /// A capture is read, not asked: its receiver's address is not known here.
+    func address() async throws -> BDAddress? { nil }
+
+    func close() async {}
 
     func describe() async throws -> AdapterDescription { try await controller.describe() }
 

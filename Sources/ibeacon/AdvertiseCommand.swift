@@ -63,29 +63,41 @@ struct AdvertiseCommand: AsyncParsableCommand {
         let logger = logging.makeLogger()
         try await reporting {
             let specs = try profile.map { path in try BeaconSpec(profileAt: path, forceRandomAddress: randomAddress) }
-            let status = try await mqttStatus(specs, logger: logger)
-            do {
-                try await advertise(specs, mqtt: status, logger: logger)
-            } catch {
+            let mqtt = try mqttOpener(specs, logger: logger)
+            // One adapter, opened once: its address names the box for MQTT, then it advertises.
+            try await device.opener(logger: logger).withAdapter { adapter in
+                let status = try await mqttStatus(mqtt, specs, adapter: adapter, logger: logger)
+                do {
+                    try await advertise(specs, on: adapter, mqtt: status)
+                } catch {
+                    await status?.finish()
+                    throw error
+                }
                 await status?.finish()
-                throw error
             }
-            await status?.finish()
         }
     }
 
-    /// The beacons' MQTT status, connecting; nil without --mqtt. The adapter's address (which
-    /// keeps boxes of one host name apart in Home Assistant) is read first, as `info` reads it.
-    private func mqttStatus(_ specs: [BeaconSpec], logger: Logger) async throws -> AdvertiseStatus? {
+    /// `--mqtt` checked, its files read, the beacons' names checked; nil without --mqtt.
+    private func mqttOpener(_ specs: [BeaconSpec], logger: Logger) throws -> MQTTOpener? {
         guard let prepared = try mqtt.prepare(command: "advertise", logger: logger) else { return nil }
         do {
             try mqtt.layout(command: "advertise").checkBeaconNames(specs.map(AdvertiseStatus.name(of:)))
         } catch {
             throw CLIError("\(error)", code: Exit.usage)
         }
+        return prepared
+    }
+
+    /// The beacons' MQTT status, connecting; nil without --mqtt. The adapter's address (which
+    /// keeps boxes of one host name apart in Home Assistant) is read first.
+    private func mqttStatus(_ prepared: MQTTOpener?, _ specs: [BeaconSpec], adapter: any Adapter, logger: Logger)
+        async throws -> AdvertiseStatus?
+    {
+        guard let prepared else { return nil }
         var address: String?
         do {
-            address = try await device.opener(logger: logger).open().describe().json["address"]?.stringValue
+            address = try await adapter.address()?.description
         } catch {
             logger.debug("MQTT: the adapter's address could not be read: \(error)")
         }
@@ -98,8 +110,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
 
     /// Advertises on the adapter `--device` names until stopped, printing the status line and
     /// telling systemd and the MQTT broker (`--mqtt`) what is on the air.
-    private func advertise(_ specs: [BeaconSpec], mqtt: AdvertiseStatus?, logger: Logger) async throws {
-        let adapter = try await device.opener(logger: logger).open()
+    private func advertise(_ specs: [BeaconSpec], on adapter: any Adapter, mqtt: AdvertiseStatus?) async throws {
         let request = AdvertisingRequest(
             beacons: specs, mode: mode,
             healthCheckInterval: checkInterval > 0 ? .seconds(checkInterval) : nil)

@@ -24,7 +24,7 @@ struct InfoCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = logging.makeLogger()
         try await reporting {
-            let description = try await device.opener(logger: logger).open().describe()
+            let description = try await device.opener(logger: logger).withAdapter { try await $0.describe() }
             if json {
                 printOut(JSONValue.object(description.json).compactText())
                 return

@@ -34,9 +34,10 @@ struct StopCommand: AsyncParsableCommand {
                 try await guardAdvertiser(pid, logger: logger)
                 return
             }
-            if let line = try await device.opener(logger: logger).open().stopAdvertising(leftBy: nil) {
-                printOut(line)
+            let report = try await device.opener(logger: logger).withAdapter {
+                try await $0.stopAdvertising(leftBy: nil)
             }
+            if let report { printOut(report.description) }
         }
     }
 
@@ -49,9 +50,9 @@ struct StopCommand: AsyncParsableCommand {
             try await Task.sleep(for: .milliseconds(200))
         }
         // Only the kernel path keeps records (raw HCI answers nil).
-        guard let line = try await device.opener(logger: logger).open().stopAdvertising(leftBy: pid) else { return }
-        if line.hasPrefix("removed") {
-            logger.warning("ibeacon advertise (pid \(pid)) ended without cleaning up: \(line)")
+        let report = try await device.opener(logger: logger).withAdapter { try await $0.stopAdvertising(leftBy: pid) }
+        if let report, report.removedSomething {
+            logger.warning("ibeacon advertise (pid \(pid)) ended without cleaning up: \(report)")
         }
     }
 }

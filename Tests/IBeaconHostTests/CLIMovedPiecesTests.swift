@@ -281,3 +281,45 @@ final class MonitorLines: Sendable {
         #expect(BeaconRegion.sharedName(in: [region]) == nil)
     }
 }
+
+/// The typed seam (issue 31 step 2): one path rule with one failure policy, a stop report value.
+@Suite struct TypedSeamTests {
+    @Test func thePathRuleAndItsFailurePolicy() {
+        #expect(ControllerPath.choose(listed: false, settings: [.powered, .lowEnergy]) == .raw)
+        #expect(ControllerPath.choose(listed: true, settings: [.powered, .lowEnergy]) == .kernel)
+        // Powered with LE off: the kernel refuses advertising, raw HCI works.
+        #expect(ControllerPath.choose(listed: true, settings: [.powered]) == .raw)
+        // Powered off: stays the kernel's (bluetoothd may power it later).
+        #expect(ControllerPath.choose(listed: true, settings: []) == .kernel)
+        // Read Controller Information failed: the kernel's, for `open` and `devices` alike.
+        #expect(ControllerPath.choose(listed: true, settings: nil) == .kernel)
+    }
+
+    @Test func stopReportsSayWhatWasDone() {
+        let off = StopReport(.advertisingOff(.extended), adapter: "raw:hci1")
+        #expect(off.removedSomething && off.description == "advertising off on raw:hci1 (extended commands)")
+        let running = StopReport(
+            .removedInstances([]), adapter: "hci0", stillRunning: [42], recordDirectory: "/run/ibeacon")
+        #expect(!running.removedSomething)
+        #expect(
+            running.description
+                == "no advertising instance of ibeacon's on hci0 (none recorded in /run/ibeacon by a process now gone); "
+                + "ibeacon process(es) 42 still running: stop them instead (kill PID or systemctl stop), which removes "
+                + "their instances")
+    }
+
+    /// Closing is awaited on both paths: the client is closed when `closing` returns or throws.
+    @Test func closingClosesOnSuccessAndOnFailure() async throws {
+        for fails in [false, true] {
+            let client = await startedClient(FakeController(supportsExtended: false))
+            let address = try? await client.closing {
+                let address = try await client.execute(ReadBDAddr())
+                if fails { throw TransportError(.io, "failed") }
+                return address
+            }
+            #expect((address == nil) == fails)
+            // Closed by then: a command fails at once.
+            await #expect(throws: ControllerError.self) { try await client.execute(ReadBDAddr()) }
+        }
+    }
+}

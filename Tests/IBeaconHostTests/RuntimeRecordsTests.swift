@@ -299,9 +299,10 @@ private func records(
         let adapter = KernelAdapter(
             client: client, index: 0, records: records(tree), requireAdministration: { _ in }, rawFallback: raw,
             logger: Logger(label: "test"))
-        let line = try await adapter.stopAdvertising(leftBy: nil)
+        let report = try await adapter.stopAdvertising(leftBy: nil)
         #expect(kernel.instances.isEmpty)
-        #expect(line == "removed ibeacon's advertising instance(s) 2 on hci0")
+        #expect(report?.action == .removedInstances([2]) && report?.removedSomething == true)
+        #expect(report?.description == "removed ibeacon's advertising instance(s) 2 on hci0")
         #expect(!tree.exists(tree.path("hci0-4242.instances")))
     }
 }

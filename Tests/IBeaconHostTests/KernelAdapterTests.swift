@@ -38,7 +38,8 @@ import Testing
         // The guardian warns only when something was removed: a value, not a sentence's prefix.
         #expect(report?.removedSomething == false && report?.othersLeft == [1])
         #expect(
-            report?.description == "no advertising instance of ibeacon's on hci0 (none recorded in /nonexistent/ibeacon-test by a "
+            report?.description
+                == "no advertising instance of ibeacon's on hci0 (none recorded in /nonexistent/ibeacon-test by a "
                 + "process now gone); other programs' instance(s) 1 left alone")
         #expect(kernel.instances.keys.sorted() == [1])
     }

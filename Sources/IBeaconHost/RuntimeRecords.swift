@@ -163,7 +163,7 @@ public struct RuntimeRecords: Sendable {
         }
         let header = ["pid \(me.pid)", "start \(me.startTime)", "boot \(me.bootID)"]
         let file = "\(try writableDirectory())/\(name)"
-        try ProfileStore.writeAtomically(file, Array((header + lines).map { $0 + "\n" }.joined().utf8))
+        try SafeFile.writeAtomically(file, Array((header + lines).map { $0 + "\n" }.joined().utf8))
         return file
     }
 
@@ -246,7 +246,7 @@ public struct RuntimeRecords: Sendable {
     /// The runtime directory itself, reached without following links other users made, and
     /// checked: a directory, owned by root or this user, writable by its owner only.
     private func openTrustedDirectory() throws(FileError) -> (descriptor: FileDescriptor, status: FileStatus) {
-        let location = try ProfileStore.locate(directory, writing: false)
+        let location = try SafeFile.locate(directory, writing: false)
         defer { location.close() }
         guard location.status != nil else { throw FileError(.notFound, path: directory, "does not exist") }
         let fd: FileDescriptor

@@ -53,11 +53,11 @@ struct CaptureFileReader: ~Copyable {
         chunk = [UInt8](repeating: 0, count: chunkSize)
     }
 
-    /// The same rules as a profile read (ProfileStore): no link another user made is followed,
+    /// The same rules as a profile read (SafeFile): no link another user made is followed,
     /// and a FIFO, device or socket is refused before it is opened.
     private static func open(_ path: String) throws(TransportError) -> FileDescriptor {
         do throws(FileError) {
-            return try ProfileStore.openForReading(path)
+            return try SafeFile.openForReading(path)
         } catch {
             throw openError(path, error)
         }

@@ -66,17 +66,11 @@ public struct MgmtSightingSource: SightingSource {
         case ended
     }
 
-    public func scan(
-        tickInterval: Duration,
-        watchdog: Duration?,
-        receive: @escaping @Sendable ([Sighting], Double) -> ScanControl,
-        reception: @escaping @Sendable (Reception, Double) -> Void,
-        tick: @escaping @Sendable (Double) async throws -> ScanControl
-    ) async throws {
+    public func scan(_ request: ScanRequest) async throws {
         let run = LiveScanLoop(clock: clock)
         let now = run.now
         let client = self.client
-        let tracker = ReceptionTracker(watchdog: watchdog, report: reception)
+        let tracker = request.receptionTracker()
         let monitor = try MgmtAddAdvPatternsMonitor(patterns: [.iBeacon])
         let scanWindow = MgmtMonitorScanWindow(client: client, index: index, records: scanWindowRecords, logger: logger)
         let (widened, registered) = try await register(monitor, widening: scanWindow)
@@ -88,13 +82,13 @@ public struct MgmtSightingSource: SightingSource {
             sink.yield(.ended)
         }
         try await run.run(
-            tickInterval: tickInterval, wake: { sink.yield(.tick) },
+            tickInterval: request.tickInterval, wake: { sink.yield(.tick) },
             loop: {
                 loop: for await input in inputs {
                     if Task.isCancelled { break }
                     switch input {
                     case .tick:
-                        if try await tick(now()) == .stop { break loop }
+                        if try await request.tick(now()) == .stop { break loop }
                         if let due = tracker.watchdogDue(at: now()) {
                             handle = await reregister(monitor, replacing: handle, tracker: tracker, at: due)
                         }
@@ -107,7 +101,7 @@ public struct MgmtSightingSource: SightingSource {
                         let sightings = try observe(event, tracker: tracker, at: t)
                         guard !sightings.isEmpty else { continue }
                         tracker.heard(at: t)
-                        if receive(sightings, t) == .stop { break loop }
+                        if request.receive(sightings, t) == .stop { break loop }
                     }
                 }
             },

@@ -134,10 +134,14 @@ public struct RuntimeRecords: Sendable {
     /// write there (creating it, one level, 0755), else the one subdirectory of it that belongs
     /// to this user (what systemd's `RuntimeDirectory=` makes for a service that is not root).
     public func writableDirectory() throws(FileError) -> String {
-        if mkdir(directory, 0o755) != 0 && errno != EEXIST {
-            throw FileError(.cannotWrite, path: directory, "cannot be created: \(Sys.lastErrno)")
+        do throws(Errno) {
+            try Sys.makeDirectory(directory, mode: 0o755)
+        } catch {
+            guard error == .fileExists else {
+                throw FileError(.cannotWrite, path: directory, "cannot be created: \(error)")
+            }
         }
-        if faccessat(AT_FDCWD, directory, W_OK, AT_EACCESS) == 0 { return directory }
+        if Sys.isWritable(directory) { return directory }
         let top = try openTrustedDirectory()
         defer { try? top.descriptor.close() }
         for name in ((try? Sys.directoryEntries(at: top.descriptor)) ?? []).sorted() {
@@ -163,7 +167,7 @@ public struct RuntimeRecords: Sendable {
         }
         let header = ["pid \(me.pid)", "start \(me.startTime)", "boot \(me.bootID)"]
         let file = "\(try writableDirectory())/\(name)"
-        try ProfileStore.writeAtomically(file, Array((header + lines).map { $0 + "\n" }.joined().utf8))
+        try SafeFile.writeAtomically(file, Array((header + lines).map { $0 + "\n" }.joined().utf8))
         return file
     }
 
@@ -213,7 +217,7 @@ public struct RuntimeRecords: Sendable {
 
     /// Removes a record file (it is trusted: it was returned by `load`).
     public func remove(_ record: RuntimeRecord) {
-        unlink(record.file)
+        try? Sys.unlink(record.file)
     }
 
     /// Whether the record's writer is gone: another boot, no such process, or another process
@@ -246,7 +250,7 @@ public struct RuntimeRecords: Sendable {
     /// The runtime directory itself, reached without following links other users made, and
     /// checked: a directory, owned by root or this user, writable by its owner only.
     private func openTrustedDirectory() throws(FileError) -> (descriptor: FileDescriptor, status: FileStatus) {
-        let location = try ProfileStore.locate(directory, writing: false)
+        let location = try SafeFile.locate(directory, writing: false)
         defer { location.close() }
         guard location.status != nil else { throw FileError(.notFound, path: directory, "does not exist") }
         let fd: FileDescriptor
@@ -452,7 +456,7 @@ extension RuntimeRecords {
 
     /// Removes this process's record `name`, wherever `writableDirectory()` put it.
     private func forget(_ name: String) {
-        if let dir = try? writableDirectory() { unlink("\(dir)/\(name)") }
+        if let dir = try? writableDirectory() { try? Sys.unlink("\(dir)/\(name)") }
     }
 
     /// The scan-window records of other running ibeacon scans on `adapter`, as the seam

@@ -44,13 +44,7 @@ public protocol SightingSource: Sendable {
     ///   then (and again every `watchdog` while nothing comes). Nil: no watchdog.
     /// - `tick(time)` runs about every `tickInterval` of source time, for displays, deadlines and
     ///   stopping rules, and once more when the source ends.
-    func scan(
-        tickInterval: Duration,
-        watchdog: Duration?,
-        receive: @escaping @Sendable ([Sighting], Double) -> ScanControl,
-        reception: @escaping @Sendable (Reception, Double) -> Void,
-        tick: @escaping @Sendable (Double) async throws -> ScanControl
-    ) async throws
+    func scan(_ request: ScanRequest) async throws
 
     /// Releases the receiver (closes sockets and files). Safe to call more than once.
     func close() async
@@ -59,6 +53,19 @@ public protocol SightingSource: Sendable {
 extension SightingSource {
     public var isLive: Bool { true }
 
+    /// Scans as `scan(_:)` does, with the request's parts named one by one.
+    public func scan(
+        tickInterval: Duration,
+        watchdog: Duration?,
+        receive: @escaping @Sendable ([Sighting], Double) -> ScanControl,
+        reception: @escaping @Sendable (Reception, Double) -> Void,
+        tick: @escaping @Sendable (Double) async throws -> ScanControl
+    ) async throws {
+        try await scan(
+            ScanRequest(
+                tickInterval: tickInterval, watchdog: watchdog, receive: receive, reception: reception, tick: tick))
+    }
+
     /// Scans without a watchdog, not told whether the receiver can hear (`scan`, `calibrate`).
     public func scan(
         tickInterval: Duration,
@@ -66,6 +73,36 @@ extension SightingSource {
         tick: @escaping @Sendable (Double) async throws -> ScanControl
     ) async throws {
         try await scan(tickInterval: tickInterval, watchdog: nil, receive: receive, reception: { _, _ in }, tick: tick)
+    }
+}
+
+/// What one `SightingSource.scan` reports to and how often (see the protocol's `scan(_:)`): the
+/// one signature every source implements, so the five parts are declared in one place.
+public struct ScanRequest: Sendable {
+    public var tickInterval: Duration
+    public var watchdog: Duration?
+    public var receive: @Sendable ([Sighting], Double) -> ScanControl
+    public var reception: @Sendable (Reception, Double) -> Void
+    public var tick: @Sendable (Double) async throws -> ScanControl
+
+    public init(
+        tickInterval: Duration,
+        watchdog: Duration?,
+        receive: @escaping @Sendable ([Sighting], Double) -> ScanControl,
+        reception: @escaping @Sendable (Reception, Double) -> Void,
+        tick: @escaping @Sendable (Double) async throws -> ScanControl
+    ) {
+        self.tickInterval = tickInterval
+        self.watchdog = watchdog
+        self.receive = receive
+        self.reception = reception
+        self.tick = tick
+    }
+
+    /// Follows whether the receiver can hear, reporting each change to `reception`; its
+    /// watchdog is the request's.
+    public func receptionTracker() -> ReceptionTracker {
+        ReceptionTracker(watchdog: watchdog, report: reception)
     }
 }
 
@@ -178,19 +215,13 @@ public struct ControllerSightingSource: SightingSource {
 
     public func close() async { await client.close() }
 
-    public func scan(
-        tickInterval: Duration,
-        watchdog: Duration?,
-        receive: @escaping @Sendable ([Sighting], Double) -> ScanControl,
-        reception: @escaping @Sendable (Reception, Double) -> Void,
-        tick: @escaping @Sendable (Double) async throws -> ScanControl
-    ) async throws {
+    public func scan(_ request: ScanRequest) async throws {
         let run = LiveScanLoop(clock: scanner.clock)
         let now = run.now
         let client = self.client
         let scanner = self.scanner
         let stopRequested = Atomic<Bool>(false)
-        let tracker = ReceptionTracker(watchdog: watchdog, report: reception)
+        let tracker = request.receptionTracker()
         // Reports are handled as they are decoded: no hand-over between tasks per report.
         await client.setEventHandler { event in
             let sightings = Sighting.all(in: event)
@@ -198,7 +229,7 @@ public struct ControllerSightingSource: SightingSource {
             if stopRequested.load(ordering: .relaxed) { return true }
             let t = now()
             tracker.heard(at: t)
-            if receive(sightings, t) == .stop {
+            if request.receive(sightings, t) == .stop {
                 stopRequested.store(true, ordering: .relaxed)
                 client.wake()
             }
@@ -214,13 +245,13 @@ public struct ControllerSightingSource: SightingSource {
         // The events left are wake-ups (every tick, and when `receive` asks to stop), the end of
         // the link, and what a reset or another program does to the scan.
         try await run.run(
-            tickInterval: tickInterval, wake: { client.wake() },
+            tickInterval: request.tickInterval, wake: { client.wake() },
             loop: {
                 loop: for await input in client.events {
                     if stopRequested.load(ordering: .relaxed) || Task.isCancelled { break }
                     switch input {
                     case .wake:
-                        if try await tick(now()) == .stop { break loop }
+                        if try await request.tick(now()) == .stop { break loop }
                         if let due = tracker.watchdogDue(at: now()) {
                             // Firmware that stopped reporting while it still answers commands.
                             let deafness = tracker.watchdogDeafness(restart: "; scan restarted")
@@ -228,7 +259,7 @@ public struct ControllerSightingSource: SightingSource {
                             commandSet = try await scanner.restart(because: deafness.reason, on: client)
                         }
                     case .linkClosed(nil):
-                        _ = try await tick(now())
+                        _ = try await request.tick(now())
                         break loop  // closed
                     case .linkClosed(let error?):
                         tracker.deaf(Deafness(.link, "the link to \(client.transport.name) was lost"), at: now())

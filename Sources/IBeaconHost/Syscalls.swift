@@ -128,12 +128,32 @@ package enum Sys {
 
     /// `readlinkat(2)`: the text of a symbolic link.
     static func readLink(at directory: FileDescriptor, _ name: String) throws(Errno) -> String {
+        try readLink(at: directory.rawValue, name)
+    }
+
+    /// `readlink(2)`: the text of the symbolic link `path` (`/proc/self/exe`).
+    package static func readLink(_ path: String) throws(Errno) -> String {
+        try readLink(at: AT_FDCWD, path)
+    }
+
+    private static func readLink(at directory: Int32, _ name: String) throws(Errno) -> String {
         var buffer = [UInt8](repeating: 0, count: 4097)
         let n = try retryingOnInterrupt {
-            buffer.withUnsafeMutableBufferPointer { readlinkat(directory.rawValue, name, $0.baseAddress!, 4096) }
+            buffer.withUnsafeMutableBufferPointer { readlinkat(directory, name, $0.baseAddress!, 4096) }
         }
         guard n < 4096 else { throw .fileNameTooLong }
         return String(decoding: buffer[0..<n], as: UTF8.self)
+    }
+
+    /// `mkdir(2)`: a directory `path` with the permission bits `mode` (less the umask); EEXIST
+    /// when the name is taken.
+    static func makeDirectory(_ path: String, mode: UInt32) throws(Errno) {
+        _ = try retryingOnInterrupt { mkdir(path, mode_t(mode)) }
+    }
+
+    /// `unlink(2)` of a file by its path.
+    static func unlink(_ path: String) throws(Errno) {
+        _ = try retryingOnInterrupt { Glibc.unlink(path) }
     }
 
     /// `renameat(2)` within one directory: replaces the entry `to` (a symbolic link there is
@@ -172,6 +192,11 @@ package enum Sys {
     /// `faccessat(dirfd, name, W_OK, AT_EACCESS)`: may this process write the entry?
     static func isWritable(at directory: FileDescriptor, _ name: String) -> Bool {
         faccessat(directory.rawValue, name, W_OK, AT_EACCESS) == 0
+    }
+
+    /// `faccessat(AT_FDCWD, path, W_OK, AT_EACCESS)`: may this process write `path`?
+    static func isWritable(_ path: String) -> Bool {
+        faccessat(AT_FDCWD, path, W_OK, AT_EACCESS) == 0
     }
 
     /// `flock(fd, LOCK_EX | LOCK_NB)`; EWOULDBLOCK when another process holds it.

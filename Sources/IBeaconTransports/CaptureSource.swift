@@ -53,11 +53,11 @@ struct CaptureFileReader: ~Copyable {
         chunk = [UInt8](repeating: 0, count: chunkSize)
     }
 
-    /// The same rules as a profile read (ProfileStore): no link another user made is followed,
+    /// The same rules as a profile read (SafeFile): no link another user made is followed,
     /// and a FIFO, device or socket is refused before it is opened.
     private static func open(_ path: String) throws(TransportError) -> FileDescriptor {
         do throws(FileError) {
-            return try ProfileStore.openForReading(path)
+            return try SafeFile.openForReading(path)
         } catch {
             throw openError(path, error)
         }
@@ -230,17 +230,11 @@ public struct CaptureSightingSource: SightingSource {
     /// deaf (`Deafness.Cause.scanDisabled`) until one with Enable 1. With a `watchdog`, no
     /// report of any device for that long in capture time makes it deaf until the next report
     /// (a capture cannot be restarted).
-    public func scan(
-        tickInterval: Duration,
-        watchdog: Duration?,
-        receive: @escaping @Sendable ([Sighting], Double) -> ScanControl,
-        reception: @escaping @Sendable (Reception, Double) -> Void,
-        tick: @escaping @Sendable (Double) async throws -> ScanControl
-    ) async throws {
+    public func scan(_ request: ScanRequest) async throws {
         var reader = try CaptureFileReader(path: path)
         var replay = CaptureReplay(
-            tracker: ReceptionTracker(watchdog: watchdog, report: reception),
-            interval: max(tickInterval.seconds, 0.001),
+            tracker: request.receptionTracker(),
+            interval: max(request.tickInterval.seconds, 0.001),
             controllerIndex: controllerIndex)
         var problem: BTSnoopError?
         var stopped = false
@@ -253,7 +247,7 @@ public struct CaptureSightingSource: SightingSource {
                 break scanning
             case .success(let r): record = r
             }
-            if try await replay.advance(to: record.timestampMicros, tick: tick) == .stop {
+            if try await replay.advance(to: record.timestampMicros, tick: request.tick) == .stop {
                 stopped = true
                 break scanning
             }
@@ -271,12 +265,12 @@ public struct CaptureSightingSource: SightingSource {
                     metadata: ["record": "\(reader.recordsRead)", "error": "\(error)"])
                 continue
             }
-            if receive(replay.sightings, replay.time) == .stop {
+            if request.receive(replay.sightings, replay.time) == .stop {
                 stopped = true
                 break
             }
         }
-        if !stopped { _ = try await tick(replay.time) }
+        if !stopped { _ = try await request.tick(replay.time) }
         replay.warnAboutSkippedReports(in: path, logger: logger)
         if let problem {
             throw CaptureError(path: path, problem: problem, records: reader.recordsRead, reports: replay.reports)

@@ -1,12 +1,6 @@
 import IBeaconHost
 import SystemPackage
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
-
 /// Starts `arguments` as a helper process of its own (`Sys.spawn`: its own process group, so
 /// the terminal's Ctrl-C or a signal to this process's group does not reach it; stdin from
 /// /dev/null, output on stderr; this process's environment) and returns its ID. `advertise`
@@ -18,8 +12,6 @@ public func startHelperProcess(_ arguments: [String]) throws(Errno) -> Int32 {
 
 /// This program's executable (`/proc/self/exe`), to start a helper of the same version.
 public func ownExecutablePath() -> String {
-    var buffer = [UInt8](repeating: 0, count: 4097)
-    let n = buffer.withUnsafeMutableBufferPointer { readlink("/proc/self/exe", $0.baseAddress!, 4096) }
-    guard n > 0, n < 4096 else { return "/proc/self/exe" }
-    return String(decoding: buffer[0..<n], as: UTF8.self)
+    guard let path = try? Sys.readLink("/proc/self/exe"), !path.isEmpty else { return "/proc/self/exe" }
+    return path
 }

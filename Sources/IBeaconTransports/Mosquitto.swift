@@ -2,12 +2,7 @@ import CMosquitto
 import IBeaconCore
 import IBeaconHost
 import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import SystemPackage
 
 /// How to reach a broker: its URL and the credentials, TLS files and Last Will.
 public struct MQTTClientSettings: Sendable {
@@ -103,7 +98,7 @@ public final class MosquittoConnection: MQTTConnection, @unchecked Sendable {
         _ = mosquittoLibrary
         self.settings = settings
         guard let m = mosquitto_new(settings.clientID, true, nil) else {
-            throw MQTTSettingError("cannot create an MQTT client (mosquitto_new: \(String(cString: strerror(errno))))")
+            throw MQTTSettingError("cannot create an MQTT client (mosquitto_new: \(Sys.lastErrno))")
         }
         mosq = m
         mosquitto_user_data_set(m, Unmanaged.passUnretained(callbacks).toOpaque())
@@ -208,7 +203,7 @@ public final class MosquittoConnection: MQTTConnection, @unchecked Sendable {
 
     /// `mosquitto_strerror`, or the errno text for MOSQ_ERR_ERRNO.
     static func describe(_ rc: Int32) -> String {
-        if rc == MOSQ_ERR_ERRNO.rawValue { return String(cString: strerror(errno)) }
+        if rc == MOSQ_ERR_ERRNO.rawValue { return Sys.lastErrno.description }
         return String(cString: mosquitto_strerror(rc))
     }
 
@@ -216,21 +211,11 @@ public final class MosquittoConnection: MQTTConnection, @unchecked Sendable {
         guard !started.exchange(true, ordering: .sequentiallyConsistent) else { return }
         callbacks.handler = handler
         callbacks.subscriptions = settings.subscriptions
-        var thread = pthread_t()
-        let context = Unmanaged.passRetained(self).toOpaque()
-        let rc = pthread_create(
-            &thread, nil,
-            { arg in
-                guard let arg else { return nil }
-                Unmanaged<MosquittoConnection>.fromOpaque(arg).takeRetainedValue().run()
-                return nil
-            }, context)
-        if rc == 0 {
-            pthread_detach(thread)
-        } else {
-            Unmanaged<MosquittoConnection>.fromOpaque(context).release()
+        do throws(Errno) {
+            try Sys.spawnThread { self.run() }.detach()
+        } catch {
             finished.store(true, ordering: .sequentiallyConsistent)
-            handler.connectionDown("cannot start the MQTT thread (pthread_create: \(String(cString: strerror(rc))))")
+            handler.connectionDown("cannot start the MQTT thread (pthread_create: \(error))")
         }
     }
 
@@ -258,37 +243,31 @@ public final class MosquittoConnection: MQTTConnection, @unchecked Sendable {
         stopping.store(true, ordering: .sequentiallyConsistent)
     }
 
-    /// Seconds on the monotonic clock.
-    private static func monotonic() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-    }
-
     /// Sleeps `seconds` in 50 ms steps, returning early when stopping.
     private func pause(_ seconds: Double) {
-        let end = Self.monotonic() + seconds
-        while !stopping.load(ordering: .sequentiallyConsistent) && Self.monotonic() < end {
-            usleep(50_000)
+        let end = Sys.monotonicSeconds() + seconds
+        while !stopping.load(ordering: .sequentiallyConsistent) && Sys.monotonicSeconds() < end {
+            Sys.sleepBlocking(nanoseconds: 50_000_000)
         }
     }
+
+    /// The waits before reconnecting: 1 s doubling to 30 s, from 1 s again once connected.
+    static let reconnecting = RetryPolicy(firstDelay: .seconds(1), maximumDelay: .seconds(30))
 
     /// The client's thread: connect, loop, and on any failure wait and reconnect, until closed.
     private func run() {
         defer { finished.store(true, ordering: .sequentiallyConsistent) }
-        let backoff = (first: 1.0, maximum: 30.0)
-        var delay = backoff.first
-        var attemptStarted = Self.monotonic()
+        var delays = Self.reconnecting.delays()
+        var attemptStarted = Sys.monotonicSeconds()
         var rc = connect()
         var socketOpen = rc == MOSQ_ERR_SUCCESS.rawValue
         if !socketOpen { callbacks.handler?.connectionDown("cannot connect (\(Self.describe(rc)))") }
         while !stopping.load(ordering: .sequentiallyConsistent) {
             if !socketOpen {
                 if callbacks.closing.load(ordering: .sequentiallyConsistent) { return }
-                pause(delay)
-                delay = min(delay * 2, backoff.maximum)
+                pause(delays.next().seconds)
                 if stopping.load(ordering: .sequentiallyConsistent) { return }
-                attemptStarted = Self.monotonic()
+                attemptStarted = Sys.monotonicSeconds()
                 rc = connect()
                 socketOpen = rc == MOSQ_ERR_SUCCESS.rawValue
                 if !socketOpen {
@@ -308,8 +287,8 @@ public final class MosquittoConnection: MQTTConnection, @unchecked Sendable {
             if callbacks.closing.load(ordering: .sequentiallyConsistent) {
                 continue  // handing over the last messages and the DISCONNECT: no timeout to judge
             } else if callbacks.connected.load(ordering: .sequentiallyConsistent) {
-                delay = backoff.first
-            } else if Self.monotonic() - attemptStarted > settings.connectTimeout {
+                delays.reset()
+            } else if Sys.monotonicSeconds() - attemptStarted > settings.connectTimeout {
                 // A listener that never answers the CONNECT: try again (reconnecting closes the socket).
                 callbacks.handler?.connectionDown(
                     "no answer to the MQTT CONNECT within \(Int(settings.connectTimeout)) s")

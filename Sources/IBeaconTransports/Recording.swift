@@ -29,7 +29,7 @@ public final class BTSnoopFileRecorder: PacketRecorder {
         self.path = path
         self.clock = clock ?? { Sys.realtimeMicroseconds() }
         self.logger = logger
-        let fd = try ProfileStore.createForRecording(path, overwrite: overwrite, avoiding: avoiding)
+        let fd = try SafeFile.createForRecording(path, overwrite: overwrite, avoiding: avoiding)
         do throws(Errno) {
             try Sys.writeAll(fd, BTSnoop.fileHeader())
         } catch {

@@ -243,6 +243,9 @@ extension Sys {
 
         /// `pthread_equal(pthread_self(), …)`.
         var isCurrent: Bool { pthread_equal(pthread_self(), handle) != 0 }
+
+        /// `pthread_detach(3)`: the thread's resources go when it ends; never join it then.
+        func detach() { _ = pthread_detach(handle) }
     }
 
     private final class ThreadBody {
@@ -275,6 +278,13 @@ extension Sys {
     static func sleepBlocking(nanoseconds: Int) {
         var ts = timespec(tv_sec: nanoseconds / 1_000_000_000, tv_nsec: nanoseconds % 1_000_000_000)
         _ = nanosleep(&ts, nil)
+    }
+
+    /// `clock_gettime(CLOCK_MONOTONIC)` in seconds.
+    static func monotonicSeconds() -> Double {
+        var ts = timespec()
+        _ = clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
     }
 
     /// `clock_gettime(CLOCK_REALTIME)` in microseconds since the Unix epoch.

@@ -127,3 +127,17 @@ private func drive(
         #expect(clock.now.offset == .zero)
     }
 }
+
+/// `RetryPolicy.Delays`: the schedule taken one wait at a time, by a loop on a thread of its own
+/// (the MQTT client's reconnects) that cannot `run`.
+@Suite struct RetryPolicyDelaysTests {
+    @Test func theWaitsDoubleUpToTheMaximumAndStartAgainAfterAReset() {
+        var delays = RetryPolicy(firstDelay: .seconds(1), maximumDelay: .seconds(30)).delays()
+        #expect(delays.upcoming == .seconds(1))
+        let taken = (0..<7).map { _ in delays.next() }
+        #expect(taken == [1, 2, 4, 8, 16, 30, 30].map { Duration.seconds($0) })
+        delays.reset()
+        #expect(delays.next() == .seconds(1))
+        #expect(delays.next() == .seconds(2))
+    }
+}

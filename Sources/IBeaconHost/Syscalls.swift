@@ -264,7 +264,7 @@ package enum Sys {
     static func effectiveUserID() -> UInt32 { UInt32(geteuid()) }
 
     /// `getpid(2)`.
-    static func processID() -> Int32 { getpid() }
+    package static func processID() -> Int32 { getpid() }
 
     /// Whether a process with this ID exists (`kill(pid, 0)`; EPERM means it exists).
     package static func processExists(_ pid: Int32) -> Bool {

@@ -2,10 +2,6 @@ import IBeaconCore
 import IBeaconHost
 import Logging
 
-#if canImport(Glibc)
-    import Glibc
-#endif
-
 /// The one place that turns `--device` into an `Adapter`, and that holds the rule choosing the
 /// path: `hciN` goes through the kernel's management interface when the kernel serves it
 /// (`ControllerPath.forListedAdapter`), `raw:hciN`, `serial:` and `tcp:` over HCI this host
@@ -141,7 +137,7 @@ public struct AdapterOpener: Sendable {
     /// cycle could give their numbers to another program that `stop` would then take them from.
     static func startGuardian(adapter: String, logger: Logger) {
         // Without /proc nothing tells a gone advertiser from a live one (and no record is written).
-        guard let me = ProcessTable.system.identity(getpid()) else { return }
+        guard let me = ProcessTable.system.identity(Sys.processID()) else { return }
         let arguments = [
             ownExecutablePath(), "stop", "--device", adapter, "--after-exit-of", "\(me.pid)", "--start-time",
             "\(me.startTime)",

@@ -1,4 +1,3 @@
-import Glibc
 import IBeaconHost
 
 /// What a command may ask of the process it runs in — its environment and the wall clock —
@@ -20,7 +19,7 @@ public enum ProcessContext {
     public static var hostName: String { Sys.hostName() ?? "localhost" }
 
     /// This process's id (`getpid(2)`).
-    public static var processID: Int32 { getpid() }
+    public static var processID: Int32 { Sys.processID() }
 }
 
 extension SystemdNotifier {

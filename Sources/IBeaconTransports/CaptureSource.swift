@@ -199,8 +199,9 @@ public struct CaptureSightingSource: SightingSource {
             let index = record.controllerIndex ?? 0
             guard let packet = record.packet, packet.type == .event, record.direction == .received else { continue }
             let body = packet.body
-            if body.count >= 12, body[0] == 0x0E, body[3] == 0x09, body[4] == 0x10, body[5] == 0x00,
-                addresses[index] == nil, let address = try? BDAddress(littleEndian: Array(body[6..<12]))
+            if body.count >= 12, body[0] == HCIEventCode.commandComplete.rawValue,
+                Self.opcode(body, at: 3) == .readBDAddr, body[5] == HCIStatus.success.rawValue, addresses[index] == nil,
+                let address = try? BDAddress(littleEndian: Array(body[6..<12]))
             {
                 addresses[index] = address
             }
@@ -213,7 +214,14 @@ public struct CaptureSightingSource: SightingSource {
     /// An LE Meta event (0x3E) whose subevent is Advertising Report (0x02) or Extended
     /// Advertising Report (0x0D): checked on the raw bytes, so other events cost no decoding.
     static func isAdvertisingReport(_ body: [UInt8]) -> Bool {
-        body.count >= 3 && body[0] == 0x3E && (body[2] == 0x02 || body[2] == 0x0D)
+        body.count >= 3 && body[0] == HCIEventCode.leMeta.rawValue
+            && (body[2] == LEMetaSubevent.advertisingReport.rawValue
+                || body[2] == LEMetaSubevent.extendedAdvertisingReport.rawValue)
+    }
+
+    /// The opcode at `offset` of a packet body (little-endian), nil when the body is shorter.
+    static func opcode(_ body: [UInt8], at offset: Int) -> HCIOpcode? {
+        body.count >= offset + 2 ? HCIOpcode(rawValue: UInt16(body[offset]) | UInt16(body[offset + 1]) << 8) : nil
     }
 
     /// Whether a host-to-controller command turns scanning on (true) or off (false): LE Set
@@ -221,7 +229,9 @@ public struct CaptureSightingSource: SightingSource {
     /// (0x2042, §7.8.65), whose first parameter is `LE_Scan_Enable` / `Enable`. Nil for any
     /// other packet. Read on the raw bytes (opcode little-endian, length, parameters).
     static func scanEnable(_ body: [UInt8]) -> Bool? {
-        guard body.count >= 4, body[1] == 0x20, body[0] == 0x0C || body[0] == 0x42 else { return nil }
+        guard body.count >= 4, let opcode = opcode(body, at: 0),
+            opcode == .leSetScanEnable || opcode == .leSetExtendedScanEnable
+        else { return nil }
         return body[3] != 0
     }
 
@@ -339,7 +349,7 @@ private struct CaptureReplay {
             tracker.deaf(
                 Deafness(
                     .scanDisabled,
-                    "the capture's own \(packet.body[0] == 0x42 ? "LE Set Extended Scan Enable" : "LE Set Scan Enable") turned scanning off"
+                    "the capture's own \(CaptureSightingSource.opcode(packet.body, at: 0) == .leSetExtendedScanEnable ? "LE Set Extended Scan Enable" : "LE Set Scan Enable") turned scanning off"
                 ), at: time)
         }
         return true

@@ -258,16 +258,14 @@ extension MonitorRun {
         // Ticks drive exits and the initial outside: four a second keeps an exit within a
         // quarter of a second of its due time.
         try await source.scan(
-            tickInterval: .milliseconds(250), watchdog: watchdog,
+            tickInterval: .milliseconds(250), watchdog: watchdog, deadline: deadline,
             receive: { [self] sightings, t in
                 observe(sightings, at: t)
-                if let deadline, t >= deadline { return .stop }
                 return .proceed
             },
             reception: { [self] reception, t in receive(reception, at: t) },
             tick: { [self] t in
                 if advance(to: t) { started() }
-                if let deadline, t >= deadline { return .stop }
                 return .proceed
             })
     }

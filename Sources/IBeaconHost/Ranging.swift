@@ -70,17 +70,16 @@ public struct RangingRun: Sendable {
         let (includes, deadline, updates, tick) = (self.includes, self.deadline, self.updates, self.tick)
         var failure: (any Error)?
         do {
+            // The batch that reaches the deadline is ranged, then the run stops (a live scan's
+            // clock includes setting the controller up).
             try await source.scan(
-                tickInterval: .seconds(1),
+                tickInterval: .seconds(1), deadline: deadline,
                 receive: { sightings, t in
                     state.withLock { state in
                         for s in sightings where includes(s) { state.ranger.record(s, at: t) }
                         state.ranger.advance(to: t)
                         state.deliver(updates)
                     }
-                    // The batch that reaches the deadline is ranged, then the run stops (a live
-                    // scan's clock includes setting the controller up).
-                    if let deadline, t >= deadline { return .stop }
                     return .proceed
                 },
                 tick: { t in
@@ -89,9 +88,7 @@ public struct RangingRun: Sendable {
                         state.deliver(updates)
                         return state.latest
                     }
-                    if try await tick(t, latest) == .stop { return .stop }
-                    if let deadline, t >= deadline { return .stop }
-                    return .proceed
+                    return try await tick(t, latest)
                 })
         } catch {
             failure = error

@@ -57,22 +57,27 @@ extension SightingSource {
     public func scan(
         tickInterval: Duration,
         watchdog: Duration?,
+        deadline: Double? = nil,
         receive: @escaping @Sendable ([Sighting], Double) -> ScanControl,
         reception: @escaping @Sendable (Reception, Double) -> Void,
         tick: @escaping @Sendable (Double) async throws -> ScanControl
     ) async throws {
         try await scan(
             ScanRequest(
-                tickInterval: tickInterval, watchdog: watchdog, receive: receive, reception: reception, tick: tick))
+                tickInterval: tickInterval, watchdog: watchdog, deadline: deadline, receive: receive,
+                reception: reception, tick: tick))
     }
 
     /// Scans without a watchdog, not told whether the receiver can hear (`scan`, `calibrate`).
     public func scan(
         tickInterval: Duration,
+        deadline: Double? = nil,
         receive: @escaping @Sendable ([Sighting], Double) -> ScanControl,
         tick: @escaping @Sendable (Double) async throws -> ScanControl
     ) async throws {
-        try await scan(tickInterval: tickInterval, watchdog: nil, receive: receive, reception: { _, _ in }, tick: tick)
+        try await scan(
+            tickInterval: tickInterval, watchdog: nil, deadline: deadline, receive: receive, reception: { _, _ in },
+            tick: tick)
     }
 }
 
@@ -81,6 +86,9 @@ extension SightingSource {
 public struct ScanRequest: Sendable {
     public var tickInterval: Duration
     public var watchdog: Duration?
+    /// Source time at which the scan stops (`--duration`), whatever the callbacks say: the
+    /// batch or tick that reaches it is handled, then the scan stops. nil: no deadline.
+    public var deadline: Double?
     public var receive: @Sendable ([Sighting], Double) -> ScanControl
     public var reception: @Sendable (Reception, Double) -> Void
     public var tick: @Sendable (Double) async throws -> ScanControl
@@ -88,15 +96,27 @@ public struct ScanRequest: Sendable {
     public init(
         tickInterval: Duration,
         watchdog: Duration?,
+        deadline: Double? = nil,
         receive: @escaping @Sendable ([Sighting], Double) -> ScanControl,
         reception: @escaping @Sendable (Reception, Double) -> Void,
         tick: @escaping @Sendable (Double) async throws -> ScanControl
     ) {
         self.tickInterval = tickInterval
         self.watchdog = watchdog
-        self.receive = receive
+        self.deadline = deadline
         self.reception = reception
-        self.tick = tick
+        guard let deadline else {
+            (self.receive, self.tick) = (receive, tick)
+            return
+        }
+        self.receive = { sightings, t in
+            let control = receive(sightings, t)
+            return t >= deadline ? .stop : control
+        }
+        self.tick = { t in
+            let control = try await tick(t)
+            return t >= deadline ? .stop : control
+        }
     }
 
     /// Follows whether the receiver can hear, reporting each change to `reception`; its

@@ -178,23 +178,20 @@ struct ScanCommand: AsyncParsableCommand {
     func printReports(_ source: any SightingSource, flushSize: Int) async -> (any Error)? {
         let pending = Mutex(JSONLineBuffer())
         let filter = self.filter
-        let deadline = stopAfter.seconds
         let reportJSON = Sighting.ReportJSON.shared
         var failure: (any Error)?
         do {
             try await source.scan(
-                tickInterval: .seconds(1),
+                tickInterval: .seconds(1), deadline: stopAfter.seconds,
                 receive: { sightings, t in
                     pending.withLock { pending in
                         for s in sightings where filter.matches(s) { reportJSON.append(s, t: t, to: &pending) }
                         if pending.count >= flushSize { pending.flush() }
                     }
-                    if let deadline, t >= deadline { return .stop }
                     return .proceed
                 },
                 tick: { t in
                     pending.withLock { $0.flush() }
-                    if let deadline, t >= deadline { return .stop }
                     return .proceed
                 })
         } catch {

@@ -74,3 +74,31 @@ import Testing
         #expect(receptions.withLock { $0 } == [.deaf(deafness), .hearing])
     }
 }
+
+/// The scan deadline is on the seam (issue 31 step 2): the request stops at it, whatever the
+/// callbacks say, after handing them the batch or tick that reaches it.
+@Suite struct ScanDeadlineTests {
+    @Test func theRequestStopsAtItsDeadlineAfterTheCallbacks() async throws {
+        let seen = Mutex<[Double]>([])
+        let request = ScanRequest(
+            tickInterval: .seconds(1), watchdog: nil, deadline: 5,
+            receive: { _, t in
+                seen.withLock { $0.append(t) }
+                return .proceed
+            }, reception: { _, _ in },
+            tick: { t in
+                seen.withLock { $0.append(-t) }
+                return t < 2 ? .proceed : .stop
+            })
+        #expect(request.receive([], 4.9) == .proceed)
+        #expect(request.receive([], 5) == .stop)
+        #expect(try await request.tick(1) == .proceed)
+        #expect(try await request.tick(3) == .stop)  // the callback's own stop still counts
+        #expect(try await request.tick(6) == .stop)
+        #expect(seen.withLock { $0 } == [4.9, 5, -1, -3, -6])
+        let open = ScanRequest(
+            tickInterval: .seconds(1), watchdog: nil, receive: { _, _ in .proceed }, reception: { _, _ in },
+            tick: { _ in .proceed })
+        #expect(open.deadline == nil && open.receive([], 1e9) == .proceed)
+    }
+}

@@ -259,7 +259,8 @@ public struct ControllerAdapter: Adapter {
     static func describe(_ info: ControllerInfo, name: String) -> AdapterDescription {
         let version = info.version
         let json = JSONObject([
-            ("device", .string(name)), ("address", .string(info.address.description)),
+            ("device", .string(name)), ("path", .string(ControllerPath.raw.rawValue)),
+            ("address", .string(info.address.description)),
             ("hciVersion", .nullable(version.map { Int($0.hciVersion) })),
             ("hciVersionName", .nullable(version.map { coreVersionName($0.hciVersion) })),
             ("lmpVersion", .nullable(version.map { Int($0.lmpVersion) })),

@@ -46,6 +46,8 @@ def test_info_tcp_extended_controller(harness_factory, ibeacon_bin):
     assert info['address'].upper() == DUT_ADDRESS
     assert info['extendedAdvertising'] is True
     assert info['device'] == h.device_spec
+    # One schema's head for both paths (issue 31): device, path, address, as the kernel's info.
+    assert list(info)[:3] == ['device', 'path', 'address'] and info['path'] == 'raw'
     # LE feature bit 12 (LE Extended Advertising, Vol 6 Part B 4.6) in the raw mask too.
     assert int(info['leFeatures'], 16) & (1 << 12)
 

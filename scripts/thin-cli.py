@@ -10,8 +10,12 @@ Forbidden: the C library (Glibc, Musl, Darwin), Dispatch, Foundation in every fo
 System) and the C modules (CBlueZ, CMosquitto). Any import form counts: `import Glibc`,
 `@preconcurrency import Dispatch`, `import struct Glibc.timespec`, inside `#if` or not.
 
-Prints `FILE:LINE: imports MODULE: ...` for each one and exits 1 when there is one, 0 otherwise,
-2 on a usage error or an unreadable file. Runs on the Python standard library only.
+It also keeps the CLI to parsing and printing by size (issue 31): no file over 250 lines, and
+all of them together under 2,000; library work goes to Host or Transports, where it is tested.
+
+Prints `FILE:LINE: imports MODULE: ...` for each one (and `FILE: N lines` / `N lines in all` for
+the size rule) and exits 1 when there is one, 0 otherwise, 2 on a usage error or an unreadable
+file. Runs on the Python standard library only.
 """
 
 from __future__ import annotations
@@ -27,6 +31,20 @@ FORBIDDEN_PREFIXES = ('Foundation',)
 IMPORT = re.compile(
     r'^\s*(?:@[\w()]+\s+)*import\s+(?:(?:typealias|struct|class|enum|protocol|let|var|func)\s+)?([A-Za-z_]\w*)'
 )
+
+
+MAX_FILE_LINES = 250
+MAX_TOTAL_LINES = 1999
+
+
+def size_violations(sizes: dict[str, int]) -> list[str]:
+    """What breaks the size rule, given each file's line count."""
+    found = [f'{name}: {n} lines (at most {MAX_FILE_LINES} a file)' for name, n in sizes.items()
+             if n > MAX_FILE_LINES]
+    total = sum(sizes.values())
+    if total > MAX_TOTAL_LINES:
+        found.append(f'{total} lines in all (under 2,000 for the CLI target)')
+    return found
 
 
 def forbidden(module: str) -> bool:
@@ -55,18 +73,23 @@ def main(argv: list[str]) -> int:
         print('usage: scripts/thin-cli.py PATH...', file=sys.stderr)
         return 2
     status = 0
+    sizes: dict[str, int] = {}
     for file in swift_files(argv):
         try:
             source = file.read_text(encoding='utf-8')
         except OSError as e:
             print(f'{file}: cannot read: {e.strerror}', file=sys.stderr)
             return 2
+        sizes[str(file)] = len(source.splitlines())
         for line, module in violations(source):
             print(
                 f'{file}:{line}: imports {module}: the CLI target stays thin (no system calls, files, '
                 'environment or clocks of its own); do it in IBeaconTransports or IBeaconHost and call that'
             )
             status = 1
+    for problem in size_violations(sizes):
+        print(f'{problem}: the CLI parses and prints; move library work to IBeaconHost or IBeaconTransports')
+        status = 1
     return status
 
 

@@ -43,7 +43,6 @@ struct DecodeCommand: AsyncParsableCommand {
         guard !bytes.isEmpty else { throw CLIError("decode: no bytes given", code: Exit.dataError) }
         return bytes
     }
-
 }
 
 extension AdvertisingDecoder.InputKind: ExpressibleByArgument {}

@@ -1,5 +1,4 @@
 import ArgumentParser
-import IBeaconCore
 import IBeaconHost
 import IBeaconTransports
 import Logging

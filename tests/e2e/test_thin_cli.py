@@ -79,3 +79,16 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
     assert subprocess.run([sys.executable, str(SCRIPT)], capture_output=True).returncode == 2
     missing = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / 'missing.swift')], capture_output=True)
     assert missing.returncode == 2
+
+
+def test_the_size_rule_counts_each_file_and_the_whole() -> None:
+    assert thin_cli.size_violations({f'{n}.swift': 250 for n in range(7)} | {'z.swift': 249}) == []
+    assert thin_cli.size_violations({'a.swift': 251}) == ['a.swift: 251 lines (at most 250 a file)']
+    assert thin_cli.size_violations({f'{n}.swift': 200 for n in range(10)}) == [
+        '2000 lines in all (under 2,000 for the CLI target)']
+
+
+def test_the_cli_target_keeps_the_size_rule() -> None:
+    r = subprocess.run([sys.executable, str(SCRIPT), str(REPO_ROOT / 'Sources' / 'ibeacon')], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -2,12 +2,12 @@ import IBeaconCore
 
 extension CalibrationResult {
     /// `calibrate --json`: the result as one object, with what was done with it.
-    public func jsonLine(
+    public func json(
         target: CalibrationTarget, refusal: CalibrationRefusal?, forced: Bool, previous: Int8?, written: Bool,
         file: String?
     ) -> String {
         let result = self
-        return IBeaconCore.jsonLine([
+        return jsonLine([
             "uuid": target.proximityUUID.uuidString, "major": Int(target.major), "minor": Int(target.minor),
             "address": result.address.description, "measuredPower": result.measuredPower,
             "estimate": result.estimate, "interval95": result.halfWidth95, "spread": result.spread,

@@ -223,7 +223,7 @@ struct CalibrateCommand: AsyncParsableCommand {
         refusal: CalibrationRefusal?, written: Bool
     ) {
         printOut(
-            result.jsonLine(
+            result.json(
                 target: target, refusal: refusal, forced: force, previous: destination.existing?.measuredPower,
                 written: written, file: destination.path))
     }

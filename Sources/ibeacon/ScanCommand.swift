@@ -167,7 +167,7 @@ struct ScanCommand: AsyncParsableCommand {
     static func write(_ update: RangingUpdate, _ output: Output, to pending: inout JSONLineBuffer) {
         for b in update.beacons {
             switch output {
-            case .json: pending.append(b.jsonLine(t: update.time) + "\n")
+            case .json: pending.append(b.json(t: update.time) + "\n")
             case .lines: pending.append(update.time.fixed(1) + " " + RangingTableLayout.full.row(b) + "\n")
             case .live, .reports: break
             }

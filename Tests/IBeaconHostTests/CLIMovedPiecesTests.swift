@@ -251,7 +251,7 @@ final class MonitorLines: Sendable {
             text.last
                 == (result.precisionReached
                     ? "precision ±1.0 dB reached" : "precision ±1.0 dB NOT reached within 3 min"))
-        let json = result.jsonLine(
+        let json = result.json(
             target: target, refusal: nil, forced: false, previous: -59, written: true, file: "p.json")
         #expect(json.hasPrefix(#"{"uuid":"\#(uuid.uuidString)","major":1,"minor":772,"address":"D0:00:00:00:00:01""#))
         #expect(

@@ -50,14 +50,17 @@ def test_signal_honoured_within_2s_while_the_controller_grants_no_credit(
     harness_factory, ibeacon_bin: Path, tmp_path: Path, sig: int
 ):
     """With a 60 s timeout and no credit, a signal still ends advertise within 2 s."""
-    h = harness_factory('--credits', '0')
+    h = harness_factory('--credits', '0', '--trace')
     profile = write_profile(tmp_path / 'p.json')
     proc = subprocess.Popen(
         [str(ibeacon_bin), 'advertise', '--profile', str(profile), '--device', h.device_spec, '--timeout', '60'],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
-    time.sleep(1.0)  # Reset answered with 0 credits; the next command now waits for a credit
+    # The first command's answer has gone out with 0 credits: the next command now waits for a
+    # credit that never comes (a command after that one would mean the wait was not kept).
+    h.wait_for(lambda e: e['event'] == 'hci' and e['dir'] == 'out', timeout=30)
     assert proc.poll() is None
+    assert len([e for e in h.events('hci') if e['dir'] == 'in' and e.get('type') == 'cmd']) == 1
     rc, elapsed, _, err = stop_process(proc, sig)
     assert elapsed < 2.0, (elapsed, err)
     assert rc != 0 and rc < 128 + 32 and rc > 0, (rc, err)
@@ -70,13 +73,14 @@ def test_signal_honoured_within_2s_while_the_controller_is_silent(
     """The controller stops answering (LE Set Advertising Enable is never answered; --timeout 30),
     so advertise can neither finish starting nor clean up: a signal still ends it within 2 s,
     with 128 + signo and a hint to check with `ibeacon stop`."""
-    h = harness_factory('--features', 'legacy', '--fail', '0x200A=none')
+    h = harness_factory('--features', 'legacy', '--fail', '0x200A=none', '--trace')
     profile = write_profile(tmp_path / 'p.json')
     proc = subprocess.Popen(
         [str(ibeacon_bin), 'advertise', '--profile', str(profile), '--device', h.device_spec, '--timeout', '30'],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
-    time.sleep(1.5)  # advertise now waits for the answer that never comes
+    # advertise now waits for the answer to LE Set Advertising Enable that never comes.
+    h.wait_for(lambda e: e['event'] == 'hci' and e['dir'] == 'in' and e.get('opcode') == '0x200A', timeout=30)
     assert proc.poll() is None
     rc, elapsed, _, err = stop_process(proc, sig)
     assert elapsed < 2.0, (elapsed, err)
@@ -147,7 +151,9 @@ def test_hardware_error_storm_is_recovered_from_once(harness_factory, ibeacon_bi
     done = h.wait_for(lambda e: e['event'] == 'flood', timeout=10)
     storm_end = time.monotonic()
     back = h.wait_for(lambda e: e['event'] == 'adv' and e['t'] >= storm_end, timeout=25)
-    time.sleep(2.0)  # before the fix, each queued event re-applied advertising every 0.25 s
+    # Two quiet seconds in which nothing must happen (not a wait for a condition: before the fix,
+    # each queued event re-applied advertising every 0.25 s, and more load only shows fewer).
+    time.sleep(2.0)
     rc, elapsed, _, err = stop_process(proc, signal.SIGTERM)
     assert rc == 0, err[-2000:]
     reapplied = err.count('; re-applying advertising')

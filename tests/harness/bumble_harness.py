@@ -353,6 +353,20 @@ def adv_delay(controller: 'HarnessController') -> float:
     return controller.rng.uniform(0.0, 0.010) if controller.use_adv_delay else 0.0
 
 
+def call_at_next_event(advertiser: object, period: float, callback) -> asyncio.TimerHandle:
+    """Schedule the advertiser's next event `period` after its previous one was due, not after
+    the late moment the timer fired: a controller's advertising events are kept by its own
+    clock, whatever the host's load, so a busy test machine delays PDUs but does not drop them
+    (nor fewer reach a scanner per second). After a stall of more than a second the schedule
+    starts again from now instead of sending the backlog in one burst."""
+    loop = asyncio.get_running_loop()
+    now = loop.time()
+    due = getattr(advertiser, '_harness_due', None)
+    due = now + period if due is None or due + period < now - 1.0 else due + period
+    setattr(advertiser, '_harness_due', due)
+    return loop.call_at(due, callback)
+
+
 def make_legacy_pdu(adv_type: int, address: hci.Address, data: bytes, target: hci.Address) -> ll.AdvertisingPdu:
     if adv_type == 0x00:
         return ll.AdvInd(advertiser_address=address, data=data)
@@ -370,9 +384,7 @@ class HarnessLegacyAdvertiser(bumble_controller.LegacyAdvertiser):
         # PATCH(2): interval in units of 0.625 ms, plus advDelay.
         controller: HarnessController = self.controller  # type: ignore[assignment]
         interval = max(self.advertising_interval_min, 0x0020) * 0.000625
-        self.timer_handle = asyncio.get_running_loop().call_later(
-            interval + adv_delay(controller), self._on_timer_fired
-        )
+        self.timer_handle = call_at_next_event(self, interval + adv_delay(controller), self._on_timer_fired)
 
     def send_advertising_data(self) -> None:
         if not self.enabled:
@@ -402,9 +414,8 @@ class HarnessAdvertisingSet(bumble_controller.AdvertisingSet):
             else 1.0
         )
         controller: HarnessController = self.controller  # type: ignore[assignment]
-        self.timer_handle = asyncio.get_running_loop().call_later(
-            max(interval, 0.02) + adv_delay(controller),
-            self._on_extended_advertising_timer_fired,
+        self.timer_handle = call_at_next_event(
+            self, max(interval, 0.02) + adv_delay(controller), self._on_extended_advertising_timer_fired
         )
 
     def send_extended_advertising_data(self) -> None:

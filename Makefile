@@ -12,7 +12,7 @@ VENV_APT_PACKAGES := python3 python3-venv
 PROFILE ?= profiles/store12.json
 DEVICE ?= hci0
 
-.PHONY: all help deps test-deps venv-deps build debug venv test unit e2e lint format install uninstall demo run bench fuzz clean
+.PHONY: all help deps test-deps venv-deps build debug venv test test-loaded unit e2e lint format install uninstall demo run bench fuzz clean
 
 all: deps build ## install missing build dependencies, then build the release binary
 
@@ -84,6 +84,11 @@ e2e: test-deps venv debug ## end-to-end tests against the Bumble emulated contro
 	IBEACON_BIN=$(CURDIR)/.build/debug/ibeacon $(PYTHON) -m pytest -q -n $(E2E_JOBS) --dist load $(E2E_ARGS) tests/e2e
 
 test: test-deps unit e2e ## everything that runs without a Bluetooth kernel: unit, CLI and end-to-end tests
+
+LOAD_RUNS ?= 5
+LOAD_HOGS ?= 2
+test-loaded: ## make test $(LOAD_RUNS) times in a row beside $(LOAD_HOGS) CPU hogs; stops at the first failure
+	scripts/load-series.sh $(LOAD_RUNS) $(LOAD_HOGS)
 
 # Functions of every target (the CLI, the libraries, the test support, the tools) stay under 60
 # code lines: a longer one is split into named steps (scripts/function-length.py says which and

@@ -38,10 +38,16 @@ class HarnessError(RuntimeError):
     pass
 
 
+# How long a harness may take to start (Python, Bumble's imports, the emulated controllers):
+# about a second on an idle machine, more than 10 s beside two CPU hogs and three other test
+# workers starting theirs. A bound for a harness that hangs, not a speed requirement.
+READY_TIMEOUT = 60.0
+
+
 class Harness:
     """The harness subprocess, its JSON-lines events and its control channel."""
 
-    def __init__(self, *args: str, ready_timeout: float = 10.0) -> None:
+    def __init__(self, *args: str, ready_timeout: float = READY_TIMEOUT) -> None:
         self.args = list(args)
         self._lock = threading.Condition()
         self._events: list[Event] = []
@@ -176,7 +182,7 @@ def harness_factory() -> Iterator[Callable[..., Harness]]:
     """Start harnesses with the given arguments; all are stopped at teardown."""
     started: list[Harness] = []
 
-    def start(*args: str, ready_timeout: float = 10.0) -> Harness:
+    def start(*args: str, ready_timeout: float = READY_TIMEOUT) -> Harness:
         harness = Harness(*args, ready_timeout=ready_timeout)
         started.append(harness)
         return harness

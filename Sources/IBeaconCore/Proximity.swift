@@ -2,8 +2,6 @@
     import Glibc
 #elseif canImport(Musl)
     import Musl
-#elseif canImport(Darwin)
-    import Darwin
 #endif
 
 /// Distance from RSSI by the log-distance path-loss model:

@@ -7,8 +7,6 @@
     import Glibc
 #elseif canImport(Musl)
     import Musl
-#elseif canImport(Darwin)
-    import Darwin
 #endif
 
 /// A beacon region as Core Location's `CLBeaconRegion` defines one: every beacon with a proximity

@@ -144,7 +144,7 @@ public struct AdapterDescription: Sendable {
 ///
 /// An opened adapter serves one operation: each closes what it opened when it ends (a
 /// `SightingSource` is closed by its consumer).
-public protocol Adapter: Sendable {
+public protocol Adapter: AsyncClosable {
     /// What to call the adapter in messages: `hci0`, `raw:hci0`, `serial:/dev/ttyACM0,115200`.
     var name: String { get }
 

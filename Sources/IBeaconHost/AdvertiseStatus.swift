@@ -28,18 +28,15 @@ public final class AdvertiseStatus: Sendable {
     public static func name(of spec: BeaconSpec) -> String { Profile.name(ofFile: spec.label) }
 
     /// The beacons are on the air (`status`), being put back after `cause`, or stopped.
+    /// A status, when given, replaces each beacon's TX power and address; without one they stay.
     public func update(_ newState: BeaconRunState, status: AdvertisingStatus? = nil, cause: String? = nil) {
-        update(
-            newState, txPower: status.map { $0.beacons.map { $0.txPower.map { Int($0) } } },
-            addresses: status.map { $0.beacons.map { $0.address?.description } }, cause: cause)
-    }
-
-    func update(_ newState: BeaconRunState, txPower: [Int?]?, addresses: [String?]?, cause: String?) {
         let now = iso8601(unixSeconds: wallClock(), milliseconds: true)
         let s = state.withLock { s in
             s.state = newState
-            if let txPower { s.txPower = txPower }
-            if let addresses { s.addresses = addresses }
+            if let status {
+                s.txPower = status.beacons.map { $0.txPower.map { Int($0) } }
+                s.addresses = status.beacons.map { $0.address?.description }
+            }
             if let cause {
                 s.lastRecovery = now
                 s.cause = cause

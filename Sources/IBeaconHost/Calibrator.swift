@@ -360,34 +360,35 @@ public struct Calibrator: Sendable {
     ) async throws -> CalibrationResult {
         let state = Mutex(Progress(collector: CalibrationCollector(target: target, settings: settings)))
         try await source.scan(
-            tickInterval: progressInterval,
-            receive: { sightings, time in
-                state.withLock { state in
-                    state.time = max(state.time, time)
-                    do throws(CalibrationError) {
-                        for s in sightings where try state.collector.add(s, at: time) == .done { return .stop }
-                    } catch {
-                        state.failure = error
-                        return .stop
+            ScanRequest(
+                tickInterval: progressInterval,
+                receive: { sightings, time in
+                    state.withLock { state in
+                        state.time = max(state.time, time)
+                        do throws(CalibrationError) {
+                            for s in sightings where try state.collector.add(s, at: time) == .done { return .stop }
+                        } catch {
+                            state.failure = error
+                            return .stop
+                        }
+                        return .proceed
                     }
-                    return .proceed
-                }
-            },
-            tick: { time in
-                let (collector, elapsed, decision) = state.withLock {
-                    state -> (CalibrationCollector, Duration, ScanControl) in
-                    state.time = max(state.time, time)
-                    do throws(CalibrationError) {
-                        let done = try state.collector.check(at: state.time) == .done
-                        return (state.collector, .seconds(state.time), done ? .stop : .proceed)
-                    } catch {
-                        state.failure = error
-                        return (state.collector, .seconds(state.time), .stop)
+                },
+                tick: { time in
+                    let (collector, elapsed, decision) = state.withLock {
+                        state -> (CalibrationCollector, Duration, ScanControl) in
+                        state.time = max(state.time, time)
+                        do throws(CalibrationError) {
+                            let done = try state.collector.check(at: state.time) == .done
+                            return (state.collector, .seconds(state.time), done ? .stop : .proceed)
+                        } catch {
+                            state.failure = error
+                            return (state.collector, .seconds(state.time), .stop)
+                        }
                     }
-                }
-                progress(collector, elapsed)
-                return decision
-            })
+                    progress(collector, elapsed)
+                    return decision
+                }))
         // Cancelled (the user interrupted): the samples so far are no result.
         try Task.checkCancellation()
         let (collector, failure, time) = state.withLock { ($0.collector, $0.failure, $0.time) }

@@ -171,11 +171,8 @@ public actor ControllerClient {
     /// Sends `command` and returns its decoded return parameters.
     public func execute<C: HCICommand>(_ command: C, timeout: Duration? = nil) async throws -> C.ReturnParameters {
         let bytes = try await exchange(command.packet, opcode: C.opcode, timeout: timeout ?? defaultTimeout)
-        var reader = ByteReader(bytes)
         do {
-            let result = try C.ReturnParameters(decoding: &reader)
-            try reader.expectEnd("return parameters of \(C.opcode)")
-            return result
+            return try C.decodeReturn(bytes)
         } catch {
             throw ControllerError.badReply(opcode: C.opcode, error)
         }

@@ -19,6 +19,10 @@ public enum FailureKind: Sendable, Equatable {
     case notFound
     /// A file cannot be written: read-only, permissions, directory missing (exit 73).
     case cannotWrite
+    /// Nothing to measure: the beacon was not heard, or too seldom (exit 68).
+    case notHeard
+    /// A capture file ends in a damaged record, after the complete ones were read (exit 79).
+    case damagedCapture
     /// As the transport's failure of this kind.
     case transport(TransportError.Kind)
 }
@@ -90,6 +94,16 @@ extension FileError: ClassifiedError {
         case .locked: .tempFail
         case .badData: .badData
         case .io: .io
+        }
+    }
+}
+
+extension CalibrationError: ClassifiedError {
+    public var failureKind: FailureKind {
+        switch self {
+        case .notHeard, .tooFewSamples: .notHeard
+        case .rssiNotAvailable: .unavailable
+        case .ambiguous: .badData
         }
     }
 }

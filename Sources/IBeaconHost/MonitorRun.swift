@@ -258,15 +258,16 @@ extension MonitorRun {
         // Ticks drive exits and the initial outside: four a second keeps an exit within a
         // quarter of a second of its due time.
         try await source.scan(
-            tickInterval: .milliseconds(250), watchdog: watchdog, deadline: deadline,
-            receive: { [self] sightings, t in
-                observe(sightings, at: t)
-                return .proceed
-            },
-            reception: { [self] reception, t in receive(reception, at: t) },
-            tick: { [self] t in
-                if advance(to: t) { started() }
-                return .proceed
-            })
+            ScanRequest(
+                tickInterval: .milliseconds(250), watchdog: watchdog, deadline: deadline,
+                receive: { [self] sightings, t in
+                    observe(sightings, at: t)
+                    return .proceed
+                },
+                reception: { [self] reception, t in receive(reception, at: t) },
+                tick: { [self] t in
+                    if advance(to: t) { started() }
+                    return .proceed
+                }))
     }
 }

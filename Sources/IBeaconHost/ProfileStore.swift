@@ -141,16 +141,6 @@ public enum ProfileStore {
     public static func create(_ path: String, _ bytes: [UInt8], overwrite: Bool) throws(FileError) {
         try SafeFile.create(path, bytes, overwrite: overwrite)
     }
-
-    /// Reads the MQTT password file (`SafeFile.readSecret`).
-    public static func readSecret(_ path: String) throws(FileError) -> (bytes: [UInt8], warnings: [String]) {
-        try SafeFile.readSecret(path)
-    }
-
-    /// What is wrong with a secret's file (`SafeFile.secretFileWarnings`).
-    public static func secretFileWarnings(path: String, mode: UInt32, owner: UInt32, user: UInt32) -> [String] {
-        SafeFile.secretFileWarnings(path: path, mode: mode, owner: owner, user: user)
-    }
 }
 
 extension Location {

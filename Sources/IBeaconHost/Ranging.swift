@@ -73,23 +73,24 @@ public struct RangingRun: Sendable {
             // The batch that reaches the deadline is ranged, then the run stops (a live scan's
             // clock includes setting the controller up).
             try await source.scan(
-                tickInterval: .seconds(1), deadline: deadline,
-                receive: { sightings, t in
-                    state.withLock { state in
-                        for s in sightings where includes(s) { state.ranger.record(s, at: t) }
-                        state.ranger.advance(to: t)
-                        state.deliver(updates)
-                    }
-                    return .proceed
-                },
-                tick: { t in
-                    let latest = state.withLock { state in
-                        state.ranger.advance(to: t)
-                        state.deliver(updates)
-                        return state.latest
-                    }
-                    return try await tick(t, latest)
-                })
+                ScanRequest(
+                    tickInterval: .seconds(1), deadline: deadline,
+                    receive: { sightings, t in
+                        state.withLock { state in
+                            for s in sightings where includes(s) { state.ranger.record(s, at: t) }
+                            state.ranger.advance(to: t)
+                            state.deliver(updates)
+                        }
+                        return .proceed
+                    },
+                    tick: { t in
+                        let latest = state.withLock { state in
+                            state.ranger.advance(to: t)
+                            state.deliver(updates)
+                            return state.latest
+                        }
+                        return try await tick(t, latest)
+                    }))
         } catch {
             failure = error
         }

@@ -52,33 +52,6 @@ public protocol SightingSource: Sendable {
 
 extension SightingSource {
     public var isLive: Bool { true }
-
-    /// Scans as `scan(_:)` does, with the request's parts named one by one.
-    public func scan(
-        tickInterval: Duration,
-        watchdog: Duration?,
-        deadline: Double? = nil,
-        receive: @escaping @Sendable ([Sighting], Double) -> ScanControl,
-        reception: @escaping @Sendable (Reception, Double) -> Void,
-        tick: @escaping @Sendable (Double) async throws -> ScanControl
-    ) async throws {
-        try await scan(
-            ScanRequest(
-                tickInterval: tickInterval, watchdog: watchdog, deadline: deadline, receive: receive,
-                reception: reception, tick: tick))
-    }
-
-    /// Scans without a watchdog, not told whether the receiver can hear (`scan`, `calibrate`).
-    public func scan(
-        tickInterval: Duration,
-        deadline: Double? = nil,
-        receive: @escaping @Sendable ([Sighting], Double) -> ScanControl,
-        tick: @escaping @Sendable (Double) async throws -> ScanControl
-    ) async throws {
-        try await scan(
-            tickInterval: tickInterval, watchdog: nil, deadline: deadline, receive: receive, reception: { _, _ in },
-            tick: tick)
-    }
 }
 
 /// What one `SightingSource.scan` reports to and how often (see the protocol's `scan(_:)`): the
@@ -95,10 +68,10 @@ public struct ScanRequest: Sendable {
 
     public init(
         tickInterval: Duration,
-        watchdog: Duration?,
+        watchdog: Duration? = nil,
         deadline: Double? = nil,
         receive: @escaping @Sendable ([Sighting], Double) -> ScanControl,
-        reception: @escaping @Sendable (Reception, Double) -> Void,
+        reception: @escaping @Sendable (Reception, Double) -> Void = { _, _ in },
         tick: @escaping @Sendable (Double) async throws -> ScanControl
     ) {
         self.tickInterval = tickInterval

@@ -4,8 +4,6 @@ import IBeaconCore
     import Glibc
 #elseif canImport(Musl)
     import Musl
-#elseif canImport(Darwin)
-    import Darwin
 #endif
 
 /// What a receiver 1 m from a beacon reports, as a model for the calibration simulations

@@ -2,8 +2,6 @@
     import Glibc
 #elseif canImport(Musl)
     import Musl
-#elseif canImport(Darwin)
-    import Darwin
 #endif
 
 /// SplitMix64 (Steele, Lea & Flood 2014): a small seeded generator, so every simulation, random

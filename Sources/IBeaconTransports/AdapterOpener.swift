@@ -173,15 +173,7 @@ public struct AdapterOpener: Sendable {
     /// throws: the scope of one command's use of the adapter.
     public func withAdapter<T: Sendable>(_ body: (any Adapter) async throws -> T) async throws -> T {
         let adapter = try await open()
-        let result: T
-        do {
-            result = try await body(adapter)
-        } catch {
-            await adapter.close()
-            throw error
-        }
-        await adapter.close()
-        return result
+        return try await adapter.closing { try await body(adapter) }
     }
 }
 

@@ -4,7 +4,7 @@ import Logging
 import SystemPackage
 
 /// A btsnoop capture that could not be read to its end.
-public struct CaptureError: Error, Sendable, CustomStringConvertible {
+public struct CaptureError: ClassifiedError, Sendable {
     public var path: String
     public var problem: BTSnoopError
     /// Complete records read before the problem, and the advertising reports delivered from them.
@@ -20,6 +20,9 @@ public struct CaptureError: Error, Sendable, CustomStringConvertible {
 
     /// True when the file is a capture whose end is cut or damaged (every record before was read).
     public var isDamagedTail: Bool { problem.isDamagedTail }
+
+    /// A cut or damaged end is its own kind (exit 79); a file that is no capture is bad data.
+    public var failureKind: FailureKind { isDamagedTail ? .damagedCapture : .badData }
 
     public var description: String {
         guard problem.isDamagedTail else {
@@ -235,7 +238,7 @@ public struct CaptureSightingSource: SightingSource {
         return body[3] != 0
     }
 
-    /// Reports as `scan(tickInterval:receive:tick:)` does; besides, the capture's own commands
+    /// Reports as `scan(_:)` does; besides, the capture's own commands
     /// say when its receiver could not hear: LE Set (Extended) Scan Enable with Enable 0 makes it
     /// deaf (`Deafness.Cause.scanDisabled`) until one with Enable 1. With a `watchdog`, no
     /// report of any device for that long in capture time makes it deaf until the next report

@@ -9,8 +9,6 @@ import IBeaconHost
     import Glibc
 #elseif canImport(Musl)
     import Musl
-#elseif canImport(Darwin)
-    import Darwin
 #endif
 
 /// Writes `message` to stderr and exits with `code` (sysexits).

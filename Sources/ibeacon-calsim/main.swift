@@ -9,8 +9,6 @@ import IBeaconTestSupport
     import Glibc
 #elseif canImport(Musl)
     import Musl
-#elseif canImport(Darwin)
-    import Darwin
 #endif
 
 let usage = """

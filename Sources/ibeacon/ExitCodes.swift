@@ -83,16 +83,8 @@ func classify(_ error: any Error) -> (message: String, code: Int32) {
     switch error {
     case let e as CLIError:
         return (e.message, e.code)
-    case let e as CaptureError:
-        return (e.description, e.isDamagedTail ? Exit.damagedCapture : Exit.dataError)
     case let e as any ClassifiedError:
         return (e.description, exitCode(for: e.failureKind))
-    case let e as CalibrationError:
-        switch e {
-        case .notHeard, .tooFewSamples: return (e.description, Exit.notHeard)
-        case .rssiNotAvailable: return (e.description, Exit.unavailable)
-        case .ambiguous: return (e.description, Exit.dataError)
-        }
     default:
         return ("internal error: \(error)", Exit.software)
     }
@@ -108,6 +100,8 @@ func exitCode(for kind: FailureKind) -> Int32 {
     case .io: Exit.ioError
     case .notFound: Exit.noInput
     case .cannotWrite: Exit.cannotWrite
+    case .notHeard: Exit.notHeard
+    case .damagedCapture: Exit.damagedCapture
     case .transport(let t): exitCode(for: t)
     }
 }

@@ -122,7 +122,7 @@ struct MQTTOptions: ParsableArguments {
     /// other users may read or change is used, with a warning (as ssh warns of a key).
     func password(logger: Logger) throws -> String? {
         if let passwordFile {
-            let (bytes, warnings) = try ProfileStore.readSecret(passwordFile)
+            let (bytes, warnings) = try SafeFile.readSecret(passwordFile)
             for warning in warnings { logger.warning("MQTT password file: \(warning)") }
             let text = String(decoding: bytes, as: UTF8.self)
             return String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")

@@ -182,18 +182,19 @@ struct ScanCommand: AsyncParsableCommand {
         var failure: (any Error)?
         do {
             try await source.scan(
-                tickInterval: .seconds(1), deadline: stopAfter.seconds,
-                receive: { sightings, t in
-                    pending.withLock { pending in
-                        for s in sightings where filter.matches(s) { reportJSON.append(s, t: t, to: &pending) }
-                        if pending.count >= flushSize { pending.flush() }
-                    }
-                    return .proceed
-                },
-                tick: { t in
-                    pending.withLock { $0.flush() }
-                    return .proceed
-                })
+                ScanRequest(
+                    tickInterval: .seconds(1), deadline: stopAfter.seconds,
+                    receive: { sightings, t in
+                        pending.withLock { pending in
+                            for s in sightings where filter.matches(s) { reportJSON.append(s, t: t, to: &pending) }
+                            if pending.count >= flushSize { pending.flush() }
+                        }
+                        return .proceed
+                    },
+                    tick: { t in
+                        pending.withLock { $0.flush() }
+                        return .proceed
+                    }))
         } catch {
             failure = error
         }

@@ -7,8 +7,6 @@ import Testing
     import Glibc
 #elseif canImport(Musl)
     import Musl
-#elseif canImport(Darwin)
-    import Darwin
 #endif
 
 /// What the C library writes for `%*.*f`: the digits `Double.fixed` must write.

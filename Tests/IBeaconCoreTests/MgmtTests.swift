@@ -86,7 +86,7 @@ import Testing
     @Test func addExtendedAdvertisingParametersWithoutTxPowerLeavesItUnflagged() throws {
         let command = try MgmtAddExtendedAdvertisingParameters(
             instance: 1, interval: AdvertisingInterval(milliseconds: 1000, for: .extended), txPower: nil)
-        let p = command.encodeParameters()
+        let p = command.parameters
         #expect(Array(p[1...4]) == [0x00, 0x40, 0x00, 0x00])  // bit 14 only
         #expect(Array(p[9...12]) == [0x40, 0x06, 0x00, 0x00])  // 1600 slots
         #expect(p[17] == 0x7F)  // 127: no preference
@@ -374,7 +374,7 @@ import Testing
         #expect(commands.count == MgmtCommandSpec.commands.count)
         for command in commands {
             let spec = type(of: command).spec
-            #expect(spec.parameters.admits(command.encodeParameters().count), "\(spec.name)")
+            #expect(spec.parameters.admits(command.parameters.count), "\(spec.name)")
         }
     }
 
@@ -414,7 +414,7 @@ import Testing
         }
         #expect(own.flags == MgmtLink.initiatedFlag && !own.isIncomingLE)
         #expect(!MgmtLink(link.address, MgmtDeviceFound.brEdrAddress).isIncomingLE)
-        #expect(MgmtDisconnect(link).encodeParameters() == [0x55, 0x44, 0x33, 0x22, 0x11, 0x4A, 0x02])
+        #expect(MgmtDisconnect(link).parameters == [0x55, 0x44, 0x33, 0x22, 0x11, 0x4A, 0x02])
     }
 
     /// One event of every row: the fake kernel's encoder and the decoder agree.

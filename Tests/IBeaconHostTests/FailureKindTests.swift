@@ -26,4 +26,13 @@ import Testing
                 == .transport(.permissionDenied))
         #expect(MgmtParameterError(message: "TX power 30 dBm is outside -127…20 dBm").failureKind == .badData)
     }
+
+    /// Calibration's failures are classified like every other error (the CLI used to switch on
+    /// them itself): not heard or too few samples is exit 68, no RSSI 69, two addresses 65.
+    @Test func calibrationFailuresHaveTheirKinds() {
+        #expect(CalibrationError.notHeard(target: "t", seconds: 10).failureKind == .notHeard)
+        #expect(CalibrationError.tooFewSamples(count: 3, needed: 10, seconds: 10).failureKind == .notHeard)
+        #expect(CalibrationError.rssiNotAvailable(reports: 5).failureKind == .unavailable)
+        #expect(CalibrationError.ambiguous(target: "t", addresses: []).failureKind == .badData)
+    }
 }

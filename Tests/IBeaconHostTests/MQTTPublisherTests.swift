@@ -323,21 +323,21 @@ private final class FakeConnection: MQTTConnection, Sendable {
 @Suite struct SecretFileWarningTests {
     @Test func othersAccessAndAForeignOwnerAreNamedWithTheFix() {
         let path = "/etc/ibeacon/mqtt.password"
-        #expect(ProfileStore.secretFileWarnings(path: path, mode: 0o100600, owner: 0, user: 0).isEmpty)
-        #expect(ProfileStore.secretFileWarnings(path: path, mode: 0o100640, owner: 0, user: 0).isEmpty)
-        #expect(ProfileStore.secretFileWarnings(path: path, mode: 0o100400, owner: 1000, user: 1000).isEmpty)
-        let readable = ProfileStore.secretFileWarnings(path: path, mode: 0o100644, owner: 0, user: 0)
+        #expect(SafeFile.secretFileWarnings(path: path, mode: 0o100600, owner: 0, user: 0).isEmpty)
+        #expect(SafeFile.secretFileWarnings(path: path, mode: 0o100640, owner: 0, user: 0).isEmpty)
+        #expect(SafeFile.secretFileWarnings(path: path, mode: 0o100400, owner: 1000, user: 1000).isEmpty)
+        let readable = SafeFile.secretFileWarnings(path: path, mode: 0o100644, owner: 0, user: 0)
         #expect(readable.count == 1)
         #expect(readable.first?.contains("readable by every user (mode 0644)") == true)
         #expect(readable.first?.contains("chmod 600 \(path)") == true)
-        let writable = ProfileStore.secretFileWarnings(path: path, mode: 0o100660, owner: 0, user: 0)
+        let writable = SafeFile.secretFileWarnings(path: path, mode: 0o100660, owner: 0, user: 0)
         #expect(writable.first?.contains("writable by users other than its owner (mode 0660)") == true)
-        let foreign = ProfileStore.secretFileWarnings(path: path, mode: 0o100600, owner: 1000, user: 0)
+        let foreign = SafeFile.secretFileWarnings(path: path, mode: 0o100600, owner: 1000, user: 0)
         #expect(
             foreign == [
                 "\(path) holds a password but belongs to uid 1000, neither root nor uid 0 running ibeacon: that user can read it and change it; fix it: chown root \(path)"
             ])
-        let both = ProfileStore.secretFileWarnings(path: path, mode: 0o100666, owner: 1000, user: 999)
+        let both = SafeFile.secretFileWarnings(path: path, mode: 0o100666, owner: 1000, user: 999)
         #expect(both.count == 2 && both[1].contains("chown 999 \(path) (as root)"))
     }
 }

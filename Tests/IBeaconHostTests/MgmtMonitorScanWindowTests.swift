@@ -29,7 +29,8 @@ import Testing
             client: client, index: FakeMgmtKernel.index, scanWindowRecords: records, logger: Logger(label: "test"))
         let task = Task {
             try await source.scan(
-                tickInterval: .milliseconds(20), receive: { _, _ in .proceed }, tick: { _ in .proceed })
+                ScanRequest(
+                    tickInterval: .milliseconds(20), receive: { _, _ in .proceed }, tick: { _ in .proceed }))
         }
         #expect(await eventually { kernel.monitors.count >= 1 })
         try await during()
@@ -100,7 +101,8 @@ import Testing
         let source = MgmtSightingSource(client: client, index: FakeMgmtKernel.index, logger: Logger(label: "test"))
         await #expect(throws: MgmtError.self) {
             try await source.scan(
-                tickInterval: .milliseconds(20), receive: { _, _ in .proceed }, tick: { _ in .proceed })
+                ScanRequest(
+                    tickInterval: .milliseconds(20), receive: { _, _ in .proceed }, tick: { _ in .proceed }))
         }
         #expect(kernel.opcodes.filter { $0 == .setDefaultSystemConfiguration }.count == 2)
         #expect(kernel.systemConfiguration[Self.window] == Self.defaults.window)

@@ -39,11 +39,12 @@ import Testing
         let received = Mutex<[Sighting]>([])
         let task = Task {
             try await source.scan(
-                tickInterval: .milliseconds(20),
-                receive: { batch, _ in
-                    received.withLock { $0 += batch }
-                    return .proceed
-                }, tick: tick)
+                ScanRequest(
+                    tickInterval: .milliseconds(20),
+                    receive: { batch, _ in
+                        received.withLock { $0 += batch }
+                        return .proceed
+                    }, tick: tick))
         }
         try await body({ received.withLock { $0 } }, task)
         task.cancel()
@@ -137,15 +138,16 @@ import Testing
         let seen = Mutex<[String]>([])
         let task = Task {
             try await source.scan(
-                tickInterval: .seconds(1),
-                receive: { _, time in
-                    seen.withLock { $0.append("report at \(time)") }
-                    return .proceed
-                },
-                tick: { time in
-                    seen.withLock { $0.append("tick at \(time)") }
-                    return time >= 2 ? .stop : .proceed
-                })
+                ScanRequest(
+                    tickInterval: .seconds(1),
+                    receive: { _, time in
+                        seen.withLock { $0.append("report at \(time)") }
+                        return .proceed
+                    },
+                    tick: { time in
+                        seen.withLock { $0.append("tick at \(time)") }
+                        return time >= 2 ? .stop : .proceed
+                    }))
         }
         // The ticker is the only sleeper on the clock.
         #expect(await eventually { kernel.monitors.count == 1 && clock.sleeperCount == 1 })
@@ -199,20 +201,21 @@ import Testing
         let seen = Mutex<[String]>([])
         let task = Task {
             try await source.scan(
-                tickInterval: .seconds(1), watchdog: .seconds(3),
-                receive: { _, time in
-                    seen.withLock { $0.append("report at \(time)") }
-                    return .proceed
-                },
-                reception: { reception, time in
-                    let what =
-                        switch reception {
-                        case .hearing: "hearing"
-                        case .deaf(let d): "deaf (\(d.cause.rawValue): \(d.reason))"
-                        }
-                    seen.withLock { $0.append("\(what) at \(time)") }
-                },
-                tick: { time in time >= 12 ? .stop : .proceed })
+                ScanRequest(
+                    tickInterval: .seconds(1), watchdog: .seconds(3),
+                    receive: { _, time in
+                        seen.withLock { $0.append("report at \(time)") }
+                        return .proceed
+                    },
+                    reception: { reception, time in
+                        let what =
+                            switch reception {
+                            case .hearing: "hearing"
+                            case .deaf(let d): "deaf (\(d.cause.rawValue): \(d.reason))"
+                            }
+                        seen.withLock { $0.append("\(what) at \(time)") }
+                    },
+                    tick: { time in time >= 12 ? .stop : .proceed }))
         }
         #expect(await eventually { kernel.monitors.count == 1 && clock.sleeperCount == 1 })
         let first = kernel.monitors.keys.first

@@ -26,15 +26,16 @@ import Testing
         let source = RequestKeeper()
         let seen = Mutex<[String]>([])
         try await source.scan(
-            tickInterval: .milliseconds(250),
-            receive: { s, t in
-                seen.withLock { $0.append("receive \(s.count) at \(t)") }
-                return .stop
-            },
-            tick: { t in
-                seen.withLock { $0.append("tick at \(t)") }
-                return .proceed
-            })
+            ScanRequest(
+                tickInterval: .milliseconds(250),
+                receive: { s, t in
+                    seen.withLock { $0.append("receive \(s.count) at \(t)") }
+                    return .stop
+                },
+                tick: { t in
+                    seen.withLock { $0.append("tick at \(t)") }
+                    return .proceed
+                }))
         let request = try #require(source.request)
         #expect(request.tickInterval == .milliseconds(250))
         #expect(request.watchdog == nil)
@@ -46,10 +47,11 @@ import Testing
         let source = RequestKeeper()
         let receptions = Mutex<[String]>([])
         try await source.scan(
-            tickInterval: .seconds(1), watchdog: .seconds(3),
-            receive: { _, _ in .proceed },
-            reception: { r, t in receptions.withLock { $0.append("\(r) at \(t)") } },
-            tick: { _ in .stop })
+            ScanRequest(
+                tickInterval: .seconds(1), watchdog: .seconds(3),
+                receive: { _, _ in .proceed },
+                reception: { r, t in receptions.withLock { $0.append("\(r) at \(t)") } },
+                tick: { _ in .stop }))
         let request = try #require(source.request)
         #expect(request.tickInterval == .seconds(1))
         #expect(request.watchdog == .seconds(3))

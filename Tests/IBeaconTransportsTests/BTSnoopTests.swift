@@ -127,16 +127,17 @@ final class Delivered: Sendable {
     static func run(_ source: CaptureSightingSource, stopAt: Double? = nil) async throws -> Delivered {
         let delivered = Delivered()
         try await source.scan(
-            tickInterval: .seconds(1),
-            receive: { sightings, t in
-                delivered.batches.withLock { $0.append((sightings.map(\.address.description), t)) }
-                if let stopAt, t >= stopAt { return .stop }
-                return .proceed
-            },
-            tick: { t in
-                delivered.ticks.withLock { $0.append(t) }
-                return .proceed
-            })
+            ScanRequest(
+                tickInterval: .seconds(1),
+                receive: { sightings, t in
+                    delivered.batches.withLock { $0.append((sightings.map(\.address.description), t)) }
+                    if let stopAt, t >= stopAt { return .stop }
+                    return .proceed
+                },
+                tick: { t in
+                    delivered.ticks.withLock { $0.append(t) }
+                    return .proceed
+                }))
         return delivered
     }
 
@@ -238,11 +239,12 @@ final class Delivered: Sendable {
             let delivered = Delivered()
             do {
                 try await source.scan(
-                    tickInterval: .seconds(1),
-                    receive: { s, t in
-                        delivered.batches.withLock { $0.append((s.map(\.address.description), t)) }
-                        return .proceed
-                    }, tick: { _ in .proceed })
+                    ScanRequest(
+                        tickInterval: .seconds(1),
+                        receive: { s, t in
+                            delivered.batches.withLock { $0.append((s.map(\.address.description), t)) }
+                            return .proceed
+                        }, tick: { _ in .proceed }))
                 #expect(starts.contains(cut), "cut at \(cut) read without error")
             } catch let error as CaptureError {
                 #expect(error.isDamagedTail)
@@ -326,11 +328,12 @@ final class Delivered: Sendable {
             do {
                 let source = try CaptureSightingSource(path: path, logger: quietLogger)
                 try await source.scan(
-                    tickInterval: .seconds(1),
-                    receive: { s, t in
-                        delivered.batches.withLock { $0.append((s.map(\.address.description), t)) }
-                        return .proceed
-                    }, tick: { _ in .proceed })
+                    ScanRequest(
+                        tickInterval: .seconds(1),
+                        receive: { s, t in
+                            delivered.batches.withLock { $0.append((s.map(\.address.description), t)) }
+                            return .proceed
+                        }, tick: { _ in .proceed }))
             } catch let error as CaptureError {
                 problem = error.problem
             }

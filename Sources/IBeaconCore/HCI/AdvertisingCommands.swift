@@ -427,7 +427,7 @@ public struct LESetExtendedAdvertisingParameters: HCICommand, Hashable {
         w.uint8(scanRequestNotification ? 0x01 : 0x00)
     }
 
-    public struct ReturnParameters: HCIReturnParameters, Hashable {
+    public struct ReturnParameters: ReturnParametersDecodable, Hashable {
         /// Selected_TX_Power, 1 octet, dBm: the power the controller will use.
         public var selectedTxPower: Int8
 

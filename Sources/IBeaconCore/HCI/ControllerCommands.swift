@@ -3,27 +3,27 @@
 
 // Single-value return parameters, so `execute` hands back the value itself.
 
-extension Int8: HCIReturnParameters {
+extension Int8: ReturnParametersDecodable {
     /// One signed byte (a power in dBm).
     public init(decoding reader: inout ByteReader) throws(DecodingError) {
         self = try reader.readInt8("TX power")
     }
 }
 
-extension UInt8: HCIReturnParameters {
+extension UInt8: ReturnParametersDecodable {
     public init(decoding reader: inout ByteReader) throws(DecodingError) {
         self = try reader.readUInt8("return parameter")
     }
 }
 
-extension UInt16: HCIReturnParameters {
+extension UInt16: ReturnParametersDecodable {
     /// Little-endian, as every HCI integer.
     public init(decoding reader: inout ByteReader) throws(DecodingError) {
         self = try reader.readUInt16LE("return parameter")
     }
 }
 
-extension BDAddress: HCIReturnParameters {
+extension BDAddress: ReturnParametersDecodable {
     public init(decoding reader: inout ByteReader) throws(DecodingError) {
         self = try BDAddress.read(from: &reader, "BD_ADDR")
     }
@@ -59,7 +59,7 @@ public struct ReadLocalVersionInformation: HCICommand, Hashable {
     public init() {}
     public func encodeParameters(into writer: inout ByteWriter) {}
 
-    public struct ReturnParameters: HCIReturnParameters, Hashable {
+    public struct ReturnParameters: ReturnParametersDecodable, Hashable {
         /// HCI_Version, 1 octet (Assigned Numbers: 0x0D = Core 5.4).
         public var hciVersion: UInt8
         /// HCI_Subversion, 2 octets.
@@ -111,7 +111,7 @@ public struct ReadLocalSupportedCommands: HCICommand, Hashable {
 
     /// Supported_Commands, 64 octets: one bit per command, numbered by octet and bit
     /// (Core 5.4 Vol 4 Part E §6.27).
-    public struct ReturnParameters: HCIReturnParameters, Hashable {
+    public struct ReturnParameters: ReturnParametersDecodable, Hashable {
         public var octets: [UInt8]
 
         /// Pads or cuts nothing: anything but 64 octets is an error.
@@ -179,7 +179,7 @@ public struct LEReadLocalSupportedFeatures: HCICommand, Hashable {
     public func encodeParameters(into writer: inout ByteWriter) {}
 }
 
-extension LEFeatures: HCIReturnParameters {
+extension LEFeatures: ReturnParametersDecodable {
     public init(decoding reader: inout ByteReader) throws(DecodingError) {
         self.init(rawValue: try reader.readUInt64LE("LE_Features"))
     }
@@ -208,7 +208,7 @@ public struct LEReadTransmitPower: HCICommand, Hashable {
     public init() {}
     public func encodeParameters(into writer: inout ByteWriter) {}
 
-    public struct ReturnParameters: HCIReturnParameters, Hashable {
+    public struct ReturnParameters: ReturnParametersDecodable, Hashable {
         /// Min_TX_Power, 1 octet, dBm (−127…+20).
         public var min: Int8
         /// Max_TX_Power, 1 octet, dBm (−127…+20).

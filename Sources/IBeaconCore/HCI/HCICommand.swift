@@ -17,39 +17,23 @@ public struct HCIOpcode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public var description: String { "\(name ?? "unknown command") (\(hex))" }
 }
 
-/// Return parameters of a command, decoded from a Command Complete event **after** the
-/// status byte (which `ControllerClient` checks first).
-public protocol HCIReturnParameters: Sendable {
-    init(decoding reader: inout ByteReader) throws(DecodingError)
-}
-
 /// For commands whose Command Complete carries nothing but the status.
-public struct HCINoReturnParameters: HCIReturnParameters, Equatable {
+public struct HCINoReturnParameters: ReturnParametersDecodable, Equatable {
     public init() {}
     public init(decoding reader: inout ByteReader) throws(DecodingError) {}
 }
 
-/// One HCI command: its row (opcode, name, Supported_Commands bit), parameter encoding and
-/// return type together, so a single generic `execute` returns the right type. A new command
-/// is also listed in `HCICommandSpec.commands` (docs/ARCHITECTURE.md, "How to add an HCI command").
-public protocol HCICommand: Sendable {
-    associatedtype ReturnParameters: HCIReturnParameters = HCINoReturnParameters
-    /// The command's row: opcode, name, Supported_Commands bit.
-    static var spec: HCICommandSpec { get }
-    /// Appends the command parameters (not the header) in spec order.
-    func encodeParameters(into writer: inout ByteWriter)
+/// One HCI command, in the shape every command has (`WireCommand`): its row (opcode, name,
+/// Supported_Commands bit), parameter encoding and return type together, so a single generic
+/// `execute` returns the right type. A new command is also listed in `HCICommandSpec.commands`
+/// (docs/ARCHITECTURE.md, "How to add an HCI command").
+public protocol HCICommand: WireCommand where Row == HCICommandSpec {
+    associatedtype ReturnParameters: Sendable = HCINoReturnParameters
 }
 
 extension HCICommand {
     /// `spec.opcode`.
     public static var opcode: HCIOpcode { spec.opcode }
-
-    /// The parameters alone.
-    public var parameters: [UInt8] {
-        var w = ByteWriter()
-        encodeParameters(into: &w)
-        return w.bytes
-    }
 
     /// The complete command packet: opcode (LE), parameter length, parameters.
     /// Core 5.4 Vol 4 Part E §5.4.1.

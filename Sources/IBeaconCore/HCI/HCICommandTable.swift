@@ -2,7 +2,7 @@
 /// (`static let spec`) next to the parameter encoding and the return type. Every other view —
 /// `HCIOpcode.name`, `HCIOpcode.allKnown`, the `HCIOpcode` shorthands below,
 /// `ReadLocalSupportedCommands.ReturnParameters.supports(_:)` — is derived from these rows.
-public struct HCICommandSpec: Sendable {
+public struct HCICommandSpec: CommandRow {
     /// OGF << 10 | OCF. Core 5.4 Vol 4 Part E §5.4.1.
     public let opcode: HCIOpcode
     /// The command's title in the Core specification, without the `HCI_` prefix.
@@ -10,6 +10,12 @@ public struct HCICommandSpec: Sendable {
     /// Octet and bit of the command in Supported_Commands (Core 5.4 Vol 4 Part E §6.27,
     /// cross-checked against Bumble's HCI_SUPPORTED_COMMANDS_MASKS); nil for commands without one.
     public let supportedCommandsBit: (octet: Int, bit: Int)?
+
+    /// `LE Set Advertising Enable (0x200A)`.
+    public var title: String { opcode.description }
+
+    /// HCI's rows hold no lengths: the return parameters' own reads check them.
+    public func checkReturnLength(_ count: Int, _ what: String) throws(DecodingError) {}
 
     public init(ogf: UInt8, ocf: UInt16, _ name: String, supportedCommandsBit: (octet: Int, bit: Int)?) {
         opcode = HCIOpcode(ogf: ogf, ocf: ocf)

@@ -146,9 +146,7 @@ public func decodeReturnParameters<C: HCICommand>(
     var r = ByteReader(returnParameters)
     let status = HCIStatus(rawValue: try r.readUInt8("\(C.opcode) Status"))
     guard status.isSuccess else { return (status, nil) }
-    let decoded = try C.ReturnParameters(decoding: &r)
-    try r.expectEnd("\(C.opcode) return parameters")
-    return (status, decoded)
+    return (status, try C.decodeReturn(Array(returnParameters.dropFirst())))
 }
 
 /// Reads an RSSI / TX power octet: a signed dBm value, where 127 means "not available".

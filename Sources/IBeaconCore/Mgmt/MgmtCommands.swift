@@ -1,35 +1,15 @@
-/// A management command: its row of the table, how its parameters are written, and how its
-/// return parameters are read (one type per command; mgmt-api.txt section named in each doc comment).
-public protocol MgmtCommand: Sendable {
-    associatedtype ReturnParameters: Sendable
-    /// The command's row: code, name, parameter and reply lengths (`MgmtTable.swift`).
-    static var spec: MgmtCommandSpec { get }
-    /// The command parameters, without the header.
-    func encodeParameters() -> [UInt8]
-    /// Reads the fields of the Return_Parameters of a successful Command Complete, whose
-    /// length `decodeReturn` has checked against `spec`.
-    static func readReturn(_ r: inout ByteReader) throws(DecodingError) -> ReturnParameters
-}
+/// A management command, in the shape every command has (`WireCommand`): its row of the table
+/// (code, name, parameter and reply lengths, `MgmtTable.swift`), how its parameters are written,
+/// and how its return parameters are read (one type per command; mgmt-api.txt section named in
+/// each doc comment).
+public protocol MgmtCommand: WireCommand where Row == MgmtCommandSpec {}
 
 extension MgmtCommand {
     public static var opcode: MgmtOpcode { spec.opcode }
 
     public func packet(index: MgmtIndex) -> MgmtPacket {
-        MgmtPacket(code: Self.opcode.rawValue, index: index, parameters: encodeParameters())
+        MgmtPacket(code: Self.opcode.rawValue, index: index, parameters: parameters)
     }
-
-    /// Reads the Return_Parameters of a successful Command Complete: a length the row does not
-    /// admit, a field running past the end or a byte left over is an error naming the command.
-    public static func decodeReturn(_ bytes: [UInt8]) throws(DecodingError) -> ReturnParameters {
-        try spec.returnParameters.check(bytes.count, returnParameters)
-        var r = ByteReader(bytes)
-        let value = try readReturn(&r)
-        try r.expectEnd(returnParameters)
-        return value
-    }
-
-    /// What decoding errors call the reply: `Add Advertising return parameters`.
-    static var returnParameters: String { "\(spec.name) return parameters" }
 }
 
 /// The management settings bitmask (mgmt-api.txt "Read Controller Information Command").
@@ -125,7 +105,7 @@ public struct MgmtReadVersion: MgmtCommand {
     public static let spec = MgmtCommandSpec(
         0x0001, "Read Management Version Information", parameters: .exactly(0), returns: .exactly(3))
     public init() {}
-    public func encodeParameters() -> [UInt8] { [] }
+    public func encodeParameters(into writer: inout ByteWriter) {}
     public static func readReturn(_ r: inout ByteReader) throws(DecodingError) -> ReturnParameters {
         let v = try r.readUInt8("Version")
         let rev = try r.readUInt16LE("Revision")
@@ -139,7 +119,7 @@ public struct MgmtReadIndexList: MgmtCommand {
     public static let spec = MgmtCommandSpec(
         0x0003, "Read Controller Index List", parameters: .exactly(0), returns: .atLeast(2))
     public init() {}
-    public func encodeParameters() -> [UInt8] { [] }
+    public func encodeParameters(into writer: inout ByteWriter) {}
     public static func readReturn(_ r: inout ByteReader) throws(DecodingError) -> [UInt16] {
         let count = Int(try r.readUInt16LE("Num_Controllers"))
         var indices: [UInt16] = []
@@ -165,7 +145,7 @@ public struct MgmtReadControllerInfo: MgmtCommand {
     public static let spec = MgmtCommandSpec(
         0x0004, "Read Controller Information", parameters: .exactly(0), returns: .exactly(280))
     public init() {}
-    public func encodeParameters() -> [UInt8] { [] }
+    public func encodeParameters(into writer: inout ByteWriter) {}
     public static func readReturn(_ r: inout ByteReader) throws(DecodingError) -> ReturnParameters {
         let address = try BDAddress.read(from: &r, "Address")
         let version = try r.readUInt8("Bluetooth_Version")
@@ -211,7 +191,7 @@ public struct MgmtReadAdvertisingFeatures: MgmtCommand {
     public static let spec = MgmtCommandSpec(
         0x003D, "Read Advertising Features", parameters: .exactly(0), returns: .atLeast(8))
     public init() {}
-    public func encodeParameters() -> [UInt8] { [] }
+    public func encodeParameters(into writer: inout ByteWriter) {}
     public static func readReturn(_ r: inout ByteReader) throws(DecodingError) -> ReturnParameters {
         let flags = MgmtAdvertisingFlags(rawValue: try r.readUInt32LE("Supported_Flags"))
         let maxData = try r.readUInt8("Max_Adv_Data_Len")
@@ -259,11 +239,9 @@ public struct MgmtAddAdvertising: MgmtCommand {
         self.scanResponse = scanResponse
     }
 
-    public func encodeParameters() -> [UInt8] {
-        var w = ByteWriter()
+    public func encodeParameters(into w: inout ByteWriter) {
         w.mgmtAdvertisingHeader(instance: instance, flags: flags, duration: duration, timeout: timeout)
         w.mgmtAdvertisingPayload(advertisingData, scanResponse)
-        return w.bytes
     }
 
     public static func readReturn(_ r: inout ByteReader) throws(DecodingError) -> UInt8 {
@@ -320,7 +298,10 @@ public struct MgmtDisconnect: MgmtCommand {
 
     public init(_ link: MgmtLink) { self.link = link }
 
-    public func encodeParameters() -> [UInt8] { link.address.bytes + [link.addressType] }
+    public func encodeParameters(into writer: inout ByteWriter) {
+        writer.append(link.address.bytes)
+        writer.uint8(link.addressType)
+    }
     public static func readReturn(_ r: inout ByteReader) throws(DecodingError) -> MgmtLink {
         try MgmtLink.read(from: &r, "Disconnect")
     }
@@ -340,7 +321,7 @@ public struct MgmtRemoveAdvertising: MgmtCommand {
         self.instance = instance
     }
 
-    public func encodeParameters() -> [UInt8] { [instance] }
+    public func encodeParameters(into writer: inout ByteWriter) { writer.uint8(instance) }
     public static func readReturn(_ r: inout ByteReader) throws(DecodingError) -> UInt8 {
         try r.readUInt8("Instance")
     }
@@ -410,13 +391,11 @@ public struct MgmtAddExtendedAdvertisingParameters: MgmtCommand {
         self.txPower = txPower ?? Self.noTxPowerPreference
     }
 
-    public func encodeParameters() -> [UInt8] {
-        var w = ByteWriter()
+    public func encodeParameters(into w: inout ByteWriter) {
         w.mgmtAdvertisingHeader(instance: instance, flags: flags, duration: duration, timeout: timeout)
         w.uint32LE(minInterval)
         w.uint32LE(maxInterval)
         w.int8(txPower)
-        return w.bytes
     }
 
     public static func readReturn(_ r: inout ByteReader) throws(DecodingError) -> ReturnParameters {
@@ -445,11 +424,9 @@ public struct MgmtAddExtendedAdvertisingData: MgmtCommand {
         self.scanResponse = scanResponse
     }
 
-    public func encodeParameters() -> [UInt8] {
-        var w = ByteWriter()
+    public func encodeParameters(into w: inout ByteWriter) {
         w.uint8(instance)
         w.mgmtAdvertisingPayload(advertisingData, scanResponse)
-        return w.bytes
     }
 
     public static func readReturn(_ r: inout ByteReader) throws(DecodingError) -> UInt8 {
@@ -498,8 +475,7 @@ public struct MgmtAddAdvPatternsMonitor: MgmtCommand {
         self.patterns = patterns
     }
 
-    public func encodeParameters() -> [UInt8] {
-        var w = ByteWriter()
+    public func encodeParameters(into w: inout ByteWriter) {
         w.uint8(UInt8(patterns.count))
         for p in patterns {
             w.uint8(p.adType)
@@ -507,7 +483,6 @@ public struct MgmtAddAdvPatternsMonitor: MgmtCommand {
             w.uint8(UInt8(p.value.count))
             w.append(p.value + [UInt8](repeating: 0, count: 31 - p.value.count))
         }
-        return w.bytes
     }
 
     public static func readReturn(_ r: inout ByteReader) throws(DecodingError) -> UInt16 {
@@ -529,7 +504,7 @@ public struct MgmtRemoveAdvMonitor: MgmtCommand {
         self.handle = handle
     }
 
-    public func encodeParameters() -> [UInt8] { [UInt8(handle & 0xFF), UInt8(handle >> 8)] }
+    public func encodeParameters(into writer: inout ByteWriter) { writer.uint16LE(handle) }
     public static func readReturn(_ r: inout ByteReader) throws(DecodingError) -> UInt16 {
         try r.readUInt16LE("Monitor_Handle")
     }
@@ -591,7 +566,7 @@ public struct MgmtReadDefaultSystemConfiguration: MgmtCommand {
     public static let spec = MgmtCommandSpec(
         0x004B, "Read Default System Configuration", parameters: .exactly(0), returns: .atLeast(0))
     public init() {}
-    public func encodeParameters() -> [UInt8] { [] }
+    public func encodeParameters(into writer: inout ByteWriter) {}
     public static func readReturn(_ r: inout ByteReader) throws(DecodingError) -> [MgmtSystemParameter] {
         try MgmtSystemParameter.readList(&r, spec.name)
     }
@@ -601,7 +576,7 @@ public struct MgmtReadDefaultSystemConfiguration: MgmtCommand {
 /// The values are the adapter's defaults for every program until changed again (bluetoothd
 /// sets those configured in main.conf when it sets the adapter up).
 public struct MgmtSetDefaultSystemConfiguration: MgmtCommand {
-    public var parameters: [MgmtSystemParameter]
+    public var entries: [MgmtSystemParameter]
     public static let spec = MgmtCommandSpec(
         0x004C, "Set Default System Configuration", parameters: .atLeast(0), returns: .exactly(0))
 
@@ -612,9 +587,9 @@ public struct MgmtSetDefaultSystemConfiguration: MgmtCommand {
         guard parameters.allSatisfy({ $0.value.count <= 255 }) else {
             throw MgmtParameterError(message: "a system configuration value is at most 255 bytes")
         }
-        self.parameters = parameters
+        entries = parameters
     }
 
-    public func encodeParameters() -> [UInt8] { MgmtSystemParameter.encode(parameters) }
+    public func encodeParameters(into writer: inout ByteWriter) { writer.append(MgmtSystemParameter.encode(entries)) }
     public static func readReturn(_ r: inout ByteReader) throws(DecodingError) {}
 }

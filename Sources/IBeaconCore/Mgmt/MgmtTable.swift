@@ -34,7 +34,7 @@ public enum MgmtLength: Sendable, Equatable {
 }
 
 /// What a management command is, apart from its parameters: its row of the table.
-public struct MgmtCommandSpec: Sendable {
+public struct MgmtCommandSpec: CommandRow {
     public let opcode: MgmtOpcode
     /// The command's title in mgmt-api.txt, without "Command" (`Add Advertising`).
     public let name: String
@@ -42,6 +42,13 @@ public struct MgmtCommandSpec: Sendable {
     public let parameters: MgmtLength
     /// The Return Parameters' length in a successful Command Complete.
     public let returnParameters: MgmtLength
+
+    /// `Add Advertising`.
+    public var title: String { name }
+
+    public func checkReturnLength(_ count: Int, _ what: String) throws(DecodingError) {
+        try returnParameters.check(count, what)
+    }
 
     public init(_ code: UInt16, _ name: String, parameters: MgmtLength, returns: MgmtLength) {
         opcode = MgmtOpcode(rawValue: code)

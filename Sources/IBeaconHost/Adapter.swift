@@ -125,15 +125,29 @@ public struct AdvertisingRequest: Sendable {
     }
 }
 
-/// What `info` shows of an adapter, in the words of its path: the text lines in order, and the
-/// same facts as one JSON object (members in a stable order).
+/// What `info` shows of an adapter: the text lines in the words of its path, and the same facts
+/// as one JSON object of one schema for every path (`members`, in that order; what a path cannot
+/// know is `null`: the kernel does not say the HCI version, raw HCI does not say the settings).
 public struct AdapterDescription: Sendable {
     public var lines: [String]
     public var json: JSONObject
 
-    public init(lines: [String], json: JSONObject) {
+    /// Every member of `info --json`, in order, whatever the path.
+    public static let members = [
+        "device", "path", "address", "name", "manufacturer", "manufacturerName",
+        "hciVersion", "hciVersionName", "lmpVersion", "managementVersion",
+        "powered", "lowEnergy", "settings", "supportedSettings",
+        "leFeatures", "extendedAdvertising", "le2MPHY", "leCodedPHY",
+        "advertisingSets", "maxAdvertisingInstances", "advertisingInstances", "maxAdvertisingDataLength",
+        "advertisingFlags", "canSetTxPower", "advertisingTxPower", "txPowerRange",
+    ]
+
+    /// `known`: the members this path knows (each one of `members`); the others are `null`.
+    public init(lines: [String], known: [(String, JSONValue)]) {
+        let values = Dictionary(known, uniquingKeysWith: { first, _ in first })
+        assert(values.keys.allSatisfy(Self.members.contains), "a member outside AdapterDescription.members")
         self.lines = lines
-        self.json = json
+        json = JSONObject(Self.members.map { ($0, values[$0] ?? .null) })
     }
 }
 
@@ -258,7 +272,7 @@ public struct ControllerAdapter: Adapter {
     /// `info` over raw HCI: the controller's own answers.
     static func describe(_ info: ControllerInfo, name: String) -> AdapterDescription {
         let version = info.version
-        let json = JSONObject([
+        let json: [(String, JSONValue)] = [
             ("device", .string(name)), ("path", .string(ControllerPath.raw.rawValue)),
             ("address", .string(info.address.description)),
             ("hciVersion", .nullable(version.map { Int($0.hciVersion) })),
@@ -280,7 +294,7 @@ public struct ControllerAdapter: Adapter {
                 "txPowerRange",
                 info.txPowerRange.map { .array([.integer(Int64($0.min)), .integer(Int64($0.max))]) } ?? .null
             ),
-        ])
+        ]
         var lines = [
             "device:              \(name)",
             "path:                raw HCI (the controller's own answers)",
@@ -303,7 +317,7 @@ public struct ControllerAdapter: Adapter {
         if let max = info.maximumAdvertisingDataLength { lines.append("max adv data length: \(max) bytes") }
         if let p = info.advertisingTxPower { lines.append("advertising TX power: \(p) dBm") }
         if let r = info.txPowerRange { lines.append("TX power range:      \(r.min) … \(r.max) dBm") }
-        return AdapterDescription(lines: lines, json: json)
+        return AdapterDescription(lines: lines, known: json)
     }
 }
 

@@ -181,7 +181,7 @@ public struct KernelAdapter: Adapter {
         version: MgmtReadVersion.ReturnParameters?, name: String
     ) -> AdapterDescription {
         let settings = info.currentSettings
-        let json = JSONObject([
+        let json: [(String, JSONValue)] = [
             ("device", .string(name)), ("path", .string(ControllerPath.kernel.rawValue)),
             ("address", .string(info.address.description)), ("name", .string(info.name)),
             ("manufacturer", .integer(Int64(info.manufacturer))),
@@ -198,7 +198,7 @@ public struct KernelAdapter: Adapter {
             ("maxAdvertisingDataLength", .nullable(features.map { Int($0.maxAdvertisingDataLength) })),
             ("advertisingFlags", .nullable(features.map { $0.supportedFlags.description })),
             ("canSetTxPower", .nullable(features.map { $0.supportedFlags.contains(.canSetTxPower) })),
-        ])
+        ]
         var lines = [
             "device:              \(name)",
             "path:                the kernel's management interface"
@@ -219,6 +219,6 @@ public struct KernelAdapter: Adapter {
                 "TX power settable:   \(f.supportedFlags.contains(.canSetTxPower) ? "yes" : "no")",
             ]
         }
-        return AdapterDescription(lines: lines, json: json)
+        return AdapterDescription(lines: lines, known: json)
     }
 }

@@ -50,12 +50,9 @@ private func controllerLine(
     let beacon = b.spec.beacon
     let mode = commandSet?.rawValue ?? ""
     if json {
-        return jsonLine([
-            "event": "advertising", "device": device, "address": address.description,
-            "uuid": beacon.uuidString, "major": Int(beacon.major), "minor": Int(beacon.minor),
-            "measuredPower": Int(beacon.measuredPower), "intervalMs": b.spec.intervalMilliseconds,
-            "mode": mode, "txPower": b.txPower.map { Int($0) }, "profile": b.spec.label,
-        ])
+        return statusJSON(
+            b, device: device, path: .raw, address: address.description, intervalMs: b.spec.intervalMilliseconds,
+            mode: mode, instance: nil, connectable: false, method: nil)
     }
     let tx = b.txPower.map { "\($0) dBm" } ?? "not reported"
     return "advertising \(b.spec.label) on \(device) from \(address): \(beacon.uuidString) "
@@ -70,14 +67,10 @@ private func kernelInstanceLine(
     let beacon = b.spec.beacon
     let address = b.address?.description
     if json {
-        return jsonLine([
-            "event": "advertising", "device": device, "path": "mgmt", "instance": Int(instance),
-            "address": address, "connectable": connectable, "method": method, "uuid": beacon.uuidString,
-            "major": Int(beacon.major),
-            "minor": Int(beacon.minor), "measuredPower": Int(beacon.measuredPower),
-            "intervalMs": extended ? b.spec.intervalMilliseconds : nil,
-            "txPower": b.txPower.map { Int($0) }, "profile": b.spec.label,
-        ])
+        return statusJSON(
+            b, device: device, path: .kernel, address: address,
+            intervalMs: extended ? b.spec.intervalMilliseconds : nil,
+            mode: nil, instance: Int(instance), connectable: connectable, method: method)
     }
     // Add Advertising reports no power (the kernel chooses it); Add Extended Advertising
     // Parameters reports the controller's, or that it does not know it.
@@ -88,4 +81,21 @@ private func kernelInstanceLine(
         + "\(connectable ? ", connectable" : ""): "
         + "\(beacon.uuidString) major \(beacon.major) minor \(beacon.minor), measured power "
         + "\(beacon.measuredPower) dBm, \(interval), TX power \(tx)"
+}
+
+/// `advertise --json`'s status line: one schema on both paths, every member present in this
+/// order, `null` where the path has no such thing (a controller this host programs has a command
+/// set, `mode`; a kernel instance has an `instance` number and a `method`; the kernel may choose
+/// the interval and the TX power).
+private func statusJSON(
+    _ b: AdvertisingStatus.Beacon, device: String, path: ControllerPath, address: String?, intervalMs: Int?,
+    mode: String?, instance: Int?, connectable: Bool, method: String?
+) -> String {
+    let beacon = b.spec.beacon
+    return jsonLine([
+        "event": "advertising", "device": device, "path": path.rawValue, "address": address,
+        "profile": b.spec.label, "uuid": beacon.uuidString, "major": Int(beacon.major), "minor": Int(beacon.minor),
+        "measuredPower": Int(beacon.measuredPower), "intervalMs": intervalMs, "txPower": b.txPower.map { Int($0) },
+        "mode": mode, "instance": instance, "connectable": connectable, "method": method,
+    ])
 }

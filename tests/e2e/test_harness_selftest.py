@@ -350,8 +350,11 @@ def test_event_mask_respected(harness_factory, client_factory):
     c.ok(LE_SET_EVENT_MASK, (1 << 1).to_bytes(8, 'little'))
     c.ok(LE_SET_SCAN_ENABLE, b'\x01\x00')
     assert len(le_meta(c.packets(0.5), 0x02)) >= 5
-    # Reset restores the default masks (no bit 61): silence again.
+    # Reset restores the default masks (no bit 61): silence again. Reports the controller sent
+    # before its Command Complete for the Reset were allowed; on a loaded machine some are still
+    # on their way when it is read (they are in the backlog), so only what follows counts.
     c.ok(RESET)
+    c.backlog.clear()
     c.ok(LE_SET_SCAN_PARAMETERS, struct.pack('<BHHBB', 0, 0x10, 0x10, 0, 0))
     c.ok(LE_SET_SCAN_ENABLE, b'\x01\x00')
     assert [p for p in c.packets(0.5) if p[1] == 0x3E] == []

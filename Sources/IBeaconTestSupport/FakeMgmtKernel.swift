@@ -56,6 +56,9 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
     /// Commands the kernel takes and never answers (its command queue stuck behind a controller
     /// that does not reply); the client's timeout is what ends them.
     public var unansweredOpcodes: Set<MgmtOpcode> = []
+    /// False: the adapter is powered with Low Energy off, as the kernel leaves one that no
+    /// bluetoothd set up (`btmgmt le off`).
+    public var lowEnergy = true
     private var _powered: Bool
     private var _instances: [UInt8: Instance] = [:]
     private var _opcodes: [MgmtOpcode] = []
@@ -262,7 +265,7 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
 
     /// Current_Settings, for New Settings and Read Controller Information (lock held).
     private func currentSettings(powered: Bool) -> MgmtSettings {
-        var settings: MgmtSettings = [.lowEnergy]
+        var settings: MgmtSettings = lowEnergy ? [.lowEnergy] : []
         if powered { settings.insert(.powered) }
         if _connectable { settings.insert(.connectable) }
         return settings

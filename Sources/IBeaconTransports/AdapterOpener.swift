@@ -19,6 +19,16 @@ public struct AdapterOpener: Sendable {
     /// A file the btsnoop recording must never be (the profile being written).
     public var protecting: String?
     public var logger: Logger
+    /// How the kernel's management interface is opened: its socket (`openMgmtClient`); a test
+    /// gives a client on a fake kernel, so the path rule and its failure policy run as they do here.
+    public var openMgmt: MgmtOpener = AdapterOpener.mgmtSocket
+
+    /// Opens a client of the kernel's management interface with this answer timeout.
+    public typealias MgmtOpener = @Sendable (Logger, Duration) async throws -> MgmtClient
+    /// The kernel's own management socket.
+    public static let mgmtSocket: MgmtOpener = { logger, timeout in
+        try await openMgmtClient(logger: logger, timeout: timeout)
+    }
 
     public init(
         device: String, timeout: Duration, btsnoop: String? = nil, overwriteBtsnoop: Bool = false,
@@ -94,7 +104,7 @@ public struct AdapterOpener: Sendable {
     func kernelAdapter(index: UInt16, spec: DeviceSpec) async throws -> KernelAdapter? {
         let client: MgmtClient
         do {
-            client = try await openMgmtClient(logger: logger, timeout: timeout)
+            client = try await openMgmt(logger, timeout)
         } catch let error as TransportError where error.kind == .bluetoothUnavailable {
             throw error
         } catch {
@@ -154,8 +164,10 @@ public struct AdapterOpener: Sendable {
     /// The path `devices` shows for each adapter index: `mgmt` where the kernel's management
     /// interface lists it and the rule keeps it there, `raw` otherwise; empty when the interface
     /// cannot be asked.
-    public static func paths(_ indices: [UInt16], logger: Logger) async -> [UInt16: ControllerPath] {
-        guard let client = try? await openMgmtClient(logger: logger, timeout: .seconds(2)) else { return [:] }
+    public static func paths(_ indices: [UInt16], logger: Logger, openMgmt: MgmtOpener = mgmtSocket) async
+        -> [UInt16: ControllerPath]
+    {
+        guard let client = try? await openMgmt(logger, .seconds(2)) else { return [:] }
         let listed = try? await client.execute(MgmtReadIndexList(), index: .none)
         var out: [UInt16: ControllerPath] = [:]
         if let listed {

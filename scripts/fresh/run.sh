@@ -23,7 +23,32 @@ target=${1:-${FRESH_TARGET:-test}}
 [ -x "$SWIFT_DIR/usr/bin/swift" ] || { echo "fresh: no Swift toolchain at $SWIFT_DIR" >&2; exit 1; }
 "$here/base.sh"
 
+# A run that was killed (SIGKILL, a session's end) could not run its cleanup: its overlay, /proc,
+# /sys and the rbind of /dev stay mounted under $CACHE/run.*. Unmount and remove those, but never
+# one that is still in use: its run.sh alive (the pid file) or a process chrooted into it.
+in_use() {
+  local dir=$1 pid p
+  pid=$(cat "$dir/pid" 2>/dev/null || true)
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && return 0
+  for p in /proc/[0-9]*; do
+    case "$(readlink "$p/root" 2>/dev/null)" in "$dir"/*) return 0 ;; esac
+  done
+  return 1
+}
+for old in "$CACHE"/run.*; do
+  [ -d "$old" ] || continue
+  if in_use "$old"; then echo "fresh: $old is another run's, in use: left alone"; continue; fi
+  echo "fresh: removing $old, left by a run that was killed before its cleanup"
+  umount -R -l "$old/root" 2>/dev/null || true
+  if findmnt -rn -o TARGET | grep -q "^$old/"; then
+    echo "fresh: something under $old is still mounted: left alone (see findmnt)"
+    continue
+  fi
+  rm -rf "$old"
+done
+
 run=$(mktemp -d "$CACHE/run.XXXXXX")
+echo $$ >"$run/pid"
 root=$run/root
 mkdir -p "$run/upper" "$run/work" "$root"
 mounts=()

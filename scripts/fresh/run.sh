@@ -12,6 +12,10 @@
 #   scripts/fresh/run.sh [--user-only] [TARGET]        (as root)
 # Logs: $FRESH_CACHE/last-run.log
 set -euo pipefail
+# The whole script is one brace group, read before any of it runs: a run takes half an hour, and
+# bash reads a plain script as it goes, so an edit to this file during a run (a checkout, a
+# commit) made the rest of that run read shifted text ("unexpected EOF", after the tests passed).
+{
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 CACHE=${FRESH_CACHE:-/var/cache/ibeacon-fresh}
@@ -146,3 +150,5 @@ set -e
 tail -n 15 "$CACHE/last-run.log" | sed 's/^/  | /'
 [ "$rc" = 0 ] || { echo "fresh: FAIL: make $target as root exited $rc after $((SECONDS - start)) s"; exit 1; }
 echo "fresh: ok: make $target passed as root on a clean Debian 12 in $((SECONDS - start)) s"
+exit 0
+}

@@ -10,8 +10,8 @@
 # and ended (by its PID) when the series ends. Prints one line per run: result, seconds, the
 # 1-minute load average at its end, and the summary lines of the unit and end-to-end suites.
 set -euo pipefail
-# One brace group, read before any of it runs: a series takes an hour, and an edit to this file
-# meanwhile (a pull, a checkout) must not make the rest of it read shifted text.
+# One brace group, read before any of it runs: a series takes an hour, and rewriting this file in
+# place meanwhile (an editor, cp) must not make the rest of it read shifted text.
 {
 cd "$(dirname "$0")/.."
 runs=${1:-5}

@@ -13,8 +13,8 @@
 # Logs: $FRESH_CACHE/last-run.log
 set -euo pipefail
 # The whole script is one brace group, read before any of it runs: a run takes half an hour, and
-# bash reads a plain script as it goes, so an edit to this file during a run (a checkout, a
-# commit) made the rest of that run read shifted text ("unexpected EOF", after the tests passed).
+# bash reads a plain script as it goes, so rewriting this file in place during a run (an editor,
+# cp) made the rest of that run read shifted text ("unexpected EOF", after the tests passed).
 {
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)

@@ -17,7 +17,7 @@ DEVICE ?= hci0
 all: deps build ## install missing build dependencies, then build the release binary
 
 help: ## list the targets
-	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
+	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
 
 # Installs missing Debian packages when root; otherwise prints the exact command.
 define apt_install
@@ -132,7 +132,7 @@ install: build ## install to $(PREFIX)/bin, grant capabilities ($(CAPS)), instal
 	  echo "installed /etc/default/ibeacon (device and MQTT settings, all commented out)"; \
 	fi
 
-uninstall:
+uninstall: ## remove what make install installed (binary, systemd units)
 	rm -f $(DESTDIR)$(PREFIX)/bin/ibeacon $(DESTDIR)/etc/systemd/system/ibeacon@.service \
 	  $(DESTDIR)/etc/systemd/system/ibeacon-monitor@.service
 

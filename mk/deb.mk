@@ -46,7 +46,7 @@ DEB_MANUAL := $(DEB_ROOT)/.build/deb-$(ARCH)/ibeacon.1
 # Fetch and prepare what deb and deb-test need for these architectures (roots, toolchain), in
 # parallel; nothing to do with a full cache. .ci/run runs it in the background from its start.
 DEB_PREPARE_ARCHS ?= $(ARCH)
-deb-prepare: deb-deps
+deb-prepare: deb-deps ## fetch the roots and toolchain deb and deb-test need, for DEB_PREPARE_ARCHS, in parallel
 	$(DEB_ROOT)/scripts/deb/prepare.sh $(DEB_PREPARE_ARCHS)
 
 # The host's own packages for all of the above (apt on the host: run it before anything else

@@ -36,7 +36,7 @@ $(THEENGS_VENV)/.ok: $(VM_ROOT)/tests/vm/requirements-theengs.txt
 
 venv-theengs: $(THEENGS_VENV)/.ok ## Theengs Gateway for the kernel VM scenario kernel_stable_address
 
-test-kernel: vm-prepare $(THEENGS_VENV)/.ok $(VM_TEST_PREREQS)
+test-kernel: vm-prepare $(THEENGS_VENV)/.ok $(VM_TEST_PREREQS) ## the real Linux Bluetooth stack (Debian's kernel, BlueZ, bluetoothd) in a QEMU VM
 	@VM_SKIP_PREPARE=1 IBEACON_BIN='$(IBEACON_BIN)' IBEACON_REQUIRE_BIN='$(IBEACON_REQUIRE_BIN)' \
 	  $(VM_ROOT)/scripts/vm/run.sh --timeout $(VM_TIMEOUT) -C $(VM_ROOT) -- tests/vm/guest-test.sh $(VM_SCENARIOS)
 

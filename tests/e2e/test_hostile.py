@@ -17,7 +17,7 @@ import pytest
 
 from support import run, start_advertising, stop_process, vm_rss_kib, write_profile
 
-#: The documented memory limit under any event rate (README, "Security (runtime)").
+#: The documented memory limit under any event rate (docs/SECURITY.md, "Signals, hostile controllers, numbers").
 RSS_LIMIT_KIB = 64 * 1024
 
 

@@ -12,7 +12,7 @@ VENV_APT_PACKAGES := python3 python3-venv
 PROFILE ?= profiles/store12.json
 DEVICE ?= hci0
 
-.PHONY: all help deps test-deps venv-deps build debug venv test test-loaded unit e2e lint format install uninstall demo run bench fuzz clean
+.PHONY: all help deps test-deps venv-deps build debug venv test test-loaded unit e2e lint man man-check format install uninstall demo run bench fuzz clean
 
 all: deps build ## install missing build dependencies, then build the release binary
 
@@ -98,6 +98,25 @@ lint: venv ## swift format lint --strict with the checked-in .swift-format; pyfl
 	$(PYTHON) -m pyflakes tests scripts
 	$(PYTHON) scripts/function-length.py --max 60 Sources
 	$(PYTHON) scripts/thin-cli.py Sources/ibeacon
+	$(MAKE) --no-print-directory man-check
+
+# The man page, docs/ibeacon.1: swift-argument-parser's generate-manual from the binary's own
+# help (every subcommand, its options and their help), one page. `make man` writes it after a
+# change to the help; `make man-check` (part of lint) fails when it no longer matches the help.
+# The date line (.Dd) is the last commit's and is not compared.
+MANPAGE := docs/ibeacon.1
+define generate_manual
+	$(SWIFT) build --product generate-manual
+	@out=$$(mktemp -d) && .build/debug/generate-manual .build/debug/ibeacon --section 1 \
+	  --date $$(date -u -d @$$(git log -1 --format=%ct 2>/dev/null || date +%s) +%F) --output-directory $$out >/dev/null && \
+	  sed -i 's/^$$/.Pp/' $$out/ibeacon.1 && $(1) && rm -rf $$out
+endef
+
+man: debug ## regenerate the man page docs/ibeacon.1 from the binary's help
+	$(call generate_manual,cp $$out/ibeacon.1 $(MANPAGE))
+
+man-check: debug ## fail if docs/ibeacon.1 does not match the binary's help (run make man)
+	$(call generate_manual,{ diff -u -I '^\.Dd ' $(MANPAGE) $$out/ibeacon.1 || { echo "$(MANPAGE) does not match the help: run make man" >&2; rm -rf $$out; exit 1; }; })
 
 format: ## reformat the sources in place
 	$(SWIFT) format --in-place --recursive Sources Tests Package.swift
@@ -111,6 +130,7 @@ CAPS ?= cap_net_admin
 
 install: build ## install to $(PREFIX)/bin, grant capabilities ($(CAPS)), install the systemd unit
 	install -D -m 0755 .build/release/ibeacon $(DESTDIR)$(PREFIX)/bin/ibeacon
+	install -D -m 0644 $(MANPAGE) $(DESTDIR)$(PREFIX)/share/man/man1/ibeacon.1
 	@if command -v setcap >/dev/null && setcap $(CAPS)+ep $(DESTDIR)$(PREFIX)/bin/ibeacon 2>/dev/null; then \
 	  echo "granted $(CAPS) to $(PREFIX)/bin/ibeacon (hciN through the kernel needs cap_net_admin only; raw HCI: make install CAPS=cap_net_raw,cap_net_admin)"; \
 	else \
@@ -132,8 +152,9 @@ install: build ## install to $(PREFIX)/bin, grant capabilities ($(CAPS)), instal
 	  echo "installed /etc/default/ibeacon (device and MQTT settings, all commented out)"; \
 	fi
 
-uninstall: ## remove what make install installed (binary, systemd units)
-	rm -f $(DESTDIR)$(PREFIX)/bin/ibeacon $(DESTDIR)/etc/systemd/system/ibeacon@.service \
+uninstall: ## remove what make install installed (binary, man page, systemd units)
+	rm -f $(DESTDIR)$(PREFIX)/bin/ibeacon $(DESTDIR)$(PREFIX)/share/man/man1/ibeacon.1 \
+	  $(DESTDIR)/etc/systemd/system/ibeacon@.service \
 	  $(DESTDIR)/etc/systemd/system/ibeacon-monitor@.service
 
 run: build ## advertise $(PROFILE) on $(DEVICE); falls back to the emulated demo without an adapter

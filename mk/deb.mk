@@ -36,12 +36,12 @@ else
 DEB_BINARY := $(DEB_ROOT)/.build/deb-$(ARCH)/ibeacon
 DEB_BINARY_PREREQ := deb-cross
 DEB_SHLIBS_ROOT := --shlibs-root $(DEB_CACHE)/sysroot/trixie-$(ARCH)
-# generate-manual runs the ARCH binary (qemu-user through binfmt) with the sysroot's loader.
-DEB_RUN_ENV := QEMU_LD_PREFIX=$(DEB_CACHE)/sysroot/trixie-$(ARCH)
 endif
-DEB_MANUAL := $(DEB_ROOT)/.build/deb-$(ARCH)/ibeacon.1
+# The man page is the repository's (docs/ibeacon.1, `make man`; `make man-check` in lint keeps it
+# matching the binary's help): one page for every architecture, nothing to run under qemu-user.
+DEB_MANUAL := $(DEB_ROOT)/docs/ibeacon.1
 
-.PHONY: deb deb-cross deb-deps deb-manual deb-prepare deb-test deb-lint deb-clean
+.PHONY: deb deb-cross deb-deps deb-prepare deb-test deb-lint deb-clean
 
 # Fetch and prepare what deb and deb-test need for these architectures (roots, toolchain), in
 # parallel; nothing to do with a full cache. .ci/run runs it in the background from its start.
@@ -57,17 +57,8 @@ deb-deps:
 deb-cross:
 	$(DEB_ROOT)/scripts/deb/cross.sh $(ARCH) $(DEB_BINARY)
 
-# The man page: swift-argument-parser's generate-manual from the binary's own help (every
-# subcommand, its options and their help), one page, dated by the last commit.
-deb-manual: $(DEB_BINARY_PREREQ)
+deb: $(DEB_BINARY_PREREQ) ## ibeacon_VERSION_ARCH.deb (ARCH=amd64 default, ARCH=arm64 cross-built); lintian checks it
 	$(call apt_install,$(DEB_HOST_PACKAGES))
-	$(SWIFT) build $(RELEASE_FLAGS) --product generate-manual
-	mkdir -p $(dir $(DEB_MANUAL))
-	$(DEB_RUN_ENV) $(DEB_ROOT)/.build/release/generate-manual $(DEB_BINARY) --section 1 --date $$(date -u -d @$$(git log -1 --format=%ct) +%F) \
-	  --output-directory $(dir $(DEB_MANUAL)) >/dev/null
-	sed -i 's/^$$/.Pp/' $(DEB_MANUAL)  # a blank line in the help text is a paragraph break
-
-deb: deb-manual ## ibeacon_VERSION_ARCH.deb (ARCH=amd64 default, ARCH=arm64 cross-built); lintian checks it
 	$(DEB_ROOT)/scripts/deb/build.sh --arch $(ARCH) --binary $(DEB_BINARY) --manual $(DEB_MANUAL) \
 	  --out $(DEB_OUT) $(DEB_SHLIBS_ROOT)
 	@$(MAKE) --no-print-directory deb-lint ARCH=$(ARCH)

@@ -483,7 +483,21 @@ extension RuntimeRecords {
         return ScanWindowRecords(
             inherited: { records.liveScanWindows(adapter: adapter).first?.parameters },
             save: { records.saveScanWindow($0, adapter: adapter, logger: logger) },
-            othersScanning: { records.liveScanWindows(adapter: adapter).map(\.pid) })
+            othersScanning: { records.liveScanWindows(adapter: adapter).map(\.pid) },
+            orphaned: { records.orphanedScanWindow(adapter: adapter) })
+    }
+
+    /// The window a killed ibeacon scan on `adapter` recorded to restore (its process gone, in
+    /// this boot, the record owned by root or this user); its record is removed.
+    func orphanedScanWindow(adapter: String) -> MonitorScanParameters? {
+        for record in load(prefix: adapter, suffix: ".scanwindow").records
+        where record.writer.pid != Sys.processID() && !isFromAnotherBoot(record) && writerIsGone(record)
+            && (record.owner == 0 || record.owner == user)
+        {
+            remove(record)
+            if let window = record.scanWindow { return window }
+        }
+        return nil
     }
 
     func saveScanWindow(_ parameters: MonitorScanParameters?, adapter: String, logger: Logger) {

@@ -245,6 +245,24 @@ private func records(
         #expect(tree.exists(tree.path("monitor-lobby/hci0-7.instances")))
     }
 
+    /// Issue 40, hole 4: the scan-window record of a killed scan is found (once) by the next
+    /// scan; a running scan's is not an orphan.
+    @Test func aKilledScansWindowRecordIsFoundOnceAndSpent() throws {
+        let tree = try RuntimeTree()
+        defer { tree.cleanUp() }
+        func text(_ pid: Int32) -> String {
+            "pid \(pid)\nstart 100\nboot \(RuntimeTree.boot)\ninterval 96 window 48\n"
+        }
+        try tree.write("hci0-7.scanwindow", text(7))
+        try tree.write("hci0-8.scanwindow", text(8))
+        let live = ProcessIdentity(pid: 8, startTime: 100, bootID: RuntimeTree.boot)
+        let store = records(tree, running: [live])
+        #expect(store.orphanedScanWindow(adapter: "hci0") == MonitorScanParameters(interval: 96, window: 48))
+        #expect(!tree.exists(tree.path("hci0-7.scanwindow")))
+        #expect(store.orphanedScanWindow(adapter: "hci0") == nil)
+        #expect(tree.exists(tree.path("hci0-8.scanwindow")))
+    }
+
     @Test func writtenRecordsAreReadBackAndTheirWriterIsAlive() throws {
         let tree = try RuntimeTree()
         defer { tree.cleanUp() }

@@ -74,3 +74,15 @@ import Testing
         #expect(!described.contains("5e c4") && !described.lowercased().contains("5ec4"))
     }
 }
+
+/// Issue 40, hole 4: a user running the installed binary (AT_SECURE) does not power on an
+/// adapter an administrator powered off; root (not elevated) still brings it up.
+@Suite struct BringUpRefusalTests {
+    @Test func anElevatedProcessIsRefusedWithAClearMessage() throws {
+        let refusal = try #require(BlueZHCITransport.bringUpRefusal("hci0", elevated: true))
+        #expect(refusal.kind == .permissionDenied)
+        #expect(refusal.message.hasPrefix("hci0 is powered off, and ibeacon does not power on an adapter"))
+        #expect(refusal.hint?.contains("sudo hciconfig hci0 up") == true)
+        #expect(BlueZHCITransport.bringUpRefusal("hci0", elevated: false) == nil)
+    }
+}

@@ -2252,6 +2252,14 @@ scenario_kernel_local_user() {
   as_user "$capdir/ibeacon-admin" stop --device hci0 > "$out" 2>&1
   check_contains "(5) the user's own stop removes its killed advertiser's instance" "removed ibeacon's advertising instance(s)" "$out"
   rm -rf "/run/ibeacon/$TEST_USER"
+  # (6) Issue 40, hole 4: an adapter root powered off is not powered on for the user (raw:hci0
+  # through the setcap'd binary, which used to bring it up and then fail with 77).
+  timeout 10 hciconfig hci0 down
+  as_user "$capdir/ibeacon-admin" info --device raw:hci0 > "$out" 2>&1
+  check_status "(6) the user's raw:hci0 on a powered-off adapter" 77 $? "$out"
+  check_contains "(6) it says why" "does not power on an adapter" "$out"
+  check_eq "(6) hci0 still down" "DOWN" "$(timeout 10 hciconfig hci0 | awk '/RUNNING|DOWN/ { print $1; exit }')"
+  timeout 10 hciconfig hci0 up
   bluetoothd_stop
 }
 

@@ -131,6 +131,21 @@ import Testing
         #expect("\(ordinary)" == "04 0e 04 01 03 0c 00")
     }
 
+    /// The raw path at -vv: the controller client traces every packet; those with keys are
+    /// shown by kind and length only.
+    @Test func noKeyReachesATraceLineOfTheControllerClient() async throws {
+        let log = RecordingLog(level: .trace)
+        let fake = FakeController()
+        let client = ControllerClient(transport: fake, logger: log.logger, clock: ManualClock())
+        await client.start()
+        for packet in Self.secretPackets where packet.type == .event { fake.inject(packet) }
+        _ = try await client.execute(ReadBDAddr())  // answered after them: all received
+        let lines = log.linesWithMetadata
+        #expect(lines.contains { $0.contains("event Link Key Notification: 25 bytes withheld") }, "\(lines)")
+        #expect(!lines.contains { KeyMaterialLoggingTests.leaks(in: $0) }, "\(lines.joined(separator: "\n"))")
+        await client.close()
+    }
+
     @Test func theRawSocketFilterAsksOnlyForDecodedEvents() {
         let mask = HCIEvent.socketFilterEventMask
         // Command Complete, Command Status, Hardware Error, LE Meta, and 0xFD (bit 0x3D).

@@ -1,4 +1,4 @@
-"""Issue 40, holes 2, 5 and 6: forged discovery configs and box notes from a client allowed to
+"""Issue 40, holes 2, 5, 6 and 7: forged discovery configs and box notes from a client allowed to
 publish under the discovery prefix or the box's base. The broker is a real mosquitto
 (mqtt_broker.py); the adversary is mosquitto_pub. Before: one forged config naming the box's
 state topic and availability emptied both; 2,000 added a log line each and were republished at
@@ -7,7 +7,9 @@ every Home Assistant `online`; 2,000 box notes logged 2,000 errors.
 
 from __future__ import annotations
 
+import re
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -86,6 +88,33 @@ def test_floods_of_forged_configs_and_box_notes_are_bounded(ibeacon_bin: Path, h
                 time.sleep(3)
                 empties = [t for r, t, p, _ in sub.all()[seen:] if p == '' and 'forged_' in t]
                 assert empties == [], empties[:5]
+        finally:
+            assert m.stop(signal.SIGTERM) == 0, m.stderr
+    finally:
+        broker.close()
+
+
+def test_the_client_id_cannot_be_guessed(ibeacon_bin: Path, harness_factory, tmp_path: Path) -> None:
+    """Hole 7: the id `ibeacon-HOST-COMMAND-PID` a sweep could hit now ends in 16 random hex
+    digits; a client connecting with the guessable id takes nobody's session."""
+    broker = Broker(tmp_path)
+    try:
+        m = start_monitor(ibeacon_bin, harness_factory, broker)
+        try:
+            log = (tmp_path / 'mosquitto.log').read_text()
+            ids = re.findall(r' as (ibeacon-\S+) ', log)
+            assert ids, log
+            box_id = ids[0]
+            print(f'client id: {box_id}')
+            host = re.sub(r'[^A-Za-z0-9_-]', '_', socket.gethostname())
+            assert re.fullmatch(rf'ibeacon-.+-monitor-{m.proc.pid}-[0-9a-f]{{16}}', box_id), box_id
+            guess = f'ibeacon-{host}-monitor-{m.proc.pid}'
+            args = [a for a in broker.client_args() if a != '-v']
+            subprocess.run(['mosquitto_sub', *args, '-i', guess, '-t', 'x', '-W', '1'], timeout=10)
+            time.sleep(1)
+            log = (tmp_path / 'mosquitto.log').read_text()
+            assert f'Client {box_id} already connected' not in log, log[-2000:]
+            assert broker.retained().get(AVAILABILITY) == 'online'
         finally:
             assert m.stop(signal.SIGTERM) == 0, m.stderr
     finally:

@@ -35,7 +35,12 @@ public struct H4Packet: Hashable, Sendable, CustomStringConvertible {
     /// The packet as sent on the wire: type byte followed by the body.
     public var bytes: [UInt8] { [type.rawValue] + body }
 
-    public var description: String { bytes.hexString(separator: " ") }
+    /// The bytes in hex, except for a packet carrying keys or pairing parameters
+    /// (`carriesSecrets`): then only its kind and length.
+    public var description: String {
+        if let secret = secretKind { return "\(type) \(secret): \(body.count) bytes withheld (key material)" }
+        return bytes.hexString(separator: " ")
+    }
 }
 
 /// Why an H4 byte stream could not be framed.

@@ -524,14 +524,25 @@ public struct MQTTLayout: Sendable, Equatable {
     /// state and attribute topics under `base`, to be emptied (an empty retained config removes
     /// the entity from Home Assistant). Another process's entities (another availability topic)
     /// are left alone.
+    /// `BASE/region/NAME/state`, `BASE/beacon/NAME/attributes` and the like: one level of name.
+    func isEntityStateTopic(_ topic: String) -> Bool {
+        guard topic.hasPrefix(base + "/"), !topic.contains("+"), !topic.contains("#") else { return false }
+        let levels = topic.dropFirst(base.count + 1).split(separator: "/", omittingEmptySubsequences: false)
+        return levels.count == 3 && (levels[0] == "region" || levels[0] == "beacon") && !levels[1].isEmpty
+            && (levels[2] == "state" || levels[2] == "attributes")
+    }
+
     public func staleDiscovery(topic: String, payload: String, current: Set<String>) -> [String] {
         guard let discoveryPrefix, !payload.isEmpty, !current.contains(topic), topic.hasPrefix(discoveryPrefix + "/"),
             topic.hasSuffix("/config"),
             let config = try? JSONValue.parse(Array(payload.utf8)).objectValue,
             config["availability_topic"]?.stringValue == availabilityTopic
         else { return [] }
+        // Only an entity's own state topics (BASE/region|beacon/NAME/state|attributes), never
+        // another of the base (availability, another command's): the config can be forged
+        // (issue 40, hole 2), and the publisher also keeps every topic it publishes now.
         let mine = ["state_topic", "json_attributes_topic"].compactMap { config[$0]?.stringValue }
-            .filter { $0.hasPrefix(base + "/") && !$0.contains("+") && !$0.contains("#") }
+            .filter { isEntityStateTopic($0) }
         var out = [topic]
         for t in mine {
             // The plain ON/OFF topic beside the attributes goes too.

@@ -1,3 +1,5 @@
+import Logging
+
 /// The environment variables ibeacon reads, with `secure_getenv(3)` semantics: when the process
 /// runs with privileges its caller may not have (the installed binary with file capabilities,
 /// set-user-ID, set-group-ID: `AT_SECURE`), none of them is honoured, because whoever started it
@@ -58,5 +60,21 @@ public struct ProcessEnvironment: Sendable {
         return
             "\(name) is ignored: ibeacon runs with more privileges than its caller (file capabilities or "
             + "set-user-ID), so it reads no environment variable (give the value as an option instead)"
+    }
+}
+
+extension ProcessEnvironment {
+    /// The log level a request gets: `trace` (`-vv`, every packet) is downgraded to `debug` when
+    /// the process is elevated (file capabilities: `AT_SECURE`), with the note saying so. The
+    /// packets of a management or raw socket opened with those capabilities are other programs'
+    /// too, pairings included; whoever started the process did not have the privilege to read them.
+    public func logLevel(requested: Logger.Level) -> (level: Logger.Level, note: String?) {
+        guard elevated, requested == .trace else { return (requested, nil) }
+        return (
+            .debug,
+            "-vv (every packet) is refused: ibeacon runs with privileges its caller lacks (file capabilities, "
+                + "AT_SECURE), and its sockets carry other programs' packets; logging at -v (debug) instead. "
+                + "For a packet trace run it as root (sudo ibeacon … -vv)"
+        )
     }
 }

@@ -79,6 +79,14 @@ public struct MQTTOutbox: Sendable {
     private var events: [MQTTMessage] = []
     private var eventsHead = 0
     private var transient: [MQTTMessage] = []
+    /// Topics to empty once (a removed entity's config and states), in order: not kept as
+    /// retained state, so not sent again at every connect or Home Assistant `online`; at most
+    /// `removalCapacity` wait (issue 40, hole 5: forged configs by the thousand).
+    private var removals: [String] = []
+    private var removalSet: Set<String> = []
+    public let removalCapacity = 256
+    /// Removals refused because `removalCapacity` were waiting.
+    public private(set) var droppedRemovals = 0
 
     public private(set) var connected = false
     public private(set) var outstanding = 0
@@ -93,6 +101,28 @@ public struct MQTTOutbox: Sendable {
     }
 
     public var queuedEvents: Int { events.count - eventsHead }
+    public var queuedRemovals: Int { removals.count }
+
+    /// Whether this process publishes `topic` now (a retained topic with a payload).
+    public func publishes(_ topic: String) -> Bool {
+        guard let payload = retained[topic] else { return false }
+        return !payload.isEmpty
+    }
+
+    /// Empties `topic` once, unless this process publishes it; false when it is not queued
+    /// (published here, or `removalCapacity` removals wait).
+    @discardableResult
+    public mutating func removeOnce(_ topic: String) -> Bool {
+        guard retained[topic] == nil else { return false }
+        if removalSet.contains(topic) { return true }
+        guard removals.count < removalCapacity else {
+            droppedRemovals += 1
+            return false
+        }
+        removalSet.insert(topic)
+        removals.append(topic)
+        return true
+    }
     public var retainedCount: Int { retainedOrder.count + (lastTopic == nil ? 0 : 1) }
 
     /// Records a retained topic's current payload; it is sent when it changed (or was never sent).
@@ -160,6 +190,10 @@ public struct MQTTOutbox: Sendable {
         } else if lastDirty, let topic = lastTopic {
             lastDirty = false
             message = MQTTMessage(topic: topic, payload: retained[topic] ?? "", kind: .retained)
+        } else if !removals.isEmpty {
+            let topic = removals.removeFirst()
+            removalSet.remove(topic)
+            message = MQTTMessage(topic: topic, payload: "", kind: .retained)
         } else if eventsHead < events.count {
             message = events[eventsHead]
             eventsHead += 1
@@ -178,6 +212,7 @@ public struct MQTTOutbox: Sendable {
         outstanding = max(0, outstanding - 1)
         switch message.kind {
         case .retained where message.topic == lastTopic: lastDirty = true
+        case .retained where retained[message.topic] == nil: removeOnce(message.topic)
         case .retained: markDirty(message.topic)
         case .event: events.insert(message, at: eventsHead)
         case .transient: droppedTransient += 1
@@ -266,6 +301,12 @@ public final class MQTTPublisher: MQTTConnectionHandler {
     /// entity (an empty payload on a topic it still reads is "Erroneous JSON" in its log).
     private let laterRemovals = Mutex<[(due: ContinuousClock.Instant, topics: [String])]>([])
     let removalDelay: Duration
+    /// At most this many states wait in `laterRemovals`, and other boxes are remembered.
+    static let trackedCapacity = 256
+    static let clashCapacity = 16
+    /// Log lines about removals and other boxes, at most `linesPerMinute` a minute each.
+    private let removalLines = Mutex(LineBudget())
+    private let clashLines = Mutex(LineBudget())
 
     /// `clock` and `republishInterval`: how often Home Assistant's `online` may make this box
     /// publish everything again (`RepublishLimiter`); `removalDelay`: how long after emptying a
@@ -466,10 +507,16 @@ public final class MQTTPublisher: MQTTConnectionHandler {
     /// Another box says it publishes under this base and name: said once per box, since their
     /// retained states and availability overwrite each other (Home Assistant still keeps the two
     /// apart: its discovery topics and ids carry the adapter's address).
+    /// A flood of forged nodes (issue 40, hole 6) is bounded: `clashCapacity` boxes remembered,
+    /// lines limited per minute.
     private func noticeOtherBox(_ payload: String) {
-        guard let other = layout.otherBox(inBoxPayload: payload),
-            own.withLock({ $0.clashes.insert(other).inserted })
+        guard payload.utf8.count <= Self.maximumPayload, let other = layout.otherBox(inBoxPayload: payload),
+            own.withLock({ o in o.clashes.count < Self.clashCapacity && o.clashes.insert(other).inserted })
         else { return }
+        guard let skipped = clashLines.withLock({ $0.take(at: .now) }) else { return }
+        if skipped > 0 {
+            logger.error("MQTT: \(skipped) more report(s) of another box under \(layout.base) not logged")
+        }
         logger.error(
             "MQTT: another box (\(other.escapedForTerminal)) publishes under \(layout.base.escapedForTerminal) too, as boxes cloned from one image do (one host name): their states and availability overwrite each other there; give each box its own --mqtt-base"
         )
@@ -477,16 +524,32 @@ public final class MQTTPublisher: MQTTConnectionHandler {
 
     /// A discovery config of this box's that this process no longer has: emptied (Home Assistant
     /// removes the entity), with its retained states.
+    ///
+    /// The config names its state topics, and anyone allowed to publish discovery can forge one
+    /// (issue 40, holes 2 and 5): a topic this process publishes now (its live states, its
+    /// availability) is never emptied, whatever the config says; removals are sent once (not
+    /// again at every connect or `online`), at most `MQTTOutbox.removalCapacity` wait and
+    /// `trackedCapacity` states wait for later, and the log says it a few times a minute.
     private func removeIfStale(topic: String, payload: String) {
+        guard payload.utf8.count <= Self.maximumPayload else { return }
         let current = own.withLock { $0.discovery }
         let stale = layout.staleDiscovery(topic: topic, payload: payload, current: current)
-        guard !stale.isEmpty else { return }
-        logger.notice(
-            "MQTT: \(topic.escapedForTerminal) is no longer configured here: removing it from Home Assistant")
-        outbox.withLock { $0.setRetained(topic, "") }
-        laterRemovals.withLock { $0.append((.now + removalDelay, stale.filter { $0 != topic })) }
+        guard !stale.isEmpty, outbox.withLock({ $0.removeOnce(topic) }) else { return }
+        let states = outbox.withLock { box in stale.filter { $0 != topic && !box.publishes($0) } }
+        laterRemovals.withLock { later in
+            guard later.reduce(0, { $0 + $1.topics.count }) + states.count <= Self.trackedCapacity else { return }
+            later.append((.now + removalDelay, states))
+        }
+        if let skipped = removalLines.withLock({ $0.take(at: .now) }) {
+            if skipped > 0 { logger.notice("MQTT: \(skipped) more removal(s) of discovery configs not logged") }
+            logger.notice(
+                "MQTT: \(topic.escapedForTerminal) is no longer configured here: removing it from Home Assistant")
+        }
         pump()
     }
+
+    /// Payloads larger than this (discovery configs and box notes are a few hundred bytes) are ignored.
+    static let maximumPayload = 16384
 
     /// Empties the retained states of removed entities whose time has come.
     private func removeDueStates() {
@@ -497,7 +560,7 @@ public final class MQTTPublisher: MQTTConnectionHandler {
             return due
         }
         guard !due.isEmpty else { return }
-        outbox.withLock { box in for t in due { box.setRetained(t, "") } }
+        outbox.withLock { box in for t in due { box.removeOnce(t) } }
     }
 
     public func idle() {
@@ -522,5 +585,30 @@ public final class MQTTPublisher: MQTTConnectionHandler {
                 }
             }
         }
+    }
+}
+
+/// How many lines of one kind may be logged: `linesPerMinute` in each minute; the rest are
+/// counted and the count said with the next line logged.
+struct LineBudget {
+    static let linesPerMinute = 5
+    private var windowStart: ContinuousClock.Instant?
+    private var logged = 0
+    private var skipped = 0
+
+    /// nil: do not log; else log, after saying how many were skipped before (when not 0).
+    mutating func take(at now: ContinuousClock.Instant) -> Int? {
+        if let start = windowStart, now - start < .seconds(60) {
+            guard logged < Self.linesPerMinute else {
+                skipped += 1
+                return nil
+            }
+            logged += 1
+            return 0
+        }
+        windowStart = now
+        logged = 1
+        defer { skipped = 0 }
+        return skipped
     }
 }

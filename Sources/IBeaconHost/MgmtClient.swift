@@ -123,7 +123,9 @@ public actor MgmtClient {
             }
             outstanding.begin(
                 id: id, key: ReplyKey(opcode: opcode, index: packet.index), continuation: continuation, timer: timer)
-            logger.trace("mgmt send", metadata: ["command": "\(opcode)", "packet": "\(packet)"])
+            logger.trace(
+                "mgmt send",
+                metadata: ["command": "\(opcode)", "packet": "\(packet)", "parameters": "\(packet.parameterDump)"])
             do {
                 try transport.send(packet.bytes)
             } catch let error as TransportError {
@@ -163,7 +165,7 @@ public actor MgmtClient {
             logger.warning("ignoring a malformed management packet: \(error)")
             return
         }
-        logger.trace("mgmt receive", metadata: ["event": "\(event)"])
+        logger.trace("mgmt receive", metadata: ["event": "\(event.logDescription)"])
         switch event {
         case .commandComplete(let index, let opcode, let status, let parameters):
             if let id = outstanding.id(answeredBy: ReplyKey(opcode: opcode, index: index)) {

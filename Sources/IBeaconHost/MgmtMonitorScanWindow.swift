@@ -44,15 +44,20 @@ public struct ScanWindowRecords: Sendable {
     public var save: @Sendable (MonitorScanParameters?) -> Void
     /// Process ids of other running ibeacon scans on this adapter with a record.
     public var othersScanning: @Sendable () -> [Int32]
+    /// The parameters a killed ibeacon scan (its process gone, in this boot) recorded to
+    /// restore and never did; its record is spent by the call.
+    public var orphaned: @Sendable () -> MonitorScanParameters?
 
     public init(
         inherited: @escaping @Sendable () -> MonitorScanParameters?,
         save: @escaping @Sendable (MonitorScanParameters?) -> Void,
-        othersScanning: @escaping @Sendable () -> [Int32]
+        othersScanning: @escaping @Sendable () -> [Int32],
+        orphaned: @escaping @Sendable () -> MonitorScanParameters? = { nil }
     ) {
         self.inherited = inherited
         self.save = save
         self.othersScanning = othersScanning
+        self.orphaned = orphaned
     }
 
     /// No other process to coordinate with (tests, a single scan).
@@ -124,12 +129,23 @@ public struct MgmtMonitorScanWindow: Sendable {
             return nil
         }
         if current.isContinuous {
+            // Read before `inherited`, which removes the records of processes that are gone.
+            let orphan = records.orphaned()
             if let inherited = records.inherited() {
                 records.save(inherited)
                 logger.info(
                     "the advertisement-monitor scan on \(index) is already continuous (\(current)), widened by another ibeacon scan: whichever ends last restores \(inherited)"
                 )
                 return Change(original: inherited, applied: current)
+            }
+            // Issue 40, hole 4: a scan killed before it restored the window left it widened for
+            // good; its record says what to put back, and this scan does when it ends.
+            if let orphan, orphan.interval == current.interval, !orphan.isContinuous {
+                records.save(orphan)
+                logger.notice(
+                    "the advertisement-monitor scan window on \(index) is still widened (\(current)) by an ibeacon scan that was killed before it restored it: \(orphan) is restored when this scan ends"
+                )
+                return Change(original: orphan, applied: current)
             }
             logger.info("the advertisement-monitor scan on \(index) is already continuous (\(current)): left as it is")
             return nil

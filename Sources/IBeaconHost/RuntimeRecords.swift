@@ -82,6 +82,8 @@ public struct RuntimeRecord: Sendable, Equatable {
     public var instances: [UInt8]
     /// `interval N window N` (scan-window records).
     public var scanWindow: MonitorScanParameters?
+    /// The user the file belongs to (root, or its directory's owner).
+    public var owner: UInt32 = 0
 }
 
 /// A record that was not believed, and why (for the log and `stop`'s output).
@@ -101,7 +103,9 @@ public struct RefusedRecord: Sendable, Equatable {
 /// `fstat`) that belongs to root or to its directory's owner and is writable by its owner only.
 /// `$IBEACON_RUNTIME_DIR` replaces `/run/ibeacon` only when ibeacon runs without elevated
 /// privileges (`ProcessEnvironment`). A record names its writer by process ID, start time and
-/// boot ID, so a reused process ID is not mistaken for it.
+/// boot ID, so a reused process ID is not mistaken for it. `stop` removes the instances of a
+/// record only when the record belongs to root or to the user running it: a directory of its
+/// own lets a user (or a monitor's hook) write a record naming any instance.
 public struct RuntimeRecords: Sendable {
     /// Where records live unless `$IBEACON_RUNTIME_DIR` says otherwise.
     public static let systemDirectory = "/run/ibeacon"
@@ -316,7 +320,11 @@ public struct RuntimeRecords: Sendable {
         guard let bytes = try? Sys.readToEnd(fd, limit: Self.maximumSize), bytes.count <= Self.maximumSize else {
             return .failure(FileError(.io, path: file, "cannot be read"))
         }
-        return Self.parse(String(decoding: bytes, as: UTF8.self), file: file, pid: pid)
+        return Self.parse(String(decoding: bytes, as: UTF8.self), file: file, pid: pid).map { record in
+            var owned = record
+            owned.owner = status.uid
+            return owned
+        }
     }
 
     /// Parses a record's lines (`pid`, `start`, `boot`, `address`, `instance N`,
@@ -403,6 +411,15 @@ extension RuntimeRecords {
                 }
                 plan.running.append(record.writer.pid)
                 claimedByRunning.formUnion(record.instances)
+            } else if record.owner != 0 && record.owner != user {
+                // Issue 40, hole 3: a user (or a monitor's hook, which runs as the monitor's
+                // user) can write records in its own directory below /run/ibeacon naming any
+                // instance, another program's included. Only root and the record's own user act
+                // on it: the beacon unit's ExecStopPost runs as the unit's user.
+                plan.notes.append(
+                    "\(record.file) belongs to uid \(record.owner), not to this user (uid \(user)) or root: "
+                        + "its instances are left alone (that user's `ibeacon stop` removes them; a unit's "
+                        + "ExecStopPost does)")
             } else if record.adapterAddress != address {
                 let recorded = record.adapterAddress ?? "none"
                 plan.notes.append(
@@ -466,7 +483,21 @@ extension RuntimeRecords {
         return ScanWindowRecords(
             inherited: { records.liveScanWindows(adapter: adapter).first?.parameters },
             save: { records.saveScanWindow($0, adapter: adapter, logger: logger) },
-            othersScanning: { records.liveScanWindows(adapter: adapter).map(\.pid) })
+            othersScanning: { records.liveScanWindows(adapter: adapter).map(\.pid) },
+            orphaned: { records.orphanedScanWindow(adapter: adapter) })
+    }
+
+    /// The window a killed ibeacon scan on `adapter` recorded to restore (its process gone, in
+    /// this boot, the record owned by root or this user); its record is removed.
+    func orphanedScanWindow(adapter: String) -> MonitorScanParameters? {
+        for record in load(prefix: adapter, suffix: ".scanwindow").records
+        where record.writer.pid != Sys.processID() && !isFromAnotherBoot(record) && writerIsGone(record)
+            && (record.owner == 0 || record.owner == user)
+        {
+            remove(record)
+            if let window = record.scanWindow { return window }
+        }
+        return nil
     }
 
     func saveScanWindow(_ parameters: MonitorScanParameters?, adapter: String, logger: Logger) {

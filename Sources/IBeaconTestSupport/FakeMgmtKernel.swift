@@ -273,6 +273,10 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
 
     private func emit(_ event: MgmtEvent) { sink.yield(event.packet.bytes) }
 
+    /// Sends a packet as the kernel would to every socket opened with CAP_NET_ADMIN, whatever
+    /// its code (New Link Key after another program's pairing, say).
+    public func kernelBroadcasts(_ packet: MgmtPacket) { sink.yield(packet.bytes) }
+
     // MARK: - MgmtTransport
 
     public func send(_ bytes: [UInt8]) throws {

@@ -4,6 +4,7 @@ import Synchronization
 /// Keeps every message logged through its `logger`, for assertions on what a component says.
 public final class RecordingLog: Sendable {
     private let entries = Mutex<[(level: Logger.Level, message: String)]>([])
+    private let rendered = Mutex<[String]>([])
     /// The lowest level the logger passes on (a flood test keeps trace messages out).
     public let level: Logger.Level
 
@@ -30,6 +31,10 @@ public final class RecordingLog: Sendable {
         entries.withLock { $0.contains { $0.level == level && $0.message.contains(text) } }
     }
 
+    /// Every message with its metadata (the logger's and the call's), as a log handler would
+    /// print it: what must never hold a key.
+    public var linesWithMetadata: [String] { rendered.withLock { $0 } }
+
     /// Every message, one a line, for a failing assertion's comment.
     public var all: String { messages.joined(separator: "\n") }
 
@@ -43,6 +48,9 @@ public final class RecordingLog: Sendable {
         }
         func log(event: LogEvent) {
             log.entries.withLock { $0.append((event.level, event.message.description)) }
+            let all = metadata.merging(event.metadata ?? [:]) { $1 }
+            let fields = all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+            log.rendered.withLock { $0.append("\(event.level): \(event.message) \(fields)") }
         }
     }
 }

@@ -183,6 +183,7 @@ public final class BlueZHCITransport: HCITransport {
             throw TransportError(.io, "\(name): HCIGETDEVINFO failed: \(error)", errno: error.rawValue)
         }
         if !info.isUp {
+            if let refusal = bringUpRefusal(name, elevated: Sys.isElevated()) { throw refusal }
             logger.info("adapter is down; bringing it up", metadata: ["device": "\(name)"])
             do {
                 try Sys.hciDeviceUp(fd, index: index)
@@ -209,6 +210,18 @@ public final class BlueZHCITransport: HCITransport {
         } catch {
             throw .systemCall(error, "cannot bind to \(name): \(error)", hint: capabilityHint)
         }
+    }
+
+    /// Issue 40, hole 4: a user running the installed binary (file capabilities: `AT_SECURE`)
+    /// does not get an adapter an administrator powered off powered on; root still does.
+    static func bringUpRefusal(_ name: String, elevated: Bool) -> TransportError? {
+        guard elevated else { return nil }
+        return TransportError(
+            .permissionDenied,
+            "\(name) is powered off, and ibeacon does not power on an adapter for a user who runs it through its "
+                + "file capabilities (an administrator may have powered it off)",
+            hint: "an administrator powers it on: `sudo bluetoothctl power on` or `sudo hciconfig \(name) up`",
+            errno: Errno.networkDown.rawValue)
     }
 
     static func noSuchAdapter(_ name: String) -> TransportError {

@@ -44,9 +44,13 @@ final class DescriptorLink: Sendable {
     ///   - inspect: looks at every packet before it is delivered; returning an error finishes the
     ///     stream with it (the BlueZ transport uses it for "adapter went down" notices).
     ///   - sendFailure: turns a failed write into the error `send` throws.
+    ///   - describe: what the trace log shows of a received packet (an H4 packet's description,
+    ///     which withholds key material; the management socket's own, which withholds every
+    ///     parameter).
     init(
         name: String, adopting fd: FileDescriptor, isSocket: Bool, framing: ReadFraming, logger: Logger,
         inspect: @escaping @Sendable (H4Packet) -> TransportError? = { _ in nil },
+        describe: @escaping @Sendable (H4Packet) -> String = { "\($0)" },
         sendFailure: @escaping @Sendable (Errno) -> TransportError
     ) throws(TransportError) {
         let wake: (readEnd: FileDescriptor, writeEnd: FileDescriptor)
@@ -71,7 +75,7 @@ final class DescriptorLink: Sendable {
 
         let reader = Reader(
             name: name, fd: fd, wake: wake.readEnd, framing: framing, continuation: continuation,
-            inspect: inspect, filter: filter, logger: logger)
+            inspect: inspect, describe: describe, filter: filter, logger: logger)
         do {
             let thread = try Sys.spawnThread { reader.run() }
             lifecycle.withLock { $0.reader = thread }
@@ -138,6 +142,7 @@ private struct Reader: Sendable {
     let framing: ReadFraming
     let continuation: AsyncThrowingStream<H4Packet, any Error>.Continuation
     let inspect: @Sendable (H4Packet) -> TransportError?
+    let describe: @Sendable (H4Packet) -> String
     let filter: PacketFilterBox
     let logger: Logger
 
@@ -186,7 +191,7 @@ private struct Reader: Sendable {
             }
             for packet in packets {
                 if let failure = inspect(packet) { return finish(failure) }
-                logger.trace("received", metadata: ["device": "\(name)", "packet": "\(packet)"])
+                logger.trace("received", metadata: ["device": "\(name)", "packet": "\(describe(packet))"])
                 if filter.consumes(packet) { continue }
                 if !deliver(packet) { return continuation.finish() }  // close() asked us to stop
             }

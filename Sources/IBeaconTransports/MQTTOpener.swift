@@ -31,10 +31,15 @@ public struct MQTTOpener: Sendable {
         self.layout = layout
     }
 
-    /// `ibeacon-<host>-<command>-<pid>`: unique per process, so two commands on one box do not
-    /// take each other's session.
+    /// `ibeacon-<host>-<command>-<pid>-<16 hex digits>`: unique per process, so two commands on
+    /// one box do not take each other's session, and not guessable (issue 40, hole 7): a broker
+    /// disconnects the older client when a new one connects with its id, so a client that can
+    /// guess the id (host, command and a pid are a few thousand tries) knocks the box offline.
+    /// The last part is 64 bits from the system's random number generator (`getrandom(2)`),
+    /// drawn once per process.
     public var clientID: String {
-        "ibeacon-\(MQTTTopic.identifier(ProcessContext.hostName))-\(command)-\(ProcessContext.processID)"
+        "ibeacon-\(MQTTTopic.identifier(ProcessContext.hostName))-\(command)-\(ProcessContext.processID)-"
+            + mqttClientNonce
     }
 
     /// The client's settings for `layout`: credentials, TLS, and `offline` as the Last Will.
@@ -53,4 +58,14 @@ public struct MQTTOpener: Sendable {
         logger.notice("MQTT: publishing to \(broker) under \(layout.base)\(discovery)")
         return MQTTPublisher(layout: layout, connection: connection, logger: logger)
     }
+}
+
+/// The random part of this process's MQTT client id (`MQTTOpener.clientID`).
+let mqttClientNonce = makeClientNonce()
+
+/// 64 bits from the system's random number generator, as 16 lowercase hex digits.
+func makeClientNonce() -> String {
+    var generator = SystemRandomNumberGenerator()
+    let digits = String(UInt64.random(in: .min ... .max, using: &generator), radix: 16)
+    return String(repeating: "0", count: 16 - digits.count) + digits
 }

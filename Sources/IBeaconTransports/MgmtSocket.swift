@@ -39,6 +39,7 @@ public final class MgmtSocketTransport: MgmtTransport {
         }
         link = try DescriptorLink(
             name: "mgmt", adopting: fd, isSocket: true, framing: .packetPerRead, logger: logger,
+            describe: Self.describe,
             sendFailure: { error in
                 .systemCall(
                     error, "writing to the management socket failed: \(error)",
@@ -55,6 +56,12 @@ public final class MgmtSocketTransport: MgmtTransport {
                 continuation.finish(throwing: error)
             }
         }
+    }
+
+    /// What the trace log shows of a received packet: code, index and length, never the
+    /// parameters (New Link Key and the like reach every socket with CAP_NET_ADMIN).
+    @Sendable static func describe(_ packet: H4Packet) -> String {
+        (try? MgmtPacket(decoding: packet.bytes)).map { "\($0)" } ?? "\(packet.bytes.count) bytes"
     }
 
     private static func failure(_ call: String, _ error: Errno) -> TransportError {

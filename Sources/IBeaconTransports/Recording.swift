@@ -4,7 +4,8 @@ import Logging
 import Synchronization
 import SystemPackage
 
-/// Writes every packet it is given to a btsnoop v1 file (datalink 1002, H4), which Wireshark,
+/// Writes every packet it is given — but those carrying keys or pairing parameters, which it
+/// leaves out — to a btsnoop v1 file (datalink 1002, H4), which Wireshark,
 /// tshark and `btmon -r` open. Each record goes out in one `write(2)` as it happens, so a
 /// process killed mid-run leaves a readable file.
 public final class BTSnoopFileRecorder: PacketRecorder {
@@ -14,6 +15,7 @@ public final class BTSnoopFileRecorder: PacketRecorder {
     /// The open file, nil after `close()` or after a failed write.
     private let file: Mutex<FileDescriptor?>
     private let firstFailure: Mutex<TransportError?>
+    private let withheld = Mutex(0)
 
     /// Creates `path` and writes the file header. An existing file is refused unless
     /// `overwrite` (then replaced by a new file, never truncated through a link); symbolic
@@ -42,10 +44,19 @@ public final class BTSnoopFileRecorder: PacketRecorder {
 
     deinit { close() }
 
+    /// Packets left out because they carry keys or pairing parameters (`H4Packet.carriesSecrets`).
+    public var withheldPackets: Int { withheld.withLock { $0 } }
+
     /// The first write error, if recording stopped because of one.
     public var failure: TransportError? { firstFailure.withLock { $0 } }
 
     public func record(_ packet: H4Packet, direction: PacketDirection) {
+        // Keys and pairing parameters (bluetoothd's pairings, seen on a raw socket) never reach
+        // the file: such a packet is left out, not written with its bytes blanked.
+        if packet.carriesSecrets {
+            withheld.withLock { $0 += 1 }
+            return
+        }
         let bytes = BTSnoop.encodeRecord(
             packet: packet, direction: direction, timestampMicros: BTSnoop.timestamp(unixMicroseconds: clock()))
         let error = file.withLock { (fd: inout FileDescriptor?) -> Errno? in

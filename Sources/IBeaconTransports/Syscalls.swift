@@ -1,5 +1,6 @@
 import CBlueZ
 import Glibc
+import IBeaconCore
 import IBeaconHost
 import Synchronization
 import SystemPackage
@@ -301,14 +302,16 @@ extension Sys {
         try socket(domain: AF_BLUETOOTH, type: Int32(SOCK_RAW.rawValue), protocol: BTPROTO_HCI)
     }
 
-    /// `setsockopt(SOL_HCI, HCI_FILTER)` letting every event through (including 0xFD, stack
-    /// internal) and nothing else, with libbluetooth's `hci_filter_*` helpers. Without it a raw
-    /// socket receives no events at all.
+    /// `setsockopt(SOL_HCI, HCI_FILTER)` letting through only events, and of them only those this
+    /// package decodes (`HCIEvent.socketFilterEventMask`: Command Complete/Status, Hardware
+    /// Error, LE Meta, BlueZ's 0xFD), not every program's — a raw socket would otherwise receive
+    /// bluetoothd's Link Key Notifications. Without a filter a raw socket receives no events.
     static func setHCIEventFilter(_ fd: FileDescriptor) throws(Errno) {
         var filter = hci_filter()
         hci_filter_clear(&filter)
         hci_filter_set_ptype(HCI_EVENT_PKT, &filter)
-        hci_filter_all_events(&filter)
+        let mask = HCIEvent.socketFilterEventMask
+        filter.event_mask = (UInt32(truncatingIfNeeded: mask), UInt32(truncatingIfNeeded: mask >> 32))
         try setOption(fd, level: SOL_HCI, name: HCI_FILTER, filter)
     }
 

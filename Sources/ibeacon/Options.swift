@@ -13,6 +13,7 @@ struct LoggingOptions: ParsableArguments {
     @Flag(name: .shortAndLong, help: "Only errors on stderr.")
     var quiet = false
 
+    /// What was asked for; `makeLogger` applies `ProcessEnvironment.logLevel` (no `-vv` when elevated).
     var level: Logger.Level {
         if quiet { return .error }
         switch verbose {
@@ -25,7 +26,9 @@ struct LoggingOptions: ParsableArguments {
     func makeLogger(_ label: String = "ibeacon") -> Logger {
         bootstrapLogging()
         var logger = Logger(label: label)
-        logger.logLevel = level
+        let (granted, refusal) = ProcessEnvironment.current.logLevel(requested: level)
+        logger.logLevel = granted
+        if let refusal { noteOnce(refusal) }
         if let note = ProcessEnvironment.current.ignoredNote("IBEACON_RUNTIME_DIR") { logger.notice("\(note)") }
         return logger
     }

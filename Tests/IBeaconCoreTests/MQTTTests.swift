@@ -150,6 +150,20 @@ import Testing
 
     /// A config of this process (its availability topic) that it no longer publishes goes, with
     /// its states; another process's, a current one, or an empty one stays.
+    /// Issue 40, hole 2: a forged config naming the availability or another command's topic as
+    /// its state: only the config itself is stale, not those.
+    @Test func aForgedConfigNamesNoTopicButAnEntitysStates() {
+        let layout = MQTTLayout(base: "t/box", command: "monitor", discoveryPrefix: "ha", node: "box", room: "box")
+        let payload =
+            #"{"availability_topic":"t/box/monitor/availability","state_topic":"t/box/advertise/availability","#
+            + #""json_attributes_topic":"t/box/monitor/availability"}"#
+        let topic = "ha/binary_sensor/box/forged/config"
+        #expect(layout.staleDiscovery(topic: topic, payload: payload, current: []) == [topic])
+        let entity =
+            #"{"availability_topic":"t/box/monitor/availability","state_topic":"t/box/region/old/state"}"#
+        #expect(layout.staleDiscovery(topic: topic, payload: entity, current: []) == [topic, "t/box/region/old/state"])
+    }
+
     @Test func staleDiscoveryIsThisProcessesOnly() throws {
         let old = try #require(layout.regionDiscovery("gone"))
         let kept = try #require(layout.regionDiscovery("kept"))

@@ -341,3 +341,85 @@ private final class FakeConnection: MQTTConnection, Sendable {
         #expect(both.count == 2 && both[1].contains("chown 999 \(path) (as root)"))
     }
 }
+
+/// Issue 40, holes 2, 5 and 6: forged discovery configs and box notes from any client allowed to
+/// publish there.
+@Suite struct MQTTForgedMessagesTests {
+    let layout = MQTTLayout(base: "t/box", command: "monitor", discoveryPrefix: "ha", node: "box", room: "box")
+
+    /// A config the box never published, naming the box's live state and its availability as
+    /// its topics.
+    func forged(_ n: Int) -> (topic: String, payload: String) {
+        let payload =
+            #"{"availability_topic":"t/box/monitor/availability","state_topic":"t/box/region/deli/state","#
+            + #""json_attributes_topic":"t/box/monitor/availability","n":\#(n)}"#
+        return ("ha/binary_sensor/box/forged_\(n)/config", payload)
+    }
+
+    fileprivate func running(_ log: RecordingLog) throws -> (MQTTPublisher, FakeConnection) {
+        let connection = FakeConnection()
+        let publisher = MQTTPublisher(layout: layout, connection: connection, logger: log.logger, removalDelay: .zero)
+        publisher.addRegions([try BeaconRegion(parsing: "deli=E2C56DB5-DFFB-48D2-B060-D0F5A71096E0")])
+        publisher.start()
+        connection.connect()
+        publisher.publishRegionState("deli", .inside, reason: "heard", time: nil, identity: "x")
+        return (publisher, connection)
+    }
+
+    @Test func aForgedConfigNeverEmptiesTheLiveStateOrOnline() throws {
+        let log = RecordingLog()
+        let (publisher, connection) = try running(log)
+        #expect(connection.sent.withLock { $0 }.contains(retained("t/box/monitor/availability", "online")))
+        connection.sent.withLock { $0.removeAll() }
+        let f = forged(1)
+        publisher.received(topic: f.topic, payload: f.payload)
+        publisher.idle()
+        let emptied = connection.sent.withLock { $0 }.filter { $0.payload.isEmpty }.map(\.topic)
+        #expect(!emptied.contains("t/box/region/deli/state"))
+        #expect(!emptied.contains("t/box/monitor/availability"))
+        #expect(!emptied.contains("t/box/region/deli/attributes"))
+        #expect(publisher.state.publishes("t/box/region/deli/state"))
+        #expect(publisher.state.publishes("t/box/monitor/availability"))
+    }
+
+    @Test func aFloodOfForgedConfigsIsBoundedInMemoryLogAndRepublishing() throws {
+        let log = RecordingLog()
+        let (publisher, connection) = try running(log)
+        let retainedBefore = publisher.state.retainedCount
+        connection.drop("broker gone")  // nothing leaves: every removal waits
+        for n in 0..<2000 {
+            let f = forged(n)
+            publisher.received(topic: f.topic, payload: f.payload)
+        }
+        publisher.idle()
+        #expect(publisher.state.retainedCount == retainedBefore)
+        #expect(publisher.state.queuedRemovals <= publisher.state.removalCapacity)
+        let lines = log.messages.filter { $0.contains("no longer configured here") }
+        #expect(lines.count <= LineBudget.linesPerMinute, "\(lines.count) lines")
+        // Home Assistant's online republishes this box's own topics, not the forged ones.
+        connection.connect()
+        func drain() {
+            for _ in 0..<10 {
+                for _ in 0..<64 { publisher.delivered() }
+                publisher.idle()
+            }
+        }
+        drain()
+        #expect(connection.sent.withLock { $0 }.filter { $0.payload.isEmpty }.count <= 256)
+        connection.sent.withLock { $0.removeAll() }
+        publisher.received(topic: "ha/status", payload: "online")
+        drain()
+        #expect(connection.sent.withLock { $0.count } == retainedBefore)
+    }
+
+    @Test func aFloodOnTheBoxTopicIsBounded() {
+        let log = RecordingLog()
+        let publisher = MQTTPublisher(layout: layout, connection: FakeConnection(), logger: log.logger)
+        for n in 0..<2000 {
+            publisher.received(topic: layout.boxTopic, payload: #"{"node":"forged_\#(n)"}"#)
+        }
+        let lines = log.messages(atLeast: .error)
+        #expect(lines.count <= LineBudget.linesPerMinute + 1, "\(lines.count) lines")
+        #expect(lines.first?.contains("another box (forged_0)") == true)
+    }
+}

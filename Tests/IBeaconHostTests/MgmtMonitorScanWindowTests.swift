@@ -141,6 +141,35 @@ import Testing
         await client.close()
     }
 
+    /// Issue 40, hole 4: a scan killed (SIGKILL) before it restored the window left it at the
+    /// interval for good. The next scan finds the killed scan's record, restores the window it
+    /// names when it ends, and spends the record.
+    @Test func theNextScanRestoresTheWindowAKilledScanLeft() async throws {
+        let kernel = FakeMgmtKernel()
+        kernel.otherProgramSetsSystemConfiguration(Self.window, Self.continuous.window)  // as the killed scan left it
+        let client = MgmtClient(transport: kernel, logger: Logger(label: "test"), defaultTimeout: .seconds(5))
+        await client.start()
+        let orphan = Mutex<MonitorScanParameters?>(Self.defaults)
+        let saved = Mutex<MonitorScanParameters?>(nil)
+        let records = ScanWindowRecords(
+            inherited: { nil }, save: { p in saved.withLock { $0 = p } }, othersScanning: { [] },
+            orphaned: {
+                orphan.withLock { o in
+                    defer { o = nil }
+                    return o
+                }
+            })
+        let scanWindow = MgmtMonitorScanWindow(
+            client: client, index: FakeMgmtKernel.index, records: records, logger: Logger(label: "t"))
+        let change = try #require(await scanWindow.widen())
+        #expect(change == .init(original: Self.defaults, applied: Self.continuous))
+        #expect(saved.withLock { $0 } == Self.defaults)
+        #expect(orphan.withLock { $0 } == nil)
+        await scanWindow.restore(change)
+        #expect(kernel.systemConfiguration[Self.window] == Self.defaults.window)
+        await client.close()
+    }
+
     /// The command a failed restore names: the type big-endian, the value little-endian, as
     /// `btmgmt set-sysconfig -v` takes them (lopsided value so a swap shows).
     @Test func theRestoreHintSpellsTheWindowAsBtmgmtTakesIt() {

@@ -214,15 +214,53 @@ private func records(
     }
 
     /// systemd's `RuntimeDirectory=ibeacon/NAME` gives a service's user a directory of its own
-    /// below root's: that user's records there are believed.
+    /// below root's: that user's records there are acted on by that user's `stop` (the unit's
+    /// ExecStopPost runs as the unit's user).
     @Test func aServiceDirectoryBelowRootsIsBelievedForItsOwner() throws {
         try #require(geteuid() == 0, "needs root to give the directory to nobody")
         let tree = try RuntimeTree()
         defer { tree.cleanUp() }
         try tree.subdirectory("store12", owner: RuntimeTree.nobody)
         try tree.write("store12/hci0-7.instances", RuntimeTree.text(pid: 7, [2]), owner: RuntimeTree.nobody)
-        let plan = records(tree).leftovers(adapter: "hci0", address: RuntimeTree.address, listed: [1, 2])
+        let plan = records(tree, user: RuntimeTree.nobody).leftovers(
+            adapter: "hci0", address: RuntimeTree.address, listed: [1, 2])
         #expect(plan.instances == [2])
+    }
+
+    /// Issue 40, hole 3: a user given a directory below /run/ibeacon (or a monitor's hook, as
+    /// the monitor's user) plants a record naming another program's instance. Root's `stop`
+    /// and another unit's ExecStopPost (another user) leave it alone and say why; the file stays.
+    @Test func aRecordPlantedInAnotherUsersDirectoryIsNotActedOn() throws {
+        try #require(geteuid() == 0, "needs root to give the directory to nobody")
+        let tree = try RuntimeTree()
+        defer { tree.cleanUp() }
+        try tree.subdirectory("monitor-lobby", owner: RuntimeTree.nobody)
+        try tree.write("monitor-lobby/hci0-7.instances", RuntimeTree.text(pid: 7, [1]), owner: RuntimeTree.nobody)
+        for user: UInt32 in [0, 61234] {  // root's stop; a beacon unit's dynamic user
+            let plan = records(tree, user: user).leftovers(adapter: "hci0", address: RuntimeTree.address, listed: [1])
+            #expect(plan.instances.isEmpty)
+            #expect(plan.staleRecords.isEmpty)
+            #expect(plan.notes.contains { $0.contains("belongs to uid 65534, not to this user (uid \(user)) or root") })
+        }
+        #expect(tree.exists(tree.path("monitor-lobby/hci0-7.instances")))
+    }
+
+    /// Issue 40, hole 4: the scan-window record of a killed scan is found (once) by the next
+    /// scan; a running scan's is not an orphan.
+    @Test func aKilledScansWindowRecordIsFoundOnceAndSpent() throws {
+        let tree = try RuntimeTree()
+        defer { tree.cleanUp() }
+        func text(_ pid: Int32) -> String {
+            "pid \(pid)\nstart 100\nboot \(RuntimeTree.boot)\ninterval 96 window 48\n"
+        }
+        try tree.write("hci0-7.scanwindow", text(7))
+        try tree.write("hci0-8.scanwindow", text(8))
+        let live = ProcessIdentity(pid: 8, startTime: 100, bootID: RuntimeTree.boot)
+        let store = records(tree, running: [live])
+        #expect(store.orphanedScanWindow(adapter: "hci0") == MonitorScanParameters(interval: 96, window: 48))
+        #expect(!tree.exists(tree.path("hci0-7.scanwindow")))
+        #expect(store.orphanedScanWindow(adapter: "hci0") == nil)
+        #expect(tree.exists(tree.path("hci0-8.scanwindow")))
     }
 
     @Test func writtenRecordsAreReadBackAndTheirWriterIsAlive() throws {

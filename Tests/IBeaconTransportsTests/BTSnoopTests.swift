@@ -457,3 +457,32 @@ final class Delivered: Sendable {
         #expect(delivered.batches.withLock { $0 }.map(\.addresses) == [["D1:02:03:04:05:06"]])
     }
 }
+
+/// Issue 40, hole 1: a capture never holds keys or pairing parameters.
+@Suite struct BTSnoopKeyMaterialTests {
+    @Test func theRecorderLeavesOutPacketsCarryingKeys() throws {
+        let dir = try makeScratchDirectory("ibeacon-transports")
+        defer { removeScratchDirectory(dir) }
+        let path = dir + "/capture.btsnoop"
+        let recorder = try BTSnoopFileRecorder(path: path, logger: quietLogger) { 1_767_323_045_678_901 }
+        let key: [UInt8] = [
+            0x5E, 0xC4, 0xE7, 0x4B, 0x1D, 0x9A, 0x37, 0xC2, 0x88, 0x61, 0xF0, 0x0D, 0xB3, 0x2A, 0x7E, 0x95,
+        ]
+        let address: [UInt8] = [0x11, 0x22, 0x33, 0x44, 0x55, 0x66]
+        recorder.record(Vectors.resetCommand, direction: .sent)
+        recorder.record(H4Packet(type: .event, body: [0x18, 23] + address + key + [4]), direction: .received)
+        recorder.record(H4Packet(type: .command, body: [0x1A, 0x20, 18, 0x40, 0x00] + key), direction: .sent)
+        recorder.record(
+            H4Packet(type: .event, body: [0x3E, 13, 0x05, 0x40, 0x00] + Array(key.prefix(8)) + [0x12, 0x34]),
+            direction: .received)
+        recorder.record(Vectors.resetComplete, direction: .received)
+        recorder.close()
+        let bytes = try readWholeFile(path)
+        #expect(recorder.withheldPackets == 3)
+        // Header, then the two ordinary records only.
+        #expect(bytes.count == 16 + (24 + 4) + (24 + 7))
+        let keyPrefix = Array(key.prefix(8))
+        let found = bytes.indices.contains { i in i + 8 <= bytes.count && Array(bytes[i..<i + 8]) == keyPrefix }
+        #expect(!found)
+    }
+}

@@ -57,3 +57,32 @@ import Testing
         #expect(error.hint == "list them with `ibeacon devices`")
     }
 }
+
+/// Issue 40, hole 1: what the management socket's reader logs of a received packet.
+@Suite struct MgmtSocketLoggingTests {
+    @Test func aNewLinkKeyIsDescribedByCodeAndLengthOnly() throws {
+        let key: [UInt8] = [
+            0x5E, 0xC4, 0xE7, 0x4B, 0x1D, 0x9A, 0x37, 0xC2, 0x88, 0x61, 0xF0, 0x0D, 0xB3, 0x2A, 0x7E, 0x95,
+        ]
+        let bytes = MgmtPacket(
+            code: 0x0009, index: MgmtIndex(0), parameters: [1, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0, 4] + key + [0]
+        ).bytes
+        // As DescriptorLink files a management packet: first byte as the H4 type.
+        let described = MgmtSocketTransport.describe(
+            H4Packet(type: H4PacketType(rawValue: bytes[0]), body: Array(bytes[1...])))
+        #expect(described == "mgmt 0x0009 hci0, 26 parameter bytes")
+        #expect(!described.contains("5e c4") && !described.lowercased().contains("5ec4"))
+    }
+}
+
+/// Issue 40, hole 4: a user running the installed binary (AT_SECURE) does not power on an
+/// adapter an administrator powered off; root (not elevated) still brings it up.
+@Suite struct BringUpRefusalTests {
+    @Test func anElevatedProcessIsRefusedWithAClearMessage() throws {
+        let refusal = try #require(BlueZHCITransport.bringUpRefusal("hci0", elevated: true))
+        #expect(refusal.kind == .permissionDenied)
+        #expect(refusal.message.hasPrefix("hci0 is powered off, and ibeacon does not power on an adapter"))
+        #expect(refusal.hint?.contains("sudo hciconfig hci0 up") == true)
+        #expect(BlueZHCITransport.bringUpRefusal("hci0", elevated: false) == nil)
+    }
+}

@@ -2245,9 +2245,21 @@ scenario_kernel_local_user() {
   pids=$(pgrep -u "$uid" -f ibeacon-admin | tr '\n' ' ')
   [ -n "$pids" ] && kill -KILL $pids
   wait "$spoof" 2>/dev/null; bg_forget "$spoof"
+  # Issue 40, hole 3: a record in a user's directory names whatever that user (or a monitor's
+  # hook) wrote; root's stop leaves it alone, the user's own stop (a unit's ExecStopPost) acts.
   ib stop --device hci0 > "$out" 2>&1
-  check_contains "(5) root's stop removes the killed user's recorded instance" "removed ibeacon's advertising instance(s)" "$out"
+  check_contains "(5) root's stop leaves the user's record alone" "belongs to uid $uid, not to this user" "$out"
+  as_user "$capdir/ibeacon-admin" stop --device hci0 > "$out" 2>&1
+  check_contains "(5) the user's own stop removes its killed advertiser's instance" "removed ibeacon's advertising instance(s)" "$out"
   rm -rf "/run/ibeacon/$TEST_USER"
+  # (6) Issue 40, hole 4: an adapter root powered off is not powered on for the user (raw:hci0
+  # through the setcap'd binary, which used to bring it up and then fail with 77).
+  timeout 10 hciconfig hci0 down
+  as_user "$capdir/ibeacon-admin" info --device raw:hci0 > "$out" 2>&1
+  check_status "(6) the user's raw:hci0 on a powered-off adapter" 77 $? "$out"
+  check_contains "(6) it says why" "does not power on an adapter" "$out"
+  check_eq "(6) hci0 still down" "DOWN" "$(timeout 10 hciconfig hci0 | awk '/RUNNING|DOWN/ { print $1; exit }')"
+  timeout 10 hciconfig hci0 up
   bluetoothd_stop
 }
 

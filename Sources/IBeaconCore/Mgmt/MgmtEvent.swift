@@ -88,6 +88,16 @@ public enum MgmtEvent: Sendable, Equatable {
         }
     }
 
+    /// What a log shows: a decoded event in full (none of the decoded ones carries a secret),
+    /// and for every other code only its name, index and length. The kernel sends New Link Key,
+    /// New Long Term Key, New IRK/CSRK, PIN Code / User Confirm / User Passkey Request and
+    /// Passkey Notify to every socket opened with CAP_NET_ADMIN: their parameters are keys.
+    public var logDescription: String {
+        guard case .unknown(let packet) = self else { return "\(self)" }
+        return "\(MgmtEventCode(rawValue: packet.code)) on \(packet.index), \(packet.parameters.count) parameter bytes "
+            + "not shown"
+    }
+
     /// The wire form, as the kernel would send it (for fakes and tests): `MgmtEvent(event.packet) == event`.
     public var packet: MgmtPacket {
         var w = ByteWriter()

@@ -141,7 +141,14 @@ public struct MgmtPacket: Hashable, Sendable, CustomStringConvertible {
         try r.expectEnd("management packet")
     }
 
+    /// Code, index and length, never the parameters: every management socket opened with
+    /// CAP_NET_ADMIN receives New Link Key, New Long Term Key, New IRK/CSRK and the pairing
+    /// requests, and an event this package does not decode is shown by this description.
+    /// `parameterDump` shows the bytes of a command this process sends.
     public var description: String {
-        "mgmt 0x\(paddedHex(UInt32(code), 4, uppercase: false)) \(index) [\(parameters.hexString(separator: " "))]"
+        "mgmt 0x\(paddedHex(UInt32(code), 4, uppercase: false)) \(index), \(parameters.count) parameter bytes"
     }
+
+    /// The parameters in hex, for the commands this process composes (none carries a key).
+    public var parameterDump: String { "[\(parameters.hexString(separator: " "))]" }
 }

@@ -11,7 +11,21 @@ public struct CalibrationRefusal: Sendable, Equatable {
     }
 
     public var kind: Kind
+    /// Why nothing is written, and what to do about it (the error without `--force`).
     public var message: String
+    /// What happened, without the advice: the warning when `--force` writes anyway.
+    public var cause: String
+
+    public init(kind: Kind, message: String, cause: String) {
+        self.kind = kind
+        self.message = message
+        self.cause = cause
+    }
+
+    /// The warning `calibrate --force` logs before it writes `measuredPower` anyway.
+    public func forcedWarning(measuredPower: Int) -> String {
+        "--force: writing \(measuredPower) dBm although \(cause)"
+    }
 }
 
 extension CalibrationResult {
@@ -19,27 +33,31 @@ extension CalibrationResult {
     /// `--precision` and `--duration`.
     public func refusal(precision: Double, duration: Double) -> CalibrationRefusal? {
         if driftIsLarge, let d = apple?.drift {
+            let cause =
+                "the level moved \(d.difference.signedFixed(1)) dB between the first and second half of the run "
+                + "(z = \(d.z.fixed(1)))"
             return CalibrationRefusal(
                 kind: .drift,
-                message:
-                    "the level moved \(d.difference.signedFixed(1)) dB between the first and second half of the run "
-                    + "(z = \(d.z.fixed(1))): something changed during the measurement (a person, a door, the "
+                message: cause + ": something changed during the measurement (a person, a door, the "
                     + "receiver moved); hold still, move away from people and calibrate again, or --force to write "
-                    + "\(measuredPower) dBm anyway")
+                    + "\(measuredPower) dBm anyway", cause: cause)
         }
         if !precisionReached, let a = apple, a.transientOngoing, let t = a.transients.last {
+            let cause =
+                "the level moved \(t.shift.signedFixed(1)) dB "
+                + "\(formatSeconds(seconds.rounded(.down) - Double(t.start))) before the end of the run and "
+                + "had not come back"
             return CalibrationRefusal(
                 kind: .drift,
-                message: "the level moved \(t.shift.signedFixed(1)) dB "
-                    + "\(formatSeconds(seconds.rounded(.down) - Double(t.start))) before the end of the run and "
-                    + "had not come back (a person in the way, a door, the receiver moved); hold still, move away "
-                    + "from people and calibrate again, or --force to write \(measuredPower) dBm anyway")
+                message: cause + " (a person in the way, a door, the receiver moved); hold still, move away "
+                    + "from people and calibrate again, or --force to write \(measuredPower) dBm anyway", cause: cause)
         }
         if precisionReached { return nil }
+        let cause = "precision not reached: \(unmetPrecision(precision))"
         return CalibrationRefusal(
             kind: .precision,
-            message: "precision not reached: \(unmetPrecision(precision)); nothing written — "
-                + "\(precisionAdvice(precision)); or --force to write \(measuredPower) dBm anyway")
+            message: cause + "; nothing written — "
+                + "\(precisionAdvice(precision)); or --force to write \(measuredPower) dBm anyway", cause: cause)
     }
 
     /// What was not met: the minimum duration, the interval itself, or (the interval within the
@@ -77,5 +95,13 @@ extension CalibrationResult {
             advice += ", or run longer (--duration 10 at least)"
         }
         return advice
+    }
+}
+
+extension CalibrationSettings {
+    /// What is wrong with `--precision` (nil: nothing): more than 0 dB, at most 20 dB.
+    public static func precisionProblem(_ value: Double) -> String? {
+        if value > 0, value <= 20 { return nil }
+        return "--precision must be more than 0 and at most 20 dB (the default is 1), got \(value.clean)"
     }
 }

@@ -65,7 +65,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
             let specs = try profile.map { path in try BeaconSpec(profileAt: path, forceRandomAddress: randomAddress) }
             let mqtt = try mqttOpener(specs, logger: logger)
             // One adapter, opened once: its address names the box for MQTT, then it advertises.
-            try await device.opener(logger: logger).withAdapter { adapter in
+            try await device.opener(logger: logger, reading: profile).withAdapter { adapter in
                 let status = try await mqttStatus(mqtt, specs, adapter: adapter, logger: logger)
                 do {
                     try await advertise(specs, on: adapter, mqtt: status)

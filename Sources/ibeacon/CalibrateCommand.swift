@@ -82,7 +82,7 @@ struct CalibrateCommand: AsyncParsableCommand {
             }
         }
         try validateSeconds("--duration", duration, 0.001...3600)
-        guard precision > 0, precision <= 20 else { throw ValidationError("--precision must be within 0…20 dB") }
+        if let problem = CalibrationSettings.precisionProblem(precision) { throw ValidationError(problem) }
         guard abs(offset) <= 40 else { throw ValidationError("--offset must be within -40…40 dB") }
         if let address, BDAddress(address) == nil {
             throw ValidationError("--address \(address) is not a Bluetooth address like AA:BB:CC:DD:EE:FF")
@@ -135,7 +135,7 @@ struct CalibrateCommand: AsyncParsableCommand {
                 code: refusal.kind == .drift ? Exit.calibrationDrift : Exit.calibrationImprecise)
         }
         if force && !json, let reason {
-            logger.warning("--force: writing although \(reason.message)")
+            logger.warning("\(reason.forcedWarning(measuredPower: result.measuredPower))")
         }
         guard !dryRun, let path = destination.path else {
             if !json { printOut("measured power \(result.measuredPower) dBm (dry run: nothing written)") }
@@ -182,7 +182,7 @@ struct CalibrateCommand: AsyncParsableCommand {
     func measure(
         _ target: CalibrationTarget, protecting path: String?, logger: Logger
     ) async throws -> (CalibrationResult, receiverAddress: BDAddress?) {
-        let source = try await device.opener(logger: logger, protecting: path).openSightingSource()
+        let source = try await device.opener(logger: logger, writing: path).openSightingSource()
         let receiverAddress: BDAddress?
         do {
             receiverAddress = try await source.receiverAddress()

@@ -122,7 +122,7 @@ struct MQTTOptions: ParsableArguments {
     /// other users may read or change is used, with a warning (as ssh warns of a key).
     func password(logger: Logger) throws -> String? {
         if let passwordFile {
-            let (bytes, warnings) = try SafeFile.readSecret(passwordFile)
+            let (bytes, warnings) = try SafeFile.readSecret(passwordFile, option: "--mqtt-password-file")
             for warning in warnings { logger.warning("MQTT password file: \(warning)") }
             let text = String(decoding: bytes, as: UTF8.self)
             return String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
@@ -143,7 +143,7 @@ struct MQTTOptions: ParsableArguments {
     func prepare(command: String, logger: Logger) throws -> MQTTOpener? {
         guard let url else { return nil }
         let broker = try MQTTBrokerURL(parsing: url)
-        for file in [caFile, certFile, keyFile].compactMap({ $0 }) { _ = try ProfileStore.read(file) }
+        try SafeFile.readOptionFiles([("--mqtt-ca", caFile), ("--mqtt-cert", certFile), ("--mqtt-key", keyFile)])
         let options = self
         return MQTTOpener(
             broker: broker, user: user, password: try password(logger: logger), caFile: caFile, certFile: certFile,

@@ -33,9 +33,9 @@ struct LoggingOptions: ParsableArguments {
 
 private let loggingBootstrap: Void = {
     LoggingSystem.bootstrap { label in
-        var handler = StreamLogHandler.standardError(label: label)
+        var handler = EscapingLogHandler.standardError(label: label)
         handler.logLevel = .trace  // each Logger's own level filters (`makeLogger` sets it)
-        return EscapingLogHandler(handler)
+        return handler
     }
 }()
 
@@ -135,11 +135,11 @@ struct DeviceOptions: ParsableArguments {
     func spec() throws -> DeviceSpec { try DeviceSpec(parsing: deviceText) }
 
     /// The one way to the controller: `AdapterOpener` picks the path (kernel or raw HCI) from
-    /// `--device`. `protecting` is a file the btsnoop recording must never be (the profile being written).
-    func opener(logger: Logger, protecting: String? = nil) -> AdapterOpener {
+    /// `--device`. The btsnoop recording must never be a profile the command reads or writes.
+    func opener(logger: Logger, reading: [String] = [], writing: String? = nil) -> AdapterOpener {
         AdapterOpener(
-            device: deviceText, timeout: .seconds(timeout), btsnoop: btsnoop,
-            overwriteBtsnoop: overwriteBtsnoop, captureIndex: index, protecting: protecting, logger: logger)
+            device: deviceText, timeout: .seconds(timeout), btsnoop: btsnoop, overwriteBtsnoop: overwriteBtsnoop,
+            captureIndex: index, protecting: SafeFile.ProtectedFile.profiles(reading, writing), logger: logger)
     }
 }
 

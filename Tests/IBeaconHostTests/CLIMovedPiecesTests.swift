@@ -323,3 +323,33 @@ final class MonitorLines: Sendable {
         }
     }
 }
+
+/// A capture whose recording phone's address is known: issue 41, defect 2.
+private struct RecordedCapture: SightingSource {
+    var name: String { "btsnoop:phone.log" }
+    var isLive: Bool { false }
+    func receiverAddress() async throws -> BDAddress? { BDAddress("5C:F3:70:11:22:33") }
+    func scan(_ request: ScanRequest) async throws {}
+    func close() async {}
+}
+
+private struct NoPublisher: Error {}
+
+@Suite struct MonitorMQTTCaptureTests {
+    /// Issue 41, defect 2: `monitor --mqtt` on a capture named its Home Assistant device after
+    /// the recording phone's address and published it; the host name alone names it, as scan's.
+    @Test func aCapturesRecordingPhoneNeverNamesTheMQTTDevice() async throws {
+        let run = MonitorRun(
+            regions: [try BeaconRegion(parsing: "deli=\(uuid.uuidString)")],
+            settings: .init(configuration: .init(exitAfter: 5), json: false, wallClock: { 0 }),
+            hooks: nil, logger: RecordingLog().logger, output: { _ in })
+        let given = Mutex<[String?]>([])
+        await #expect(throws: NoPublisher.self) {
+            try await run.connectMQTT(source: RecordedCapture(), regions: [], device: "btsnoop:phone.log") { adapter in
+                given.withLock { $0.append(adapter) }
+                throw NoPublisher()
+            }
+        }
+        #expect(given.withLock { $0 } == [nil])
+    }
+}

@@ -53,4 +53,30 @@ import Testing
             Self.result(halfWidth: 0.5, slow: true, margin: 3, reached: true).refusal(precision: 1, duration: 180)
                 == nil)
     }
+
+    /// Issue 41, defect 5: `calibrate --force` logged "nothing written … or --force to write",
+    /// then wrote. Forced, the warning says what happened and that it is written.
+    @Test func theForcedWarningSaysItWritesAndGivesNoAdvice() throws {
+        let drift = CalibrationDrift(difference: -2.4, z: 5.1, isLarge: true)
+        for result in [
+            Self.result(halfWidth: 1.3, slow: false, margin: 0),
+            Self.result(halfWidth: 0.5, slow: false, margin: 0, reached: true, drift: drift),
+        ] {
+            let refusal = try #require(result.refusal(precision: 1, duration: 180))
+            let warning = refusal.forcedWarning(measuredPower: -59)
+            #expect(warning.hasPrefix("--force: writing -59 dBm although "), "\(warning)")
+            for advice in ["nothing written", "or --force", "calibrate again", "run longer"] {
+                #expect(!warning.contains(advice), "\(warning)")
+            }
+        }
+    }
+
+    @Test func precisionZeroSaysMoreThanZero() {
+        #expect(CalibrationSettings.precisionProblem(1) == nil)
+        #expect(CalibrationSettings.precisionProblem(20) == nil)
+        for bad in [0.0, -1, 20.5, .nan] {
+            let problem = CalibrationSettings.precisionProblem(bad)
+            #expect(problem?.hasPrefix("--precision must be more than 0 and at most 20 dB") == true, "\(bad)")
+        }
+    }
 }

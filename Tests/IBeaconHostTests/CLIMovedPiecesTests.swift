@@ -182,6 +182,43 @@ final class MonitorLines: Sendable {
             try CalibrationDestination.open(dir + "/missing.json", mustExist: true, dryRun: false)
         }
     }
+
+    /// A profile of `size` bytes: the beacon and a `notes` key ibeacon keeps but ignores.
+    static func profile(ofSize size: Int) -> [UInt8] {
+        let head = #"{"uuid": "\#(uuid.uuidString)", "major": 1, "minor": 2, "measuredPower": -59, "notes": ""#
+        return Array((head + String(repeating: "n", count: size - head.utf8.count - 3) + "\"}\n").utf8)
+    }
+
+    /// Issue 41, defect 14: calibrating a profile near the 1 MiB limit wrote one ibeacon then
+    /// refused to read. Refused before measuring, and (grown meanwhile) before writing.
+    @Test func aCalibratedProfileStaysOneIbeaconReads() throws {
+        let dir = try makeScratchDirectory("ibeacon-caldest")
+        defer { removeScratchDirectory(dir) }
+        let path = dir + "/big.json"
+        let big = Self.profile(ofSize: SafeFile.maximumSize - 100)
+        try ProfileStore.create(path, big, overwrite: false)
+        #expect(try Profile.load(bytes: ProfileStore.read(path), file: path).measuredPower == -59)
+        let error = #expect(throws: FileError.self) {
+            try CalibrationDestination.open(path, mustExist: true, dryRun: false)
+        }
+        #expect(error?.kind == .badData)
+        #expect(
+            error?.description.contains("more than the 1 MiB a profile may be") == true, "\(String(describing: error))")
+        #expect(try ProfileStore.read(path) == big)
+        // A dry run writes nothing: nothing to refuse.
+        _ = try CalibrationDestination.open(path, mustExist: true, dryRun: true)
+
+        // Small when opened, grown near the limit while measuring.
+        let small = dir + "/small.json"
+        try ProfileStore.create(
+            small, try Profile.new(uuid: uuid, major: 1, minor: 2, measuredPower: -59).encoded(), overwrite: false)
+        let destination = try CalibrationDestination.open(small, mustExist: true, dryRun: false)
+        defer { destination.close() }
+        let grown = Self.profile(ofSize: SafeFile.maximumSize - 40)
+        try destination.lock!.replace(with: grown)
+        #expect(throws: FileError.self) { try destination.write(measuredPower: -58, record: record, target: target) }
+        #expect(try ProfileStore.read(small) == grown)
+    }
 }
 
 @Suite struct AdvertisingDecoderTests {

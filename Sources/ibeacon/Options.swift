@@ -134,6 +134,9 @@ struct DeviceOptions: ParsableArguments {
 
     func spec() throws -> DeviceSpec { try DeviceSpec(parsing: deviceText) }
 
+    /// The reports are read from a capture (`btsnoop:FILE`), not heard here.
+    var isCapture: Bool { (try? spec().isCapture) ?? false }
+
     /// The one way to the controller: `AdapterOpener` picks the path (kernel or raw HCI) from
     /// `--device`. The btsnoop recording must never be a profile the command reads or writes.
     func opener(logger: Logger, reading: [String] = [], writing: String? = nil) -> AdapterOpener {

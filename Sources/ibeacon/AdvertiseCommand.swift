@@ -30,7 +30,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
             "Profile to advertise; repeat for several beacons (extended advertising).", valueName: "file"))
     var profile: [String] = []
 
-    @OptionGroup var device: DeviceOptions
+    @OptionGroup var device: DeviceOptions<ProgramsController>
 
     @Option(help: "Advertising commands: auto (extended when supported), legacy or extended.")
     var mode: AdvertisingMode = .auto
@@ -51,7 +51,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
     @Flag(help: "Print the status line as JSON.")
     var json = false
 
-    @OptionGroup var mqtt: MQTTOptions
+    @OptionGroup var mqtt: MQTTOptions<AdvertiseMQTT>
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {

@@ -47,7 +47,7 @@ struct CalibrateCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("With --uuid/--major/--minor: the profile file to create or update.", valueName: "file"))
     var write: String?
 
-    @OptionGroup var device: DeviceOptions
+    @OptionGroup var device: DeviceOptions<ReadsReports>
 
     @Option(help: ArgumentHelp("Give up after this many seconds.", valueName: "seconds"))
     var duration: Double = 180

@@ -103,8 +103,8 @@ struct MonitorCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Stop a hook that runs longer than this.", valueName: "seconds"))
     var execTimeout: Double = 30
 
-    @OptionGroup var device: DeviceOptions
-    @OptionGroup var mqtt: MQTTOptions
+    @OptionGroup var device: DeviceOptions<ReadsReports>
+    @OptionGroup var mqtt: MQTTOptions<MonitorMQTT>
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {

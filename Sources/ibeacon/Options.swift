@@ -97,13 +97,10 @@ struct DurationOption<Help: DurationHelp>: ParsableArguments {
     var duration: Duration? { seconds.map { .seconds($0) } }
 }
 
-/// `--device`, `--timeout`, `--btsnoop`: how to reach the controller.
-struct DeviceOptions: ParsableArguments {
-    @Option(
-        name: .shortAndLong,
-        help: ArgumentHelp(
-            "Controller: hciN (through the kernel's management interface when the kernel manages it), raw:hciN (raw HCI always), serial:PATH[,BAUD][,rtscts], tcp:HOST:PORT; or a capture to read, btsnoop:FILE (default: $IBEACON_DEVICE, else hci0).",
-            valueName: "spec"))
+/// `--device`, `--timeout`, `--btsnoop`: how to reach the controller; `Use` says whether the
+/// command reads captures (`btsnoop:FILE`, `--index`) or programs a controller.
+struct DeviceOptions<Use: DeviceUse>: ParsableArguments {
+    @Option(name: .shortAndLong, help: ArgumentHelp(Use.deviceHelp, valueName: "spec"))
     var device: String?
 
     @Option(help: ArgumentHelp("Seconds to wait for each controller answer.", valueName: "seconds"))
@@ -118,7 +115,7 @@ struct DeviceOptions: ParsableArguments {
     @Option(
         help: ArgumentHelp(
             "btsnoop:FILE of several controllers (btmon): read controller N (default: the one heard first).",
-            valueName: "n"))
+            valueName: "n", visibility: Use.readsCaptures ? .default : .private))
     var index: UInt16?
 
     var deviceText: String {
@@ -130,6 +127,8 @@ struct DeviceOptions: ParsableArguments {
 
     func validate() throws {
         try validateSeconds("--timeout", timeout, 0.001...600)
+        if let problem = Use.indexProblem(index) { throw ValidationError(problem) }
+        if overwriteBtsnoop && btsnoop == nil { throw ValidationError("--overwrite-btsnoop needs --btsnoop FILE") }
     }
 
     func spec() throws -> DeviceSpec { try DeviceSpec(parsing: deviceText) }

@@ -141,6 +141,41 @@ import Testing
         #expect(!r.stderr.contains("[IBeacon"), "\(r.stderr)")
     }
 
+    /// Defect 9: options one command honours were accepted and ignored by others
+    /// (`advertise --mqtt-room`, `monitor --mqtt-room`, `advertise --index` on tcp:).
+    @Test(arguments: [
+        (["advertise", "--mqtt", "mqtt://127.0.0.1:1", "--mqtt-room", "kitchen"], "--mqtt-room is scan's"),
+        (["monitor", "--mqtt", "mqtt://127.0.0.1:1", "--mqtt-room", "kitchen"], "--mqtt-room is scan's"),
+        (["advertise", "--index", "1"], "--index 1 picks a controller in a btsnoop:FILE capture"),
+        (["info", "--index", "1"], "--index 1 picks a controller in a btsnoop:FILE capture"),
+        (["stop", "--index", "1"], "--index 1 picks a controller in a btsnoop:FILE capture"),
+        (["info", "--overwrite-btsnoop"], "--overwrite-btsnoop needs --btsnoop FILE"),
+    ])
+    func optionsACommandDoesNotHonourAreRefused(_ options: [String], _ message: String) async throws {
+        let (dir, path) = try Self.scratch()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var arguments = options + ["--device", "tcp:127.0.0.1:9"]
+        switch options[0] {
+        case "advertise": arguments += ["--profile", path, "--duration", "1"]
+        case "monitor": arguments += ["--region", "F7826DA6-4FA2-4E98-8024-BC5B71E0893E", "--duration", "1"]
+        default: break
+        }
+        let r = try await ibeacon(arguments)
+        #expect(r.status == 64, "\(r.stderr)")
+        #expect(r.stderr.contains(message), "\(r.stderr)")
+    }
+
+    /// Defect 9: `info`, `advertise` and `stop` documented `btsnoop:` and `--index`, then
+    /// refused them; scan still offers both (and only scan offers `--mqtt-room`).
+    @Test(arguments: ["info", "advertise", "stop", "scan", "monitor", "calibrate"])
+    func helpOffersOnlyWhatTheCommandTakes(_ command: String) async throws {
+        let help = try await ibeacon([command, "--help"], environment: ["COLUMNS": "400"]).stdout
+        let readsCaptures = ["scan", "monitor", "calibrate"].contains(command)
+        #expect(help.contains("btsnoop:FILE") == readsCaptures, "\(help)")
+        #expect(help.contains("--index") == readsCaptures, "\(help)")
+        #expect(help.contains("--mqtt-room") == (command == "scan"), "\(help)")
+    }
+
     /// Runs `command` with bash (for pipes).
     func shell(_ command: String) async throws -> RunResult {
         let process = Process()

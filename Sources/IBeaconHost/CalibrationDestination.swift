@@ -32,6 +32,7 @@ public struct CalibrationDestination {
         do {
             existing = try Profile.load(bytes: locked.read(), file: path)
             try locked.checkWritable()
+            if let existing { try checkRoom(in: existing, path: path) }
         } catch {
             locked.unlock()
             throw error
@@ -53,11 +54,36 @@ public struct CalibrationDestination {
             updated = try Profile.load(bytes: lock.read(), file: path)
         }
         try updated.applyCalibration(measuredPower: measuredPower, record: record)
+        try Self.checkSize(updated.encoded(), path: path)
         if let lock {
             try lock.replace(with: updated.encoded())
         } else {
             try ProfileStore.create(path, updated.encoded(), overwrite: false)
         }
+    }
+
+    /// A profile calibrated here must still be one ibeacon reads: at most `SafeFile.maximumSize`
+    /// with its calibration record. Checked before measuring (with a record of the longest
+    /// values a calibration writes), and again with the real one before writing.
+    static func checkRoom(in profile: Profile, path: String) throws {
+        let long = String(repeating: "x", count: 512)
+        let record = CalibrationRecord(
+            timestamp: "2026-01-01T00:00:00Z", samples: Int(Int32.max), estimate: -127.123456789012,
+            interval95: 20.123456789012, spread: 100.123456789012, method: long, receiver: long,
+            receiverAddress: "00:00:00:00:00:00", offset: -40.123456789012, txPower: profile.txPower.map { Int($0) })
+        var probe = profile
+        try probe.applyCalibration(measuredPower: -127, record: record)
+        try checkSize(probe.encoded(), path: path)
+    }
+
+    /// Refuses `bytes` when they are more than a profile may be (ibeacon would refuse to read it).
+    static func checkSize(_ bytes: [UInt8], path: String) throws(FileError) {
+        guard bytes.count > SafeFile.maximumSize else { return }
+        throw FileError(
+            .badData, path: path,
+            "with its calibration record it would be \(bytes.count) bytes, more than the 1 MiB a profile may be "
+                + "(ibeacon would refuse to read it); nothing written",
+            hint: "remove what the profile does not need (keys ibeacon ignores, a long name) and calibrate again")
     }
 
     /// Lets go of the lock (nothing to do without one).

@@ -39,7 +39,7 @@ extension CalibrationResult {
 
     /// The result for a person: the histogram, the estimate, what the estimators saw, and
     /// whether the precision asked for was reached within `maximumDuration` seconds.
-    public func textLines(precision: Double, maximumDuration: Double) -> [String] {
+    public func textLines(precision: Double, maximumDuration: Double, capture: Bool = false) -> [String] {
         let result = self
         var lines: [String] = []
         func printOut(_ line: String) { lines.append(line) }
@@ -66,10 +66,35 @@ extension CalibrationResult {
                     "  the level moved \(d.difference.signedFixed(1)) dB between the first and second half of the run")
             }
         }
+        let ended =
+            capture && result.seconds < maximumDuration
+            ? ": the capture ended after \(formatSeconds(result.seconds))" : " within \(formatSeconds(maximumDuration))"
         printOut(
             result.precisionReached
-                ? "precision ±\(precision) dB reached"
-                : "precision ±\(precision) dB NOT reached within \(formatSeconds(maximumDuration))")
+                ? "precision ±\(precision) dB reached" : "precision ±\(precision) dB NOT reached\(ended)")
         return lines
+    }
+}
+
+/// What calibrate says as it starts and while it measures.
+public enum CalibrationProgress {
+    /// The first line: the beacon, the receiver, and what the person holding it does (nothing
+    /// for a capture: its receiver was held when it was recorded).
+    public static func startLine(_ target: CalibrationTarget, device: String, capture: Bool) -> String {
+        capture
+            ? "calibrating \(target.identity) from the capture \(device) (recorded 1 m from the beacon)"
+            : "calibrating \(target.identity) through \(device); hold the receiver 1 m from the beacon"
+    }
+
+    /// The progress line: samples, time, the estimate and its interval (`± …` until there is
+    /// one), the precision aimed at and, live, the time left at most.
+    public static func line(
+        samples: Int, elapsed: Double, estimate: (value: Double, halfWidth95: Double)?, offset: Double,
+        precision: Double, maximumDuration: Double, capture: Bool
+    ) -> String {
+        let interval = estimate.map { $0.halfWidth95.isFinite ? "± \($0.halfWidth95.fixed(1))" : "± …" } ?? ""
+        let value = estimate.map { "\(($0.value + offset).fixed(1)) \(interval) dBm" } ?? "…"
+        let left = capture ? "" : ", at most \(formatSeconds(max(0, maximumDuration - elapsed).rounded(.up))) left"
+        return "  \(samples) samples, \(elapsed.fixed(1)) s: \(value) (target ±\(precision.clean) dB\(left))"
     }
 }

@@ -78,3 +78,13 @@ struct FileStatus: Sendable {
         }
     }
 }
+
+extension FileError {
+    /// This error for a file an option names that is not a profile (`--mqtt-ca FILE`): the
+    /// profile store's advice (`ibeacon profile new`, "a profile file") becomes the option's.
+    public func naming(option: String) -> FileError {
+        var out = self
+        if hint?.contains("profile") == true { out.hint = "check the path given to \(option)" }
+        return out
+    }
+}

@@ -234,8 +234,10 @@ extension MonitorRun {
         makePublisher: (_ adapter: String?) throws -> MQTTPublisher
     ) async throws {
         var address: BDAddress?
+        // A capture's receiver is the phone (or box) that recorded it: its address names no
+        // adapter of this box and must not leave it; the device is named after the host, as scan's.
         do {
-            address = try await source.receiverAddress()
+            if source.isLive { address = try await source.receiverAddress() }
         } catch {
             logger.debug("MQTT: the receiver's address could not be read: \(error)")
         }
@@ -269,5 +271,20 @@ extension MonitorRun {
                     if advance(to: t) { started() }
                     return .proceed
                 }))
+    }
+}
+
+extension MonitorRun {
+    /// The line the monitor logs as it starts: the regions, each with its own exit delay
+    /// (`door=…@10s`), and the delay of the others (`--exit-after`).
+    public static func startLine(regions: [BeaconRegion], device: String, exitAfter: Double) -> String {
+        let described = regions.map { region in
+            region.exitAfter.map { "\(region.description) exit after \($0.clean) s of silence" } ?? region.description
+        }
+        let own = regions.filter { $0.exitAfter != nil }.count
+        let others =
+            own == regions.count
+            ? "" : "; \(own > 0 ? "the others exit" : "exit") after \(exitAfter.clean) s of silence"
+        return "monitoring \(regions.count) region(s) on \(device): \(described.joined(separator: ", "))\(others)"
     }
 }

@@ -127,6 +127,25 @@ public enum ProfileStore {
         try SafeFile.exists(path, writing: writing)
     }
 
+    /// The files of `profile check FILE…`, whose words the parser leaves as they are: the first
+    /// `--` ends the options and is dropped; every word after it is a file, whatever it starts with.
+    public static func fileArguments(_ words: [String]) -> [String] {
+        guard let end = words.firstIndex(of: "--") else { return words }
+        return Array(words[..<end] + words[(end + 1)...])
+    }
+
+    /// What is wrong with the words of `profile check FILE…` (nil: nothing): none is a file, or
+    /// a word before `--` starts with - and is no file (an unknown option, `--jsn`).
+    public static func fileArgumentsProblem(_ words: [String]) -> String? {
+        if fileArguments(words).isEmpty { return "Missing expected argument '<file> ...'" }
+        let options = words.prefix { $0 != "--" }
+        for word in options where word.hasPrefix("-") && (try? exists(word)) != true {
+            return "unknown option '\(word)' (and no file of that name); a file whose name starts with - can "
+                + "also be given as ./\(word) or after --"
+        }
+        return nil
+    }
+
     /// Checks that a profile may be replaced or created (`SafeFile.checkWritable`).
     public static func checkWritable(_ path: String, mayCreate: Bool = false) throws(FileError) {
         try SafeFile.checkWritable(path, mayCreate: mayCreate)

@@ -38,13 +38,31 @@ public enum SafeFile {
 
     /// Reads a file that holds a secret (the MQTT password) by the rules of a profile read, with
     /// what ssh would say of a private key in its place (`secretFileWarnings`).
-    public static func readSecret(_ path: String) throws(FileError) -> (bytes: [UInt8], warnings: [String]) {
-        let location = try locate(path, writing: false)
-        defer { location.close() }
-        let (bytes, status) = try location.readExisting()
-        let warnings = secretFileWarnings(
-            path: path, mode: status.mode, owner: status.uid, user: Sys.effectiveUserID())
-        return (bytes, warnings)
+    public static func readSecret(_ path: String, option: String? = nil) throws(FileError) -> (
+        bytes: [UInt8], warnings: [String]
+    ) {
+        do throws(FileError) {
+            let location = try locate(path, writing: false)
+            defer { location.close() }
+            let (bytes, status) = try location.readExisting()
+            let warnings = secretFileWarnings(
+                path: path, mode: status.mode, owner: status.uid, user: Sys.effectiveUserID())
+            return (bytes, warnings)
+        } catch {
+            throw option.map { error.naming(option: $0) } ?? error
+        }
+    }
+
+    /// Reads each file an option names (`("--mqtt-ca", path)`; nil paths are skipped), to refuse
+    /// an unreadable one before anything starts; the error's advice names the option.
+    public static func readOptionFiles(_ files: [(option: String, path: String?)]) throws(FileError) {
+        for case (let option, let path?) in files {
+            do throws(FileError) {
+                _ = try read(path)
+            } catch {
+                throw error.naming(option: option)
+            }
+        }
     }
 
     /// What is wrong with a secret's file, as ssh warns of a private key's: other users may read
@@ -143,18 +161,20 @@ public enum SafeFile {
     /// Opens `path` for a new recording (a btsnoop capture), mode `recordingMode`: a new file is created with
     /// `O_EXCL`; an existing one is refused unless `overwrite`, and then replaced by a new
     /// inode (renamed over it), never truncated, so a hard or symbolic link to another file is
-    /// never written through. Refuses the file `avoiding` names (the profile being written).
+    /// never written through. Refuses the files `avoiding` names (the profile being written,
+    /// the profiles and the capture the command reads), whatever name they are given by.
     public static func createForRecording(
-        _ path: String, overwrite: Bool, avoiding other: String? = nil, option: String = "--overwrite-btsnoop"
+        _ path: String, overwrite: Bool, avoiding others: [ProtectedFile] = [], option: String = "--overwrite-btsnoop"
     ) throws(FileError) -> FileDescriptor {
         let location = try locate(path, writing: true)
         defer { location.close() }
-        if let other, let otherLocation = try? locate(other, writing: false) {
+        for other in others {
+            guard let otherLocation = try? locate(other.path, writing: false) else { continue }
             defer { otherLocation.close() }
             if location.isSameEntry(as: otherLocation) {
                 throw FileError(
-                    .cannotWrite, path: path, "is the profile this command writes; a capture would destroy it",
-                    hint: "give the capture another file name")
+                    .cannotWrite, path: path, "is \(other.role); a capture would destroy it",
+                    hint: "give the capture (--btsnoop) another file name")
             }
         }
         guard let existing = location.status else {
@@ -181,6 +201,29 @@ public enum SafeFile {
             throw error
         }
         return fd
+    }
+
+    /// A file a recording must never replace, and what it is to the command (for the message).
+    public struct ProtectedFile: Sendable, Equatable {
+        public var path: String
+        /// "the profile this command writes", "a profile this command reads (--profile X)", ...
+        public var role: String
+        public init(_ path: String, role: String) {
+            self.path = path
+            self.role = role
+        }
+        /// The profile a command writes (calibrate).
+        public static func written(_ path: String) -> ProtectedFile {
+            ProtectedFile(path, role: "the profile this command writes")
+        }
+        /// A profile a command reads (advertise, monitor: `--profile`).
+        public static func read(_ path: String) -> ProtectedFile {
+            ProtectedFile(path, role: "a profile this command reads (--profile \(path))")
+        }
+        /// The profiles a command reads, then the one it writes.
+        public static func profiles(_ reading: [String], _ writing: String?) -> [ProtectedFile] {
+            reading.map(read) + (writing.map { [written($0)] } ?? [])
+        }
     }
 
     /// Temporary files are named `.NAME.tmp-PID-RANDOM`, next to the profile they replace.

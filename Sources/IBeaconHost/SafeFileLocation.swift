@@ -110,6 +110,12 @@ struct Location {
             return FileError(
                 writing ? .cannotWrite : .notFound, path: path,
                 "was replaced by a symbolic link while ibeacon opened it; nothing was written")
+        case .noSuchFileOrDirectory where writing:
+            // Its directory was found: ENOENT on creating is a file system that takes no new
+            // files (/proc, /sys), not a missing directory.
+            return FileError(
+                .cannotWrite, path: path, "cannot be created: its directory takes no new files (\(e))",
+                hint: "choose a directory on an ordinary file system, such as /etc/ibeacon")
         default:
             return SafeFile.lookupFailure(e, path: path, at: path, writing: writing)
         }

@@ -16,8 +16,8 @@ public struct AdapterOpener: Sendable {
     public var overwriteBtsnoop: Bool
     /// `--index N`: the controller to read in a capture of several.
     public var captureIndex: UInt16?
-    /// A file the btsnoop recording must never be (the profile being written).
-    public var protecting: String?
+    /// Files the btsnoop recording must never be: the profiles the command reads or writes.
+    public var protecting: [SafeFile.ProtectedFile]
     public var logger: Logger
     /// How the kernel's management interface is opened: its socket (`openMgmtClient`); a test
     /// gives a client on a fake kernel, so the path rule and its failure policy run as they do here.
@@ -32,7 +32,7 @@ public struct AdapterOpener: Sendable {
 
     public init(
         device: String, timeout: Duration, btsnoop: String? = nil, overwriteBtsnoop: Bool = false,
-        captureIndex: UInt16? = nil, protecting: String? = nil, logger: Logger
+        captureIndex: UInt16? = nil, protecting: [SafeFile.ProtectedFile] = [], logger: Logger
     ) {
         self.device = device
         self.timeout = timeout

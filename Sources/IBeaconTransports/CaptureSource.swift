@@ -288,6 +288,7 @@ public struct CaptureSightingSource: SightingSource {
         if let problem {
             throw CaptureError(path: path, problem: problem, records: reader.recordsRead, reports: replay.reports)
         }
+        if let absent = replay.absentIndexError(in: path) { throw absent }
     }
 }
 
@@ -298,6 +299,8 @@ private struct CaptureReplay {
     let tracker: ReceptionTracker
     let interval: Double
     var chosen: UInt16?
+    /// The controller was given (`--index N`), not picked as the first heard.
+    let given: Bool
     var start: Int64?
     var time = 0.0
     var nextTick: Double
@@ -313,6 +316,7 @@ private struct CaptureReplay {
         self.interval = interval
         self.nextTick = interval
         self.chosen = controllerIndex
+        self.given = controllerIndex != nil
         sightings.reserveCapacity(16)
     }
 
@@ -387,11 +391,26 @@ private struct CaptureReplay {
         if malformed > 0 {
             logger.warning("\(path): \(malformed) malformed advertising report event(s) skipped")
         }
-        if !otherControllers.isEmpty {
-            let others = otherControllers.keys.sorted().map { "hci\($0) (\(otherControllers[$0] ?? 0) reports)" }
+        if !otherControllers.isEmpty && (reports > 0 || !given) {
+            let read = given ? "read hci\(chosen ?? 0) (--index \(chosen ?? 0))" : "read hci\(chosen ?? 0)"
+            let pick = given ? "" : "; pick one with --index N"
             logger.warning(
-                "\(path) holds reports of several controllers: read hci\(chosen ?? 0); not read: \(others.joined(separator: ", ")); pick one with --index N"
-            )
+                "\(path) holds reports of several controllers: \(read); not read: \(otherReports)\(pick)")
         }
+    }
+
+    /// The other controllers' reports: `hci0 (12 reports), hci2 (3 reports)`.
+    var otherReports: String {
+        otherControllers.keys.sorted().map { "hci\($0) (\(otherControllers[$0] ?? 0) reports)" }
+            .joined(separator: ", ")
+    }
+
+    /// `--index N` named a controller of which the capture holds no report, while others' are
+    /// there: nothing was read, and that is no success (nil otherwise).
+    func absentIndexError(in path: String) -> TransportError? {
+        guard given, reports == 0, !otherControllers.isEmpty, let chosen else { return nil }
+        return TransportError(
+            .badSpecification, "--index \(chosen): \(path) holds no advertising report of hci\(chosen)",
+            hint: "it holds \(otherReports); give one of those with --index, or leave --index out")
     }
 }

@@ -138,6 +138,6 @@ public func openTransport(_ spec: DeviceSpec, logger: Logger) throws(TransportEr
     case .btsnoop(let path):
         throw TransportError(
             .badSpecification, "btsnoop:\(path) is a capture, not a controller: it can be scanned, not programmed",
-            hint: "use it with scan or calibrate --dry-run, or give a controller (hciN, serial:, tcp:)")
+            hint: "use it with scan, monitor or calibrate --dry-run, or give a controller (hciN, serial:, tcp:)")
     }
 }

@@ -19,13 +19,13 @@ public final class BTSnoopFileRecorder: PacketRecorder {
 
     /// Creates `path` and writes the file header. An existing file is refused unless
     /// `overwrite` (then replaced by a new file, never truncated through a link); symbolic
-    /// links are followed only when they are the user's own or root's; `avoiding` names a file
-    /// the capture must never be (the profile being written).
+    /// links are followed only when they are the user's own or root's; `avoiding` names the files
+    /// the capture must never be (the profiles the command reads or writes).
     ///
     /// - Parameter clock: wall-clock time in microseconds since the Unix epoch; nil for the
     ///   system's real-time clock.
     public init(
-        path: String, overwrite: Bool = false, avoiding: String? = nil, logger: Logger,
+        path: String, overwrite: Bool = false, avoiding: [SafeFile.ProtectedFile] = [], logger: Logger,
         clock: (@Sendable () -> Int64)? = nil
     ) throws(FileError) {
         self.path = path

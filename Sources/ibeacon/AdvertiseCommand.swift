@@ -30,7 +30,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
             "Profile to advertise; repeat for several beacons (extended advertising).", valueName: "file"))
     var profile: [String] = []
 
-    @OptionGroup var device: DeviceOptions
+    @OptionGroup var device: DeviceOptions<ProgramsController>
 
     @Option(help: "Advertising commands: auto (extended when supported), legacy or extended.")
     var mode: AdvertisingMode = .auto
@@ -51,7 +51,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
     @Flag(help: "Print the status line as JSON.")
     var json = false
 
-    @OptionGroup var mqtt: MQTTOptions
+    @OptionGroup var mqtt: MQTTOptions<AdvertiseMQTT>
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
@@ -65,7 +65,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
             let specs = try profile.map { path in try BeaconSpec(profileAt: path, forceRandomAddress: randomAddress) }
             let mqtt = try mqttOpener(specs, logger: logger)
             // One adapter, opened once: its address names the box for MQTT, then it advertises.
-            try await device.opener(logger: logger).withAdapter { adapter in
+            try await device.opener(logger: logger, reading: profile).withAdapter { adapter in
                 let status = try await mqttStatus(mqtt, specs, adapter: adapter, logger: logger)
                 do {
                     try await advertise(specs, on: adapter, mqtt: status)

@@ -47,7 +47,7 @@ struct CalibrateCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("With --uuid/--major/--minor: the profile file to create or update.", valueName: "file"))
     var write: String?
 
-    @OptionGroup var device: DeviceOptions
+    @OptionGroup var device: DeviceOptions<ReadsReports>
 
     @Option(help: ArgumentHelp("Give up after this many seconds.", valueName: "seconds"))
     var duration: Double = 180
@@ -82,7 +82,7 @@ struct CalibrateCommand: AsyncParsableCommand {
             }
         }
         try validateSeconds("--duration", duration, 0.001...3600)
-        guard precision > 0, precision <= 20 else { throw ValidationError("--precision must be within 0…20 dB") }
+        if let problem = CalibrationSettings.precisionProblem(precision) { throw ValidationError(problem) }
         guard abs(offset) <= 40 else { throw ValidationError("--offset must be within -40…40 dB") }
         if let address, BDAddress(address) == nil {
             throw ValidationError("--address \(address) is not a Bluetooth address like AA:BB:CC:DD:EE:FF")
@@ -113,7 +113,7 @@ struct CalibrateCommand: AsyncParsableCommand {
             spread: result.spread, method: result.method, receiver: device.deviceText,
             receiverAddress: receiverAddress?.description ?? "unknown", offset: offset,
             txPower: destination.existing?.txPower.map { Int($0) })
-        let reason = result.refusal(precision: precision, duration: duration)
+        let reason = result.refusal(precision: precision, duration: duration, capture: device.isCapture)
         let refusal = force ? nil : reason
         if json {
             let written = !dryRun && destination.path != nil && refusal == nil
@@ -135,7 +135,7 @@ struct CalibrateCommand: AsyncParsableCommand {
                 code: refusal.kind == .drift ? Exit.calibrationDrift : Exit.calibrationImprecise)
         }
         if force && !json, let reason {
-            logger.warning("--force: writing although \(reason.message)")
+            logger.warning("\(reason.forcedWarning(measuredPower: result.measuredPower, writing: !dryRun))")
         }
         guard !dryRun, let path = destination.path else {
             if !json { printOut("measured power \(result.measuredPower) dBm (dry run: nothing written)") }
@@ -182,7 +182,7 @@ struct CalibrateCommand: AsyncParsableCommand {
     func measure(
         _ target: CalibrationTarget, protecting path: String?, logger: Logger
     ) async throws -> (CalibrationResult, receiverAddress: BDAddress?) {
-        let source = try await device.opener(logger: logger, protecting: path).openSightingSource()
+        let source = try await device.opener(logger: logger, writing: path).openSightingSource()
         let receiverAddress: BDAddress?
         do {
             receiverAddress = try await source.receiverAddress()
@@ -192,20 +192,16 @@ struct CalibrateCommand: AsyncParsableCommand {
         }
         let calibrator = Calibrator(target: target, settings: settings, logger: logger)
         let live = stdoutIsTerminal && !json
-        let offset = self.offset
-        if !json {
-            printOut(
-                "calibrating \(target.identity) through \(device.deviceText); hold the receiver 1 m from the beacon")
-        }
+        let (offset, precision, duration, capture) = (self.offset, self.precision, self.duration, device.isCapture)
+        if !json { printOut(CalibrationProgress.startLine(target, device: device.deviceText, capture: capture)) }
         let result: CalibrationResult
         do {
             result = try await calibrator.run(on: source) { collector, elapsed in
                 guard live else { return }
-                let e = collector.current()
-                let estimate = e.map { "\(($0.value + offset).fixed(1)) ± \($0.halfWidth95.fixed(1)) dBm" } ?? "…"
-                printTerminalControl(
-                    "\r\u{1B}[K", "  \(collector.sampleCount) samples, \(elapsed.seconds.fixed(1)) s: \(estimate)",
-                    terminator: "")
+                let line = CalibrationProgress.line(
+                    samples: collector.sampleCount, elapsed: elapsed.seconds, estimate: collector.current(),
+                    offset: offset, precision: precision, maximumDuration: duration, capture: capture)
+                printTerminalControl("\r\u{1B}[K", line, terminator: "")
             }
         } catch {
             if live { printOut("") }
@@ -230,7 +226,9 @@ struct CalibrateCommand: AsyncParsableCommand {
 
     /// The result for a person: the histogram, the estimate, and what the estimators saw.
     func printText(_ result: CalibrationResult) {
-        printOut(result.textLines(precision: precision, maximumDuration: duration).joined(separator: "\n"))
+        printOut(
+            result.textLines(precision: precision, maximumDuration: duration, capture: device.isCapture).joined(
+                separator: "\n"))
     }
 
     /// Writes measured power and the record into the profile (the profile store re-reads a

@@ -75,17 +75,13 @@ struct EncodeCommand: AsyncParsableCommand {
 
     @OptionGroup var beacon: BeaconOptions
 
+    /// Only the two command sets: `auto` depends on a controller, which encode has not.
+    enum Mode: String, CaseIterable, ExpressibleByArgument { case legacy, extended }
     @Option(help: "Which command set to show: legacy or extended.")
-    var mode: AdvertisingMode = .legacy
+    var mode: Mode = .legacy
 
     @Flag(help: "Print one JSON object.")
     var json = false
-
-    func validate() throws {
-        if mode == .auto {
-            throw ValidationError("--mode for encode is legacy or extended (auto depends on the controller)")
-        }
-    }
 
     func run() async throws {
         try await reporting {

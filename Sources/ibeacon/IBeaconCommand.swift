@@ -1,5 +1,6 @@
 import ArgumentParser
 import IBeaconCore
+import IBeaconTransports
 
 @main
 struct IBeaconCommand: AsyncParsableCommand {
@@ -29,4 +30,6 @@ struct IBeaconCommand: AsyncParsableCommand {
             CalibrateCommand.self, MonitorCommand.self,
         ]
     )
+
+    static func main() async { await main(CommandLineStart.prepare(Array(CommandLine.arguments.dropFirst()))) }
 }

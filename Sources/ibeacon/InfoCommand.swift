@@ -16,7 +16,7 @@ struct InfoCommand: AsyncParsableCommand {
             (maximum, in use, supported flags); raw:hciN asks the controller over raw HCI.
             """)
 
-    @OptionGroup var device: DeviceOptions
+    @OptionGroup var device: DeviceOptions<ProgramsController>
     @Flag(help: "Print one JSON object.")
     var json = false
     @OptionGroup var logging: LoggingOptions

@@ -6,7 +6,7 @@ import Logging
 
 /// `--mqtt URL` and its settings, shared by `monitor`, `advertise` and `scan`: where to publish
 /// states, events and ranging, and how Home Assistant finds them (README "Home Assistant and MQTT").
-struct MQTTOptions: ParsableArguments {
+struct MQTTOptions<Use: MQTTUse>: ParsableArguments {
     @Option(
         name: .customLong("mqtt"),
         help: ArgumentHelp(
@@ -57,7 +57,9 @@ struct MQTTOptions: ParsableArguments {
 
     @Option(
         name: .customLong("mqtt-room"),
-        help: ArgumentHelp("scan: the room of room_presence/ROOM (mqtt_room; default: HOSTNAME).", valueName: "name"))
+        help: ArgumentHelp(
+            "scan: the room of room_presence/ROOM (mqtt_room; default: HOSTNAME).", valueName: "name",
+            visibility: Use.publishesRooms ? .default : .private))
     var room: String?
 
     /// The options that mean something only with `--mqtt`.
@@ -102,6 +104,7 @@ struct MQTTOptions: ParsableArguments {
         if (certFile == nil) != (keyFile == nil) {
             throw ValidationError("--mqtt-cert and --mqtt-key go together (the client certificate and its key)")
         }
+        if let problem = Use.roomProblem(room) { throw ValidationError(problem) }
         if let room, room.isEmpty { throw ValidationError("--mqtt-room is empty") }
         if let room, let bad = MQTTTopic.noncharacter(in: room) {
             throw ValidationError(
@@ -122,7 +125,7 @@ struct MQTTOptions: ParsableArguments {
     /// other users may read or change is used, with a warning (as ssh warns of a key).
     func password(logger: Logger) throws -> String? {
         if let passwordFile {
-            let (bytes, warnings) = try SafeFile.readSecret(passwordFile)
+            let (bytes, warnings) = try SafeFile.readSecret(passwordFile, option: "--mqtt-password-file")
             for warning in warnings { logger.warning("MQTT password file: \(warning)") }
             let text = String(decoding: bytes, as: UTF8.self)
             return String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
@@ -143,7 +146,7 @@ struct MQTTOptions: ParsableArguments {
     func prepare(command: String, logger: Logger) throws -> MQTTOpener? {
         guard let url else { return nil }
         let broker = try MQTTBrokerURL(parsing: url)
-        for file in [caFile, certFile, keyFile].compactMap({ $0 }) { _ = try ProfileStore.read(file) }
+        try SafeFile.readOptionFiles([("--mqtt-ca", caFile), ("--mqtt-cert", certFile), ("--mqtt-key", keyFile)])
         let options = self
         return MQTTOpener(
             broker: broker, user: user, password: try password(logger: logger), caFile: caFile, certFile: certFile,

@@ -103,8 +103,8 @@ struct MonitorCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Stop a hook that runs longer than this.", valueName: "seconds"))
     var execTimeout: Double = 30
 
-    @OptionGroup var device: DeviceOptions
-    @OptionGroup var mqtt: MQTTOptions
+    @OptionGroup var device: DeviceOptions<ReadsReports>
+    @OptionGroup var mqtt: MQTTOptions<MonitorMQTT>
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
@@ -187,7 +187,7 @@ struct MonitorCommand: AsyncParsableCommand {
                     json: command.json, stateEvery: command.stateEvery, wallClock: { ProcessContext.unixTime }),
                 hooks: hooks, logger: logger, output: { printOut($0) })
             logger.notice(
-                "monitoring \(regions.count) region(s) on \(command.device.deviceText): \(regions.map(\.description).joined(separator: ", ")); exit after \(command.exitAfter.clean) s of silence"
+                "\(MonitorRun.startLine(regions: regions, device: command.device.deviceText, exitAfter: command.exitAfter))"
             )
             let grace = min(command.execTimeout, 5)
             // Hooks are stopped inside the signal handling, so that a second signal still ends
@@ -224,7 +224,7 @@ struct MonitorCommand: AsyncParsableCommand {
     func monitor(_ session: MonitorRun, mqtt: MQTTOpener?, regions: [BeaconRegion], logger: Logger)
         async throws
     {
-        let source = try await device.opener(logger: logger).openSightingSource(mode: mode)
+        let source = try await device.opener(logger: logger, reading: profile).openSightingSource(mode: mode)
         let deviceText = device.deviceText
         let regionCount = regions.count
         do {

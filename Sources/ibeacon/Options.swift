@@ -36,9 +36,9 @@ struct LoggingOptions: ParsableArguments {
 
 private let loggingBootstrap: Void = {
     LoggingSystem.bootstrap { label in
-        var handler = StreamLogHandler.standardError(label: label)
+        var handler = EscapingLogHandler.standardError(label: label)
         handler.logLevel = .trace  // each Logger's own level filters (`makeLogger` sets it)
-        return EscapingLogHandler(handler)
+        return handler
     }
 }()
 
@@ -100,13 +100,10 @@ struct DurationOption<Help: DurationHelp>: ParsableArguments {
     var duration: Duration? { seconds.map { .seconds($0) } }
 }
 
-/// `--device`, `--timeout`, `--btsnoop`: how to reach the controller.
-struct DeviceOptions: ParsableArguments {
-    @Option(
-        name: .shortAndLong,
-        help: ArgumentHelp(
-            "Controller: hciN (through the kernel's management interface when the kernel manages it), raw:hciN (raw HCI always), serial:PATH[,BAUD][,rtscts], tcp:HOST:PORT; or a capture to read, btsnoop:FILE (default: $IBEACON_DEVICE, else hci0).",
-            valueName: "spec"))
+/// `--device`, `--timeout`, `--btsnoop`: how to reach the controller; `Use` says whether the
+/// command reads captures (`btsnoop:FILE`, `--index`) or programs a controller.
+struct DeviceOptions<Use: DeviceUse>: ParsableArguments {
+    @Option(name: .shortAndLong, help: ArgumentHelp(Use.deviceHelp, valueName: "spec"))
     var device: String?
 
     @Option(help: ArgumentHelp("Seconds to wait for each controller answer.", valueName: "seconds"))
@@ -121,7 +118,7 @@ struct DeviceOptions: ParsableArguments {
     @Option(
         help: ArgumentHelp(
             "btsnoop:FILE of several controllers (btmon): read controller N (default: the one heard first).",
-            valueName: "n"))
+            valueName: "n", visibility: Use.readsCaptures ? .default : .private))
     var index: UInt16?
 
     var deviceText: String {
@@ -133,16 +130,21 @@ struct DeviceOptions: ParsableArguments {
 
     func validate() throws {
         try validateSeconds("--timeout", timeout, 0.001...600)
+        if let problem = Use.indexProblem(index) { throw ValidationError(problem) }
+        if overwriteBtsnoop && btsnoop == nil { throw ValidationError("--overwrite-btsnoop needs --btsnoop FILE") }
     }
 
     func spec() throws -> DeviceSpec { try DeviceSpec(parsing: deviceText) }
 
+    /// The reports are read from a capture (`btsnoop:FILE`), not heard here.
+    var isCapture: Bool { (try? spec().isCapture) ?? false }
+
     /// The one way to the controller: `AdapterOpener` picks the path (kernel or raw HCI) from
-    /// `--device`. `protecting` is a file the btsnoop recording must never be (the profile being written).
-    func opener(logger: Logger, protecting: String? = nil) -> AdapterOpener {
+    /// `--device`. The btsnoop recording must never be a profile the command reads or writes.
+    func opener(logger: Logger, reading: [String] = [], writing: String? = nil) -> AdapterOpener {
         AdapterOpener(
-            device: deviceText, timeout: .seconds(timeout), btsnoop: btsnoop,
-            overwriteBtsnoop: overwriteBtsnoop, captureIndex: index, protecting: protecting, logger: logger)
+            device: deviceText, timeout: .seconds(timeout), btsnoop: btsnoop, overwriteBtsnoop: overwriteBtsnoop,
+            captureIndex: index, protecting: SafeFile.ProtectedFile.profiles(reading, writing), logger: logger)
     }
 }
 

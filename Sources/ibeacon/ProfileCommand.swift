@@ -69,17 +69,12 @@ struct ProfileCommand: AsyncParsableCommand {
         var json = false
 
         func validate() throws {
-            guard !files.isEmpty else { throw ValidationError("Missing expected argument '<file> ...'") }
-            for file in files where file.hasPrefix("-") && (try? ProfileStore.exists(file)) != true {
-                throw ValidationError(
-                    "unknown option '\(file)' (and no file of that name); a file whose name starts with - can also be given as ./\(file) or after --"
-                )
-            }
+            if let problem = ProfileStore.fileArgumentsProblem(files) { throw ValidationError(problem) }
         }
 
         func run() async throws {
             var worst: (any Error)?
-            for file in files {
+            for file in ProfileStore.fileArguments(files) {
                 do {
                     let p = try Profile.load(bytes: ProfileStore.read(file), file: file)
                     let b = p.iBeacon

@@ -34,7 +34,7 @@ struct ScanCommand: AsyncParsableCommand {
             RSSI.
             """)
 
-    @OptionGroup var device: DeviceOptions
+    @OptionGroup var device: DeviceOptions<ReadsReports>
 
     @OptionGroup var identity: IdentityOptions<ScanIdentityHelp>
     @Flag(help: "Also show advertisements that are not iBeacons (one row per address).")
@@ -50,7 +50,7 @@ struct ScanCommand: AsyncParsableCommand {
     var json = false
     @Flag(help: "With --json: one JSON object per advertisement report instead (raw reports).")
     var reports = false
-    @OptionGroup var mqtt: MQTTOptions
+    @OptionGroup var mqtt: MQTTOptions<ScanMQTT>
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {

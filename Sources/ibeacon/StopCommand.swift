@@ -16,7 +16,7 @@ struct StopCommand: AsyncParsableCommand {
             legacy or extended. Exits 0 if nothing was advertising.
             """)
 
-    @OptionGroup var device: DeviceOptions
+    @OptionGroup var device: DeviceOptions<ProgramsController>
     @OptionGroup var logging: LoggingOptions
 
     /// The guardian `advertise` starts (`startGuardian`): waits for that process to end, then

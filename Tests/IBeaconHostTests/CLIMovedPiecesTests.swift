@@ -182,6 +182,43 @@ final class MonitorLines: Sendable {
             try CalibrationDestination.open(dir + "/missing.json", mustExist: true, dryRun: false)
         }
     }
+
+    /// A profile of `size` bytes: the beacon and a `notes` key ibeacon keeps but ignores.
+    static func profile(ofSize size: Int) -> [UInt8] {
+        let head = #"{"uuid": "\#(uuid.uuidString)", "major": 1, "minor": 2, "measuredPower": -59, "notes": ""#
+        return Array((head + String(repeating: "n", count: size - head.utf8.count - 3) + "\"}\n").utf8)
+    }
+
+    /// Issue 41, defect 14: calibrating a profile near the 1 MiB limit wrote one ibeacon then
+    /// refused to read. Refused before measuring, and (grown meanwhile) before writing.
+    @Test func aCalibratedProfileStaysOneIbeaconReads() throws {
+        let dir = try makeScratchDirectory("ibeacon-caldest")
+        defer { removeScratchDirectory(dir) }
+        let path = dir + "/big.json"
+        let big = Self.profile(ofSize: SafeFile.maximumSize - 100)
+        try ProfileStore.create(path, big, overwrite: false)
+        #expect(try Profile.load(bytes: ProfileStore.read(path), file: path).measuredPower == -59)
+        let error = #expect(throws: FileError.self) {
+            try CalibrationDestination.open(path, mustExist: true, dryRun: false)
+        }
+        #expect(error?.kind == .badData)
+        #expect(
+            error?.description.contains("more than the 1 MiB a profile may be") == true, "\(String(describing: error))")
+        #expect(try ProfileStore.read(path) == big)
+        // A dry run writes nothing: nothing to refuse.
+        _ = try CalibrationDestination.open(path, mustExist: true, dryRun: true)
+
+        // Small when opened, grown near the limit while measuring.
+        let small = dir + "/small.json"
+        try ProfileStore.create(
+            small, try Profile.new(uuid: uuid, major: 1, minor: 2, measuredPower: -59).encoded(), overwrite: false)
+        let destination = try CalibrationDestination.open(small, mustExist: true, dryRun: false)
+        defer { destination.close() }
+        let grown = Self.profile(ofSize: SafeFile.maximumSize - 40)
+        try destination.lock!.replace(with: grown)
+        #expect(throws: FileError.self) { try destination.write(measuredPower: -58, record: record, target: target) }
+        #expect(try ProfileStore.read(small) == grown)
+    }
 }
 
 @Suite struct AdvertisingDecoderTests {
@@ -321,5 +358,35 @@ final class MonitorLines: Sendable {
             // Closed by then: a command fails at once.
             await #expect(throws: ControllerError.self) { try await client.execute(ReadBDAddr()) }
         }
+    }
+}
+
+/// A capture whose recording phone's address is known: issue 41, defect 2.
+private struct RecordedCapture: SightingSource {
+    var name: String { "btsnoop:phone.log" }
+    var isLive: Bool { false }
+    func receiverAddress() async throws -> BDAddress? { BDAddress("5C:F3:70:11:22:33") }
+    func scan(_ request: ScanRequest) async throws {}
+    func close() async {}
+}
+
+private struct NoPublisher: Error {}
+
+@Suite struct MonitorMQTTCaptureTests {
+    /// Issue 41, defect 2: `monitor --mqtt` on a capture named its Home Assistant device after
+    /// the recording phone's address and published it; the host name alone names it, as scan's.
+    @Test func aCapturesRecordingPhoneNeverNamesTheMQTTDevice() async throws {
+        let run = MonitorRun(
+            regions: [try BeaconRegion(parsing: "deli=\(uuid.uuidString)")],
+            settings: .init(configuration: .init(exitAfter: 5), json: false, wallClock: { 0 }),
+            hooks: nil, logger: RecordingLog().logger, output: { _ in })
+        let given = Mutex<[String?]>([])
+        await #expect(throws: NoPublisher.self) {
+            try await run.connectMQTT(source: RecordedCapture(), regions: [], device: "btsnoop:phone.log") { adapter in
+                given.withLock { $0.append(adapter) }
+                throw NoPublisher()
+            }
+        }
+        #expect(given.withLock { $0 } == [nil])
     }
 }

@@ -217,8 +217,33 @@ final class Delivered: Sendable {
         #expect(first.batches.withLock { $0 }.map(\.time) == [0, 2])
         let zero = try await Self.run(CaptureSightingSource(path: path, controllerIndex: 0, logger: quietLogger))
         #expect(zero.batches.withLock { $0 }.map(\.addresses) == [["D1:02:03:04:05:06"]])
-        let none = try await Self.run(CaptureSightingSource(path: path, controllerIndex: 5, logger: quietLogger))
-        #expect(none.batches.withLock { $0 }.isEmpty)
+    }
+
+    /// Issue 41, defect 12: `--index 1` still said "pick one with --index N"; `--index 5`, a
+    /// controller the file does not hold, read nothing and ended as a success.
+    @Test func aGivenIndexIsNeitherAdvisedNorSilentlyEmpty() async throws {
+        let dir = try makeScratchDirectory("ibeacon-transports")
+        defer { removeScratchDirectory(dir) }
+        let path = dir + "/btmon.btsnoop"
+        var file = BTSnoop.fileHeader(datalink: .linuxMonitor)
+        for (k, (index, report)) in [(1, Vectors.report1), (0, Vectors.report2), (1, Vectors.report1)].enumerated() {
+            file += try #require(
+                BTSnoop.encodeRecord(
+                    packet: report, direction: .received, timestampMicros: Int64(k) * 1_000_000,
+                    datalink: .linuxMonitor, controllerIndex: UInt16(index)))
+        }
+        try writeWholeFile(path, file)
+        let log = RecordingLog()
+        _ = try await Self.run(CaptureSightingSource(path: path, controllerIndex: 1, logger: log.logger))
+        let warning = try #require(log.messages.first { $0.contains("several controllers") })
+        #expect(warning.contains("read hci1 (--index 1); not read: hci0 (1 reports)"), "\(warning)")
+        #expect(!warning.contains("pick one with --index"), "\(warning)")
+        let error = await #expect(throws: TransportError.self) {
+            _ = try await Self.run(CaptureSightingSource(path: path, controllerIndex: 5, logger: quietLogger))
+        }
+        #expect(error?.kind == .badSpecification)
+        #expect("\(error.map { "\($0)" } ?? "")".contains("holds no advertising report of hci5"))
+        #expect("\(error.map { "\($0)" } ?? "")".contains("hci0 (1 reports), hci1 (2 reports)"))
     }
 
     /// Cut at every offset after the header: the reports of the complete records are delivered,

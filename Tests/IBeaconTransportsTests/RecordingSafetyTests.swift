@@ -62,7 +62,8 @@ import Testing
         #expect(symlink("p.json", dir + "/alias.json") == 0)
         for path in [profile, dir + "/alias.json", dir + "/./p.json"] {
             let error = #expect(throws: FileError.self) {
-                _ = try BTSnoopFileRecorder(path: path, overwrite: true, avoiding: profile, logger: quietLogger)
+                _ = try BTSnoopFileRecorder(
+                    path: path, overwrite: true, avoiding: [.written(profile)], logger: quietLogger)
             }
             #expect(error?.description.contains("is the profile") == true)
         }
@@ -70,7 +71,7 @@ import Testing
         // A profile about to be created (--write NEW) is protected by its name too.
         let fresh = dir + "/new.json"
         #expect(throws: FileError.self) {
-            _ = try BTSnoopFileRecorder(path: fresh, avoiding: fresh, logger: quietLogger)
+            _ = try BTSnoopFileRecorder(path: fresh, avoiding: [.written(fresh)], logger: quietLogger)
         }
     }
 

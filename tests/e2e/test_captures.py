@@ -361,3 +361,29 @@ def test_calibrate_dry_run_on_a_capture(ibeacon_bin: Path, tmp_path: Path) -> No
     assert out['samples'] == len(beacons) == 33
     assert abs(out['seconds'] - (beacons[-1]['t'] - theirs[0]['t'])) < 2
     assert out['written'] is False and out['histogram'] and out['file'] is None
+
+
+def test_calibrate_dry_run_on_a_short_capture_is_coherent(ibeacon_bin: Path) -> None:
+    """Issue 41, defect 11: a capture shorter than --duration said "NOT reached within 3600 s" on
+    stdout and "after 225.9 s" on stderr, advised running longer (which reading a file cannot
+    do), and told the reader to "hold the receiver 1 m from the beacon"."""
+    capture = CAPTURES / 'mtoslalibu+ec521__docs_bt-logs_btsnoop_hci.log'
+    uuid_, major, minor, _ = next(r for r in tshark_reports(capture) if r['ibeacon'])['ibeacon']
+    args = ['calibrate', '--dry-run', '--uuid', uuid_, '--major', str(major), '--minor', str(minor),
+            '--device', f'btsnoop:{capture}']
+    refused = run(ibeacon_bin, *args, '--duration', '3600', timeout=30)
+    assert refused.returncode == 80, refused.stderr
+    assert 'hold the receiver' not in refused.stdout, refused.stdout
+    assert 'from the capture' in refused.stdout, refused.stdout
+    assert 'within 3600 s' not in refused.stdout and 'within 1 h' not in refused.stdout, refused.stdout
+    assert 'NOT reached: the capture ended after 225.9 s' in refused.stdout, refused.stdout
+    assert 'after 225.9 s' in refused.stderr, refused.stderr
+    assert 'run longer' not in refused.stderr and '--force to write' not in refused.stderr, refused.stderr
+    assert 'record a longer one' in refused.stderr, refused.stderr
+    # Cut short by --duration, more of the capture can be read: that is the advice.
+    cut = run(ibeacon_bin, *args, '--duration', '180', timeout=30)
+    assert cut.returncode == 80, cut.stderr
+    assert 'read more of the capture (about --duration' in cut.stderr, cut.stderr
+    forced = run(ibeacon_bin, *args, '--duration', '3600', '--force', timeout=30)
+    assert forced.returncode == 0, forced.stderr
+    assert '--force: taking' in forced.stderr and 'writing' not in forced.stderr, forced.stderr

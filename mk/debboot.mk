@@ -1,0 +1,37 @@
+# make deb-boot: the package, booted. A Debian 12 amd64 system in QEMU (TCG) with systemd as
+# PID 1, dbus, bluetoothd, Debian's 6.1 kernel and two btvirt controllers, nothing of ibeacon's in
+# its image; inside it, as an operator would: apt install ./ibeacon_VERSION_amd64.deb, the example
+# profile into /etc/ibeacon, systemctl enable --now ibeacon@store12 (READY=1), an independent
+# scanner on hci1 (btmgmt find + hcidump -R) hears the exact payload, kill -> restart -> one
+# beacon, stop -> silent, ibeacon-monitor@store12 with the shipped example, group ibeacon (a user
+# outside it cannot run the binary, a member can), systemd-analyze security <= 2.5, no seccomp
+# denial; reboot of the same disk: on the air with nobody logged in, bluetooth restart, power
+# cycle, upgrade, purge. scripts/debboot/guest.sh prints one PASS/FAIL line per step; the target
+# fails on any FAIL. Included by the main Makefile. tests/vm/README.md "deb-boot" has the details.
+#
+#   make deb-boot                 make deb (if the .deb is missing), build the image (cached),
+#                                 boot it twice (scripts/debboot/run.sh)
+#   make deb-boot-image           only the image: $(DEBBOOT_CACHE)/bookworm-amd64.img
+#   make deb-boot-clean           drop the image cache
+#
+# Timing (2 cores shared with other jobs, TCG): see the numbers below, measured on this host.
+#   TIMING-PLACEHOLDER
+
+DEBBOOT_CACHE ?= /var/cache/ibeacon-debboot
+DEBBOOT_DIR := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/..)
+export DEBBOOT_CACHE
+
+.PHONY: deb-boot deb-boot-image deb-boot-deps deb-boot-clean
+
+deb-boot-deps:
+	$(call apt_install,mmdebstrap e2fsprogs qemu-system-x86 qemu-utils python3)
+
+deb-boot-image: deb-boot-deps
+	$(DEBBOOT_DIR)/scripts/debboot/image.sh
+
+deb-boot: deb-boot-image ## boot Debian 12 (systemd, bluetoothd, btvirt) in QEMU; apt install the .deb there and test the units as an operator
+	@test -s $(DEB_FILE) || $(MAKE) --no-print-directory deb ARCH=amd64
+	$(DEBBOOT_DIR)/scripts/debboot/run.sh $(DEB_FILE)
+
+deb-boot-clean:
+	rm -rf --one-file-system $(DEBBOOT_CACHE)

@@ -167,7 +167,7 @@ UNIT
   # adapter does not hear its own beacon), publishing to the mosquitto of the image.
   install -m 0644 /usr/share/doc/ibeacon/examples/store12.monitor /etc/ibeacon/store12.monitor
   mkdir -p /etc/systemd/system/ibeacon-monitor@store12.service.d
-  printf '[Service]\nEnvironment=IBEACON_DEVICE=hci1\nEnvironment=IBEACON_MQTT_ARGS=--mqtt mqtt://127.0.0.1\n' \
+  printf '[Service]\nEnvironment=IBEACON_DEVICE=hci1\nEnvironment="IBEACON_MQTT_ARGS=--mqtt mqtt://127.0.0.1"\n' \
     >/etc/systemd/system/ibeacon-monitor@store12.service.d/test.conf
   systemctl daemon-reload
   timeout -s KILL 20 mosquitto_sub -h 127.0.0.1 -t '#' -v >"$WORK/mqtt.log" 2>&1 &

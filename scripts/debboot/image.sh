@@ -24,7 +24,7 @@ PACKAGES="systemd systemd-sysv dbus udev kmod iproute2 procps util-linux bsdutil
   linux-image-amd64 initramfs-tools bluez bluez-test-tools bluez-hcidump
   mosquitto mosquitto-clients
   libc6 libbluetooth3 libmosquitto1 libstdc++6 libgcc-s1 zlib1g adduser libcap2-bin passwd"
-want="$(sha256sum "${BASH_SOURCE[0]}" | cut -c1-16)"
+want="$(cat "${BASH_SOURCE[0]}" "$here/debboot-test.service" | sha256sum | cut -c1-16)"
 
 mkdir -p "$DEBBOOT_CACHE"
 exec 9>"$DEBBOOT_CACHE/.lock"

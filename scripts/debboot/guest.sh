@@ -104,6 +104,7 @@ UNIT
   systemctl daemon-reload
   systemctl enable debboot-btvirt.service >/dev/null 2>&1
   start_controllers || return
+  poll 30 systemctl is-active -q bluetooth  # started by udev once a controller exists
   systemctl is-active -q bluetooth && pass "bluetoothd runs" || fail "bluetoothd runs" "$(unit_state bluetooth)"
 
   # apt install, offline (dependencies are in the image), postinst and all.

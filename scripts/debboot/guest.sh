@@ -175,9 +175,10 @@ UNIT
   local sub=$!
   t0=$SECONDS
   systemctl enable --now ibeacon-monitor@store12 >"$WORK/menable.log" 2>&1
-  sleep 10
+  poll 30 eval '[ "$(unit_state ibeacon-monitor@store12)" = active/running ]'
+  sleep 5
   if [ "$(unit_state ibeacon-monitor@store12)" = active/running ] && [ "$(systemctl show -p NRestarts --value ibeacon-monitor@store12)" = 0 ]; then
-    pass "ibeacon-monitor@store12 with the shipped store12.monitor: active (running), no restart" "after 10 s"
+    pass "ibeacon-monitor@store12 with the shipped store12.monitor: active (running), no restart" "$((SECONDS - t0)) s"
   else
     fail "ibeacon-monitor@store12 with the shipped store12.monitor: active (running), no restart" "$(unit_state ibeacon-monitor@store12) NRestarts=$(systemctl show -p NRestarts --value ibeacon-monitor@store12) $(journalctl -b -u ibeacon-monitor@store12 -o cat | tail -3 | tr '\n' '|')"
   fi
@@ -185,7 +186,7 @@ UNIT
   grep -q 'homeassistant/.*config\|/config ' "$WORK/mqtt.log" && pass "monitor: discovery published to mosquitto" "$(grep -c . "$WORK/mqtt.log") messages" ||
     fail "monitor: discovery published to mosquitto" "$(head -3 "$WORK/mqtt.log" | cut -c1-120 | tr '\n' '|')"
   echo "  mqtt topics: $(awk '{print $1}' "$WORK/mqtt.log" | sort -u | head -8 | tr '\n' ' ')"
-  echo "  monitor journal: $(journalctl -b -u ibeacon-monitor@store12 -o cat | grep -v '^Started\|^Starting' | tail -4 | cut -c1-140 | tr '\n' '|')"
+  journalctl -b -u ibeacon-monitor@store12 -o cat | head -30 | cut -c1-200 | sed 's/^/  monitor journal: /'
 
   local unit score
   for unit in ibeacon@store12.service ibeacon-monitor@store12.service; do
@@ -194,7 +195,7 @@ UNIT
       fail "systemd-analyze security $unit <= 2.5" "${score:-none}"
   done
   check_no_denials "phase 1: nothing denied under the sandbox"
-  echo "  ibeacon@store12 journal: $(journalctl -b -u ibeacon@store12 -o cat | tail -6 | cut -c1-140 | tr '\n' '|')"
+  journalctl -b -u ibeacon@store12 -o cat | head -40 | cut -c1-200 | sed 's/^/  ibeacon@store12 journal: /'
   # For phase 2: the operator's edit to /etc/default/ibeacon must survive the upgrade.
   echo '# edited by the operator (deb-boot)' >>/etc/default/ibeacon
 }

@@ -235,6 +235,7 @@ phase2() {
     pass "upgrade: /usr/bin/ibeacon root:ibeacon 0750 cap_net_admin=ep again" || fail "upgrade: /usr/bin/ibeacon root:ibeacon 0750 cap_net_admin=ep again" "$(stat -c '%U:%G %a' /usr/bin/ibeacon)"
   check_heard "after the upgrade: on the air" 8
   check_no_denials "phase 2: nothing denied under the sandbox"
+  journalctl -b -u ibeacon@store12 -o short-monotonic | head -40 | cut -c1-220 | sed 's/^/  ibeacon@store12 journal: /'
 
   apt-get purge -y -q ibeacon </dev/null >"$WORK/purge.log" 2>&1
   local left

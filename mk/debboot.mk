@@ -9,7 +9,8 @@
 # cycle, upgrade, purge. scripts/debboot/guest.sh prints one PASS/FAIL line per step; the target
 # fails on any FAIL. Included by the main Makefile. tests/vm/README.md "deb-boot" has the details.
 #
-#   make deb-boot                 make deb (if the .deb is missing), build the image (cached),
+#   make deb-boot                 make deb (if the .deb is missing or older than contrib/, Sources/,
+#                                 scripts/deb/, profiles/), build the image (cached),
 #                                 boot it twice (scripts/debboot/run.sh)
 #   make deb-boot-image           only the image: $(DEBBOOT_CACHE)/bookworm-amd64.img
 #   make deb-boot-clean           drop the image cache
@@ -34,7 +35,9 @@ deb-boot-image: deb-boot-deps
 	$(DEBBOOT_DIR)/scripts/debboot/image.sh
 
 deb-boot: deb-boot-image ## boot Debian 12 (systemd, bluetoothd, btvirt) in QEMU; apt install the .deb there and test the units as an operator
-	@test -s $(DEB_FILE) || $(MAKE) --no-print-directory deb ARCH=amd64
+	@# The .deb again when it is missing or older than what goes into it.
+	@if [ ! -s $(DEB_FILE) ] || [ -n "$$(cd $(DEBBOOT_DIR) && find contrib scripts/deb Sources profiles -newer $(DEB_FILE) -print -quit)" ]; then \
+	  $(MAKE) --no-print-directory deb ARCH=amd64; fi
 	$(DEBBOOT_DIR)/scripts/debboot/run.sh $(DEB_FILE)
 
 deb-boot-clean:

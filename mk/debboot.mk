@@ -19,8 +19,9 @@
 #   cold   the image: 460 s (mmdebstrap 417 s of it, from deb.debian.org; 3 GB raw ext4, 36 MB
 #          initrd); make deb from an empty .build: about 10 min for the release build + 98 s;
 #          then the two boots below: about 27 min in all.
-#   cached image and .deb present: 8 min 50 s for `make deb-boot` (boot 1: 221-349 s, boot 2:
-#          108-211 s; first boot to the test unit about 60 s); 9 min 37 s with an incremental make deb.
+#   cached image and .deb present: 5 min 18 s for `make deb-boot` (boot 1: 156 s, boot 2: 151 s;
+#          31 PASS) with the machine less busy; 8 min 50 s while the CI baseline ran beside it (boot
+#          1: 221-349 s); first boot to the test unit about 60 s; +1-2 min for an incremental make deb.
 
 DEBBOOT_CACHE ?= /var/cache/ibeacon-debboot
 DEBBOOT_DIR := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/..)

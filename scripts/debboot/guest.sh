@@ -186,6 +186,8 @@ UNIT
   wait "$sub" 2>/dev/null
   grep -q 'homeassistant/.*config\|/config ' "$WORK/mqtt.log" && pass "monitor: discovery published to mosquitto" "$(grep -c . "$WORK/mqtt.log") messages" ||
     fail "monitor: discovery published to mosquitto" "$(head -3 "$WORK/mqtt.log" | cut -c1-120 | tr '\n' '|')"
+  grep -q '^ibeacon/[^ ]*/region/' "$WORK/mqtt.log" && pass "monitor: region state published to mosquitto" "$(grep -m1 '^ibeacon/[^ ]*/region/' "$WORK/mqtt.log" | cut -c1-100)" ||
+    fail "monitor: region state published to mosquitto" "no ibeacon/…/region/ topic"
   echo "  mqtt topics: $(awk '{print $1}' "$WORK/mqtt.log" | sort -u | head -8 | tr '\n' ' ')"
   journalctl -b -u ibeacon-monitor@store12 -o cat | head -30 | cut -c1-200 | sed 's/^/  monitor journal: /'
 
@@ -225,8 +227,9 @@ phase2() {
   check_heard "after btmgmt power off/on of hci0: on the air" 8
   echo "  journal (why): $(journalctl -b -u ibeacon@store12 -o cat | tail -4 | cut -c1-140 | tr '\n' '|')"
 
-  local pid1 pid2
+  local pid1 pid2 mpid1 mpid2
   pid1=$(main_pid ibeacon@store12)
+  mpid1=$(main_pid ibeacon-monitor@store12)
   cp "$SHARE/$DEB_UP" /tmp/
   if apt-get install -y -q -o Dpkg::Use-Pty=0 "/tmp/$DEB_UP" </dev/null >"$WORK/apt-up.log" 2>&1 &&
      [ "$(dpkg-query -W -f='${Version}' ibeacon)" = "$VERSION_UP" ]; then
@@ -238,6 +241,12 @@ phase2() {
   pid2=$(main_pid ibeacon@store12)
   [ "$pid2" != "$pid1" ] && [ "$(unit_state ibeacon@store12)" = active/running ] &&
     pass "upgrade restarted the running beacon on the new binary" "pid $pid1 -> $pid2" || fail "upgrade restarted the running beacon on the new binary" "pid $pid1 -> $pid2 $(unit_state ibeacon@store12)"
+  readlink "/proc/$pid2/exe" | grep -q deleted && fail "the beacon runs /usr/bin/ibeacon of the upgrade" "$(readlink "/proc/$pid2/exe")" ||
+    pass "the beacon runs /usr/bin/ibeacon of the upgrade" "$(readlink "/proc/$pid2/exe")"
+  poll 30 eval '[ "$(unit_state ibeacon-monitor@store12)" = active/running ]'
+  mpid2=$(main_pid ibeacon-monitor@store12)
+  [ "$mpid2" != "$mpid1" ] && [ "$(unit_state ibeacon-monitor@store12)" = active/running ] &&
+    pass "upgrade restarted the running monitor" "pid $mpid1 -> $mpid2" || fail "upgrade restarted the running monitor" "pid $mpid1 -> $mpid2 $(unit_state ibeacon-monitor@store12)"
   grep -q 'edited by the operator' /etc/default/ibeacon && [ -s /etc/ibeacon/store12.json ] && [ -s /etc/ibeacon/store12.monitor ] &&
     pass "upgrade kept /etc/default/ibeacon (edited) and /etc/ibeacon" || fail "upgrade kept /etc/default/ibeacon (edited) and /etc/ibeacon"
   [ "$(stat -c '%U:%G %a' /usr/bin/ibeacon) $(getcap /usr/bin/ibeacon | awk '{print $2}')" = "root:ibeacon 750 cap_net_admin=ep" ] &&

@@ -262,7 +262,12 @@ extension MonitorRun {
         // restarted, forever, whenever the store's beacon was on the air).
         let notified = Mutex(false)
         let startedOnce: @Sendable () -> Void = {
-            if notified.withLock({ done in defer { done = true }; return !done }) { started() }
+            let first = notified.withLock { done in
+                let first = !done
+                done = true
+                return first
+            }
+            if first { started() }
         }
         // Ticks drive exits and the initial outside: four a second keeps an exit within a
         // quarter of a second of its due time.

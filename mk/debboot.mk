@@ -19,8 +19,8 @@
 #   cold   the image: 460 s (mmdebstrap 417 s of it, from deb.debian.org; 3 GB raw ext4, 36 MB
 #          initrd); make deb from an empty .build: about 10 min for the release build + 98 s;
 #          then the two boots below: about 27 min in all.
-#   cached image and .deb present: 5 min 18 s for `make deb-boot` (boot 1: 156 s, boot 2: 151 s;
-#          31 PASS) with the machine less busy; 8 min 50 s while the CI baseline ran beside it (boot
+#   cached image and .deb present: 4 min 37 s and 5 min 18 s for `make deb-boot` (boot 1: 154-166 s,
+#          boot 2: 112-169 s; 33 PASS, 0 FAIL in the last run) with the machine less busy; 8 min 50 s while the CI baseline ran beside it (boot
 #          1: 221-349 s); first boot to the test unit about 60 s; +1-2 min for an incremental make deb.
 
 DEBBOOT_CACHE ?= /var/cache/ibeacon-debboot

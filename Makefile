@@ -131,6 +131,12 @@ CAPS ?= cap_net_admin
 install: build ## install to $(PREFIX)/bin, grant capabilities ($(CAPS)), install the systemd unit
 	install -D -m 0755 .build/release/ibeacon $(DESTDIR)$(PREFIX)/bin/ibeacon
 	install -D -m 0644 $(MANPAGE) $(DESTDIR)$(PREFIX)/share/man/man1/ibeacon.1
+	@# As the package does: the capability is root's and group ibeacon's only (root:ibeacon 0750);
+	@# the units add that group (SupplementaryGroups=ibeacon), so it must exist.
+	@if [ "$$(id -u)" = 0 ]; then \
+	  getent group ibeacon >/dev/null || groupadd --system ibeacon; \
+	  chown root:ibeacon $(DESTDIR)$(PREFIX)/bin/ibeacon && chmod 0750 $(DESTDIR)$(PREFIX)/bin/ibeacon; \
+	fi
 	@if command -v setcap >/dev/null && setcap $(CAPS)+ep $(DESTDIR)$(PREFIX)/bin/ibeacon 2>/dev/null; then \
 	  echo "granted $(CAPS) to $(PREFIX)/bin/ibeacon (hciN through the kernel needs cap_net_admin only; raw HCI: make install CAPS=cap_net_raw,cap_net_admin)"; \
 	else \

@@ -257,6 +257,20 @@ extension MonitorRun {
         started: @escaping @Sendable () -> Void
     ) async throws {
         if !source.isLive { sourceIsNotLive() }
+        // `started` (READY=1 under systemd) once, at the first report or the first tick,
+        // whichever comes first: a beacon already in range at start-up is heard before the
+        // first tick, and `observe` then starts the run, so `advance` never saw the start and
+        // READY=1 was never sent (make deb-boot: ibeacon-monitor@ timed out after 90 s,
+        // restarted, forever, whenever the store's beacon was on the air).
+        let notified = Mutex(false)
+        let startedOnce: @Sendable () -> Void = {
+            let first = notified.withLock { done in
+                let first = !done
+                done = true
+                return first
+            }
+            if first { started() }
+        }
         // Ticks drive exits and the initial outside: four a second keeps an exit within a
         // quarter of a second of its due time.
         try await source.scan(
@@ -264,11 +278,13 @@ extension MonitorRun {
                 tickInterval: .milliseconds(250), watchdog: watchdog, deadline: deadline,
                 receive: { [self] sightings, t in
                     observe(sightings, at: t)
+                    startedOnce()
                     return .proceed
                 },
                 reception: { [self] reception, t in receive(reception, at: t) },
                 tick: { [self] t in
-                    if advance(to: t) { started() }
+                    _ = advance(to: t)
+                    startedOnce()
                     return .proceed
                 }))
     }

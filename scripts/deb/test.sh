@@ -75,7 +75,12 @@ check "Depends were installed: $(dpkg-deb -f "$deb" Depends)" run sh -c '! apt-g
 check "no Swift on the box" run sh -c '! command -v swift && ! ls -d /usr/lib/swift* /usr/libexec/swift* 2>/dev/null'
 check "no Swift shared library loaded" run sh -c 'ldd /usr/bin/ibeacon >/tmp/ldd && ! grep -Ei "swift|foundation|dispatch|not found" /tmp/ldd'
 check "--version prints ${version%%+*}" run sh -c "[ \"\$(ibeacon --version)\" = '${version%%+*}' ]"
-check "postinst granted cap_net_admin" run sh -c 'getcap /usr/bin/ibeacon | grep -q "cap_net_admin=ep"'
+# The capability is root's and group ibeacon's only (issue 40): root:ibeacon 0750, cap_net_admin. That a user
+# outside the group cannot run it is checked in the booted VM (make deb-boot): in these chroots
+# setpriv --reuid=nobody still ran a 0750 root file (exit 0, also on the host), so no check here.
+granted() { run sh -c 'getent group ibeacon >/dev/null && [ "$(stat -c "%U:%G %a" /usr/bin/ibeacon)" = "root:ibeacon 750" ] &&
+  getcap /usr/bin/ibeacon | grep -q "cap_net_admin=ep"'; }
+check "postinst: group ibeacon, /usr/bin/ibeacon root:ibeacon 0750 with cap_net_admin" granted
 check "/etc/default/ibeacon is a 0600 conffile" run sh -c \
   '[ "$(stat -c %a /etc/default/ibeacon)" = 600 ] && dpkg-query -W -f="\${Conffiles}\n" ibeacon | grep -q "^ /etc/default/ibeacon [0-9a-f]"'
 check "units run /usr/bin/ibeacon" run sh -c \
@@ -100,7 +105,12 @@ kept() { run sh -c 'grep -q "set by the operator" /etc/default/ibeacon && [ "$(s
 check "apt-get install ./…+upgrade1 (an upgrade)" apt_install "./tmp/ibeacon_${version}+upgrade1_$arch.deb"
 check "upgrade: version $version+upgrade1 installed" run sh -c "[ \"\$(dpkg-query -W -f='\${Version}' ibeacon)\" = '$version+upgrade1' ]"
 check "upgrade kept /etc/default/ibeacon and /etc/ibeacon/store7.json" kept
-check "upgrade granted cap_net_admin again" run sh -c 'getcap /usr/bin/ibeacon | grep -q "cap_net_admin=ep"'
+check "upgrade: root:ibeacon 0750 with cap_net_admin again" granted
+# An administrator's dpkg-statoverride wins: owner and mode as it says, no capability.
+check "dpkg-statoverride root root 0755 wins at the next configure" run sh -c \
+  'dpkg-statoverride --add root root 0755 /usr/bin/ibeacon && chown root:root /usr/bin/ibeacon && chmod 0755 /usr/bin/ibeacon &&
+   dpkg-reconfigure ibeacon >/tmp/reconf.log 2>&1 && [ "$(stat -c "%U:%G %a" /usr/bin/ibeacon)" = "root:root 755" ] &&
+   ! getcap /usr/bin/ibeacon | grep -q cap_ && grep -q statoverride /tmp/reconf.log && dpkg-statoverride --remove /usr/bin/ibeacon'
 check "apt-get remove" run sh -c 'apt-get remove -y -q ibeacon </dev/null >/tmp/apt.log 2>&1'
 removed_but_kept() { kept && [ ! -e "$root/usr/bin/ibeacon" ]; }
 check "remove kept the operator's files, removed the binary" removed_but_kept

@@ -1,0 +1,95 @@
+#!/bin/bash
+# make deb-boot: boots the cached Debian 12 image (scripts/debboot/image.sh) in QEMU (TCG) with
+# systemd as PID 1 and lets scripts/debboot/guest.sh, run by the image's debboot-test.service
+# from a 9p share, install DEB with apt and test the units as an operator would. Two boots of
+# the same disk (a qcow2 overlay over the cached image): phase 1 ends with `systemctl reboot`
+# (QEMU runs with -no-reboot, so it exits; this script boots the disk again), phase 2 with
+# poweroff. Prints the guest's PASS/FAIL lines; exits non-zero on any FAIL or a missing phase.
+#
+#   scripts/debboot/run.sh ibeacon_VERSION_amd64.deb
+#
+# Environment: DEBBOOT_CACHE (/var/cache/ibeacon-debboot), DEBBOOT_TIMEOUT (seconds per boot,
+# default 900), DEBBOOT_MEM (MB, 1024). The whole console of each boot is kept in
+# $DEBBOOT_CACHE/run/console-N.log.
+{
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+DEBBOOT_CACHE=${DEBBOOT_CACHE:-/var/cache/ibeacon-debboot}
+timeout_s=${DEBBOOT_TIMEOUT:-900}
+mem=${DEBBOOT_MEM:-1024}
+log() { echo "deb-boot: $*" >&2; }
+die() { echo "deb-boot: error: $*" >&2; exit 1; }
+
+deb=${1:-}
+[ -s "$deb" ] || die "usage: $0 ibeacon_VERSION_amd64.deb"
+[ -s "$DEBBOOT_CACHE/image.stamp" ] || die "no image: run scripts/debboot/image.sh"
+command -v qemu-system-x86_64 >/dev/null || die "needs qemu-system-x86 (apt-get install qemu-system-x86 qemu-utils)"
+
+run=$DEBBOOT_CACHE/run
+exec 8>"$DEBBOOT_CACHE/.run.lock"
+flock -n 8 || die "another deb-boot run holds $DEBBOOT_CACHE/.run.lock"
+rm -rf --one-file-system "$run"
+mkdir -p "$run/share"
+
+# The share: the test, the package, the same package with a higher version (the upgrade), the
+# profile's expected advertising bytes (computed here from the example profile in the package).
+install -m 0644 "$here/guest.sh" "$run/share/guest.sh"
+name=$(basename "$deb")
+cp "$deb" "$run/share/$name"
+version=$(dpkg-deb -f "$deb" Version)
+arch=$(dpkg-deb -f "$deb" Architecture)
+up_version=$version+boot1
+dpkg-deb -R "$deb" "$run/up"
+sed -i "s/^Version: .*/Version: $up_version/" "$run/up/DEBIAN/control"
+dpkg-deb --root-owner-group -Zxz --build "$run/up" "$run/share/ibeacon_${up_version}_$arch.deb" >/dev/null
+p_adv=$(python3 - "$run/up/usr/share/doc/ibeacon/examples/store12.json" <<'PY'
+import json, sys, uuid
+b = json.load(open(sys.argv[1]))
+data = (bytes([0x02, 0x01, 0x06, 0x1A, 0xFF, 0x4C, 0x00, 0x02, 0x15]) + uuid.UUID(b["uuid"]).bytes
+        + int(b["major"]).to_bytes(2, "big") + int(b["minor"]).to_bytes(2, "big")
+        + (int(b["measuredPower"]) & 0xFF).to_bytes(1, "big"))
+print(" ".join("%02X" % x for x in data))
+PY
+)
+rm -rf "$run/up"
+cat >"$run/share/expected.env" <<ENV
+P_ADV='$p_adv'
+DEB='$name'
+DEB_UP='ibeacon_${up_version}_$arch.deb'
+VERSION_UP='$up_version'
+ENV
+
+qemu-img create -q -f qcow2 -b "$DEBBOOT_CACHE/bookworm-amd64.img" -F raw "$run/disk.qcow2"
+t_all=$SECONDS
+for boot in 1 2; do
+  t0=$SECONDS
+  log "boot $boot (console: $run/console-$boot.log)"
+  # The guest's lines that matter stream through; the whole console is kept.
+  set +e
+  timeout --foreground -k 10 "$timeout_s" qemu-system-x86_64 \
+    -accel tcg,thread=multi,tb-size=64 -cpu max -smp 2 -m "$mem" \
+    -display none -monitor none -no-reboot -nic none \
+    -chardev stdio,id=con,signal=off -serial chardev:con \
+    -kernel "$DEBBOOT_CACHE/vmlinuz" -initrd "$DEBBOOT_CACHE/initrd.img" \
+    -append "root=/dev/vda rw console=ttyS0 loglevel=4 systemd.show_status=0 net.ifnames=0" \
+    -drive "file=$run/disk.qcow2,if=virtio,format=qcow2,cache=unsafe" \
+    -virtfs "local,path=$run/share,mount_tag=debboot,security_model=none,readonly=on" \
+    -device virtio-rng-pci </dev/null 2>"$run/qemu-$boot.err" |
+    sed -u -E 's/\r$//; s/^\[ *[0-9.]+\] (bash|guest\.sh)\[[0-9]+\]: //' | tee "$run/console-$boot.log" |
+    grep --line-buffered -aE '^(PASS|FAIL|DEBBOOT|  )'
+  rc=${PIPESTATUS[0]}  # the journal's console prefix ("[ 61.3] bash[284]: ") is cut above
+  set -e
+  log "boot $boot: qemu exit $rc after $((SECONDS - t0)) s"
+  [ "$rc" -eq 0 ] || { tail -5 "$run/qemu-$boot.err" >&2; }
+  if ! grep -qaE "^DEBBOOT phase $boot: [0-9]+ passed" "$run/console-$boot.log"; then
+    echo "FAIL boot $boot: no summary from guest.sh (timeout or crash; see $run/console-$boot.log)" | tee -a "$run/console-$boot.log"
+  fi
+done
+tr -d '\r' <"$run/console-1.log" >"$run/console.log"; tr -d '\r' <"$run/console-2.log" >>"$run/console.log"
+npass=$(grep -caE '^PASS ' "$run/console.log" || true)
+nfail=$(grep -caE '^FAIL ' "$run/console.log" || true)
+done_ok=$(grep -caE '^DEBBOOT DONE' "$run/console.log" || true)
+log "$npass passed, $nfail failed, $((SECONDS - t_all)) s for both boots"
+[ "$nfail" -eq 0 ] && [ "$done_ok" -ge 1 ] && [ "$npass" -gt 0 ]
+exit
+}

@@ -87,6 +87,40 @@ final class MonitorLines: Sendable {
         #expect(run.summary == "1 inside, 0 outside, 1 enter, 1 exit, 0 unknown; hooks: 3 run, 0 failed, 0 dropped")
     }
 
+    /// A source whose beacon is already on the air: a report comes before the first tick.
+    final class HeardBeforeTheFirstTick: SightingSource, Sendable {
+        let order = Mutex<[String]>([])
+        let started = Mutex(0)
+        var name: String { "heard-first" }
+        func receiverAddress() async throws -> BDAddress? { nil }
+        func close() async {}
+        func scan(_ request: ScanRequest) async throws {
+            note("report")
+            _ = request.receive([sighting()], 0.1)
+            for t in [0.25, 0.5, 0.75] {
+                note("tick")
+                _ = try await request.tick(t)
+            }
+            note("report")
+            _ = request.receive([sighting()], 0.9)
+        }
+        func note(_ what: String) { order.withLock { $0.append(what) } }
+    }
+
+    /// READY=1 under systemd: `started` runs once, at the first report when a beacon is heard
+    /// before the first tick (it was never called then, and ibeacon-monitor@ timed out and was
+    /// restarted forever whenever the store's beacon was on the air: make deb-boot).
+    @Test func startedRunsOnceEvenWhenABeaconIsHeardBeforeTheFirstTick() async throws {
+        let run = try run(log: RecordingLog())
+        let source = HeardBeforeTheFirstTick()
+        try await run.scan(source, deadline: nil, watchdog: nil) {
+            source.note("started")
+            source.started.withLock { $0 += 1 }
+        }
+        #expect(source.started.withLock { $0 } == 1)
+        #expect(source.order.withLock { $0 }.prefix(2) == ["report", "started"])
+    }
+
     /// A capture's time is not the wall clock's: `t+` times, null in JSON.
     @Test func aCaptureHasNoWallClock() async throws {
         let run = try run(json: true, log: RecordingLog())

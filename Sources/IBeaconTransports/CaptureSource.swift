@@ -260,6 +260,7 @@ public struct CaptureSightingSource: SightingSource {
                 break scanning
             case .success(let r): record = r
             }
+            if let index = record.controllerIndex { replay.recorded.insert(index) }
             if try await replay.advance(to: record.timestampMicros, tick: request.tick) == .stop {
                 stopped = true
                 break scanning
@@ -305,6 +306,8 @@ private struct CaptureReplay {
     var time = 0.0
     var nextTick: Double
     var otherControllers: [UInt16: Int] = [:]
+    /// Every controller index of a record in the capture (a Linux monitor file's).
+    var recorded: Set<UInt16> = []
     var reports = 0
     var malformed = 0
     /// One array for every event's sightings: `receive` does not keep it, so it stays unique and
@@ -405,12 +408,15 @@ private struct CaptureReplay {
             .joined(separator: ", ")
     }
 
-    /// `--index N` named a controller of which the capture holds no report, while others' are
-    /// there: nothing was read, and that is no success (nil otherwise).
+    /// `--index N` named a controller the capture does not hold at all (no record of it), while
+    /// others' reports are there: nothing was read, and that is no success (nil otherwise). A
+    /// controller that is in the capture but heard nothing (an advertiser) reads as empty.
     func absentIndexError(in path: String) -> TransportError? {
-        guard given, reports == 0, !otherControllers.isEmpty, let chosen else { return nil }
+        guard given, reports == 0, !otherControllers.isEmpty, let chosen, !recorded.contains(chosen) else {
+            return nil
+        }
         return TransportError(
-            .badSpecification, "--index \(chosen): \(path) holds no advertising report of hci\(chosen)",
+            .badSpecification, "--index \(chosen): \(path) holds no record of hci\(chosen)",
             hint: "it holds \(otherReports); give one of those with --index, or leave --index out")
     }
 }

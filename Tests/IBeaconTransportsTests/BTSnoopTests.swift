@@ -242,8 +242,31 @@ final class Delivered: Sendable {
             _ = try await Self.run(CaptureSightingSource(path: path, controllerIndex: 5, logger: quietLogger))
         }
         #expect(error?.kind == .badSpecification)
-        #expect("\(error.map { "\($0)" } ?? "")".contains("holds no advertising report of hci5"))
+        #expect("\(error.map { "\($0)" } ?? "")".contains("holds no record of hci5"))
         #expect("\(error.map { "\($0)" } ?? "")".contains("hci0 (1 reports), hci1 (2 reports)"))
+    }
+
+    /// A controller that is in the capture but heard nothing (the advertiser of a btmon recording
+    /// of two controllers: make test-kernel's ibeacon_btmon_capture) reads as empty, exit 0: only
+    /// an index of which the file holds no record at all is an error.
+    @Test func aGivenControllerThatHeardNothingReadsAsEmpty() async throws {
+        let dir = try makeScratchDirectory("ibeacon-transports")
+        defer { removeScratchDirectory(dir) }
+        let path = dir + "/btmon.btsnoop"
+        let resetComplete = H4Packet(type: .event, body: [0x0E, 0x04, 0x01, 0x03, 0x0C, 0x00])
+        var file = BTSnoop.fileHeader(datalink: .linuxMonitor)
+        for (k, (index, packet)) in [(0, resetComplete), (1, Vectors.report1), (1, Vectors.report1)].enumerated() {
+            file += try #require(
+                BTSnoop.encodeRecord(
+                    packet: packet, direction: .received, timestampMicros: Int64(k) * 1_000_000,
+                    datalink: .linuxMonitor, controllerIndex: UInt16(index)))
+        }
+        try writeWholeFile(path, file)
+        let zero = try await Self.run(CaptureSightingSource(path: path, controllerIndex: 0, logger: quietLogger))
+        #expect(zero.batches.withLock { $0 }.isEmpty)
+        await #expect(throws: TransportError.self) {
+            _ = try await Self.run(CaptureSightingSource(path: path, controllerIndex: 3, logger: quietLogger))
+        }
     }
 
     /// Cut at every offset after the header: the reports of the complete records are delivered,

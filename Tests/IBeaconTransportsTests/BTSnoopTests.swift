@@ -198,20 +198,27 @@ final class Delivered: Sendable {
         #expect(try await source.receiverAddress()?.description == "F0:F1:F2:F3:F4:F5")
     }
 
+    /// A btmon (Linux monitor) capture in `dir`: each packet received by its controller, a
+    /// second apart.
+    static func writeMonitorFile(in dir: String, _ records: [(index: UInt16, packet: H4Packet)]) throws -> String {
+        let path = dir + "/btmon.btsnoop"
+        var file = BTSnoop.fileHeader(datalink: .linuxMonitor)
+        for (k, record) in records.enumerated() {
+            file += try #require(
+                BTSnoop.encodeRecord(
+                    packet: record.packet, direction: .received, timestampMicros: Int64(k) * 1_000_000,
+                    datalink: .linuxMonitor, controllerIndex: record.index))
+        }
+        try writeWholeFile(path, file)
+        return path
+    }
+
     /// btmon files: the controller index in the flags picks whose reports are read.
     @Test func monitorFilePicksAController() async throws {
         let dir = try makeScratchDirectory("ibeacon-transports")
         defer { removeScratchDirectory(dir) }
-        let path = dir + "/btmon.btsnoop"
-        var file = BTSnoop.fileHeader(datalink: .linuxMonitor)
-        for (k, (index, report)) in [(1, Vectors.report1), (0, Vectors.report2), (1, Vectors.report1)].enumerated() {
-            file += try #require(
-                BTSnoop.encodeRecord(
-                    packet: report, direction: .received, timestampMicros: Int64(k) * 1_000_000,
-                    datalink: .linuxMonitor,
-                    controllerIndex: UInt16(index)))
-        }
-        try writeWholeFile(path, file)
+        let path = try Self.writeMonitorFile(
+            in: dir, [(1, Vectors.report1), (0, Vectors.report2), (1, Vectors.report1)])
         // Default: the controller of the first report (hci1).
         let first = try await Self.run(CaptureSightingSource(path: path, logger: quietLogger))
         #expect(first.batches.withLock { $0 }.map(\.time) == [0, 2])
@@ -224,15 +231,8 @@ final class Delivered: Sendable {
     @Test func aGivenIndexIsNeitherAdvisedNorSilentlyEmpty() async throws {
         let dir = try makeScratchDirectory("ibeacon-transports")
         defer { removeScratchDirectory(dir) }
-        let path = dir + "/btmon.btsnoop"
-        var file = BTSnoop.fileHeader(datalink: .linuxMonitor)
-        for (k, (index, report)) in [(1, Vectors.report1), (0, Vectors.report2), (1, Vectors.report1)].enumerated() {
-            file += try #require(
-                BTSnoop.encodeRecord(
-                    packet: report, direction: .received, timestampMicros: Int64(k) * 1_000_000,
-                    datalink: .linuxMonitor, controllerIndex: UInt16(index)))
-        }
-        try writeWholeFile(path, file)
+        let path = try Self.writeMonitorFile(
+            in: dir, [(1, Vectors.report1), (0, Vectors.report2), (1, Vectors.report1)])
         let log = RecordingLog()
         _ = try await Self.run(CaptureSightingSource(path: path, controllerIndex: 1, logger: log.logger))
         let warning = try #require(log.messages.first { $0.contains("several controllers") })
@@ -252,16 +252,8 @@ final class Delivered: Sendable {
     @Test func aGivenControllerThatHeardNothingReadsAsEmpty() async throws {
         let dir = try makeScratchDirectory("ibeacon-transports")
         defer { removeScratchDirectory(dir) }
-        let path = dir + "/btmon.btsnoop"
         let resetComplete = H4Packet(type: .event, body: [0x0E, 0x04, 0x01, 0x03, 0x0C, 0x00])
-        var file = BTSnoop.fileHeader(datalink: .linuxMonitor)
-        for (k, (index, packet)) in [(0, resetComplete), (1, Vectors.report1), (1, Vectors.report1)].enumerated() {
-            file += try #require(
-                BTSnoop.encodeRecord(
-                    packet: packet, direction: .received, timestampMicros: Int64(k) * 1_000_000,
-                    datalink: .linuxMonitor, controllerIndex: UInt16(index)))
-        }
-        try writeWholeFile(path, file)
+        let path = try Self.writeMonitorFile(in: dir, [(0, resetComplete), (1, Vectors.report1), (1, Vectors.report1)])
         let zero = try await Self.run(CaptureSightingSource(path: path, controllerIndex: 0, logger: quietLogger))
         #expect(zero.batches.withLock { $0 }.isEmpty)
         await #expect(throws: TransportError.self) {

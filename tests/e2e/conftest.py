@@ -235,3 +235,13 @@ def ibeacon_bin() -> Path:
     if not path.exists():
         pytest.fail(f'ibeacon binary not found at {path}; build it or set IBEACON_BIN')
     return _runnable_by_others(path)
+
+
+@pytest.fixture
+def shared() -> Iterator[Path]:
+    """A fresh directory with /tmp's mode (1777), outside pytest's private 0700 tmp_path: where
+    another user (nobody, runuser) can run a copy of the binary and plant files."""
+    d = Path(tempfile.mkdtemp(prefix='ibeacon-shared-'))
+    d.chmod(0o1777)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)

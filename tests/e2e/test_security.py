@@ -10,13 +10,10 @@ from __future__ import annotations
 import json
 import os
 import pwd
-import shutil
 import stat
 import subprocess
-import tempfile
 import time
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -33,14 +30,6 @@ NOWHERE = 'tcp:127.0.0.1:9'
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason='needs root to act as root and as nobody')
 
-
-@pytest.fixture
-def shared() -> Iterator[Path]:
-    """A fresh directory with /tmp's mode (1777), outside pytest's private 0700 tmp_path."""
-    d = Path(tempfile.mkdtemp(prefix='ibeacon-security-'))
-    d.chmod(0o1777)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture

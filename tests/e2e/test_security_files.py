@@ -19,9 +19,7 @@ import pwd
 import shutil
 import stat
 import subprocess
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,14 +36,6 @@ HEADER = b'btsnoop\0' + (1).to_bytes(4, 'big') + (1002).to_bytes(4, 'big')
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason='needs root to act as root and as nobody')
 
-
-@pytest.fixture
-def shared() -> Iterator[Path]:
-    """A fresh directory with /tmp's mode (1777)."""
-    d = Path(tempfile.mkdtemp(prefix='ibeacon-security2-'))
-    d.chmod(0o1777)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 def nobody_runs(*args: str) -> subprocess.CompletedProcess[str]:

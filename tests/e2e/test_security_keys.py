@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,14 +16,6 @@ from support import BEACON_UUID, MAJOR, MINOR
 
 BEACON = f'{BEACON_UUID},{MAJOR},{MINOR},-59,100'
 
-
-@pytest.fixture
-def shared() -> Iterator[Path]:
-    """A fresh directory with /tmp's mode (1777)."""
-    d = Path(tempfile.mkdtemp(prefix='ibeacon-keys-'))
-    d.chmod(0o1777)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 def test_vv_is_refused_under_file_capabilities(ibeacon_bin: Path, harness_factory, shared: Path) -> None:

@@ -1,5 +1,6 @@
 # ibeacon — build, test and install. `make help` lists the targets.
 SHELL := /bin/bash
+REPO := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 PREFIX ?= /usr/local
 SWIFT ?= swift
 VENV ?= .venv
@@ -19,19 +20,10 @@ all: deps build ## install missing build dependencies, then build the release bi
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
 
-# Installs missing Debian packages when root; otherwise prints the exact command.
+# Installs missing Debian packages when root; otherwise prints the exact command and fails
+# (scripts/debian/packages.sh, the one helper the VM and packaging scripts use too).
 define apt_install
-	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-	  if [ "$$(id -u)" = 0 ]; then \
-	    echo "installing:$$missing"; \
-	    export DEBIAN_FRONTEND=noninteractive; \
-	    apt-get update -q >/dev/null && apt-get install -y -q $$missing >/dev/null || exit 1; \
-	  else \
-	    echo "missing Debian packages:$$missing"; \
-	    echo "run: sudo apt-get install -y$$missing"; exit 1; \
-	  fi; \
-	fi
+	@$(REPO)/scripts/debian/packages.sh $(1)
 endef
 
 deps: ## install the Debian packages needed to build (libbluetooth-dev, libmosquitto-dev)

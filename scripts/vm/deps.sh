@@ -21,24 +21,7 @@ packages=(
   coreutils          # timeout, stdbuf
 )
 
-missing=()
-for p in "${packages[@]}"; do
-  if [ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" != installed ]; then
-    missing+=("$p")
-  fi
-done
-
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "vm-deps: all ${#packages[@]} packages present"
-  exit 0
-fi
-
-if [ "$(id -u)" -ne 0 ]; then
-  echo "vm-deps: missing packages: ${missing[*]} — run as root or: apt-get install ${missing[*]}" >&2
-  exit 1
-fi
-
-echo "vm-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq </dev/null
-apt-get install -y -qq -o Dpkg::Use-Pty=0 --no-install-recommends "${missing[@]}" </dev/null
+# scripts/debian/packages.sh: the one "install missing packages" helper (root installs them;
+# anyone else is told the apt-get command and fails).
+"$(dirname "$0")/../debian/packages.sh" --no-recommends --for vm-deps "${packages[@]}" || exit 1
+echo "vm-deps: all ${#packages[@]} packages present"

@@ -10,6 +10,10 @@ APT_PACKAGES := libbluetooth-dev libmosquitto-dev pkg-config
 # tests), mosquitto, setcap, openssl, and Debian's python3 with venv for the virtualenv.
 TEST_APT_PACKAGES := tshark libcap2-bin mosquitto mosquitto-clients openssl
 VENV_APT_PACKAGES := python3 python3-venv
+# The shared third-party captures (btsnoop logs and their SOURCES.md) the capture tests, the unit
+# suite and deb-test read: this one setting, by default shared/captures beside the repository.
+IBEACON_CAPTURES ?= $(abspath $(REPO)/../shared/captures)
+export IBEACON_CAPTURES
 PROFILE ?= profiles/store12.json
 DEVICE ?= hci0
 

@@ -296,20 +296,17 @@ final class Delivered: Sendable {
     }
 
     static func realCapture() throws -> [UInt8] {
-        // $IBEACON_CAPTURES, else shared/ beside the repository (where CI puts it), else /work/shared.
+        // $IBEACON_CAPTURES (the Makefile exports it), else shared/captures beside the repository.
         let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent()
-        let candidates =
-            [ProcessInfo.processInfo.environment["IBEACON_CAPTURES"]].compactMap { $0 } + [
-                repository.deletingLastPathComponent().appendingPathComponent("shared/captures").path,
-                "/work/shared/captures",
-            ]
-        let directory = candidates.first { FileManager.default.fileExists(atPath: $0) } ?? candidates[0]
+        let directory =
+            ProcessInfo.processInfo.environment["IBEACON_CAPTURES"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? repository.deletingLastPathComponent().appendingPathComponent("shared/captures").path
         let original = directory + "/scientistnobee+DSD6__btsnoop_hci.log"
         return try [UInt8](Data(contentsOf: URL(fileURLWithPath: original)))
     }
 
-    /// A real phone log (scientistnobee/DSD6 btsnoop_hci.log, /work/shared/captures/SOURCES.md:
+    /// A real phone log (scientistnobee/DSD6 btsnoop_hci.log, SOURCES.md in the shared captures:
     /// 12 legacy reports) cut at every offset, through the codec: the complete records are read,
     /// then a truncation at the start of the cut record (none at a boundary). The decoder is a
     /// value: each cut starts from a copy taken at the record boundary before it.

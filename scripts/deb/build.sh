@@ -2,7 +2,7 @@
 # Packs a built ibeacon binary into ibeacon_VERSION_ARCH.deb (make deb runs it).
 #
 #   scripts/deb/build.sh --arch amd64 --binary .build/release/ibeacon --manual ibeacon.1 --out DIR
-#       [--version V]         default: the version `ibeacon --version` prints (ProgramInfo.version, Sources/IBeaconCore/MQTT.swift)
+#       [--version V]         default: VERSION, the version `ibeacon --version` prints
 #       [--shlibs-root DIR]   a Debian root holding the target architecture's libraries
 #                             (multiarch, with dpkg-dev) where dpkg-shlibdeps runs: a cross build
 #
@@ -26,9 +26,9 @@ while [ $# -gt 0 ]; do
   shift 2
 done
 [ -n "$arch" ] && [ -x "$binary" ] && [ -s "$manual" ] && [ -n "$out" ] || die "usage: see the head of $0"
-# The one place the version is written: the CLI's configuration (`ibeacon --version`).
-[ -n "$version" ] || version=$(sed -n 's/^ *public static let version = "\(.*\)"$/\1/p' Sources/IBeaconCore/MQTT.swift)
-[ -n "$version" ] || die "no version found in Sources/IBeaconCore/MQTT.swift (ProgramInfo.version)"
+# The one place the version is written: VERSION (ProgramInfo.version, `ibeacon --version`, agrees).
+[ -n "$version" ] || version=$(cat VERSION)
+[ -n "$version" ] || die "no version in VERSION"
 
 # The release build is linked statically with the Swift runtime: no libswift*/Foundation .so.
 if readelf -d "$binary" | grep -E 'NEEDED.*(libswift|Foundation|libdispatch|libBlocksRuntime)'; then

@@ -24,11 +24,9 @@ t0=$SECONDS
 failures=0
 passed=0
 
-# $IBEACON_CAPTURES, else shared/ beside the repository (where CI puts it), else /work/shared
-# (as tests/e2e/test_captures.py finds them).
-for captures in "${IBEACON_CAPTURES:-}" ../shared/captures /work/shared/captures; do
-  [ -n "$captures" ] && [ -d "$captures" ] && break
-done
+# The shared captures: $IBEACON_CAPTURES (the Makefile exports it), else shared/captures beside
+# the repository (where CI puts them).
+captures=${IBEACON_CAPTURES:-../shared/captures}
 capture="$captures/cnrd+yeelock__btsnoop_hci.log"  # 6 reports of FDA50693-A4E2-4FB1-AFCF-C6EB07647825 / 5 / 6
 [ -f "$capture" ] || die "capture $capture missing (set IBEACON_CAPTURES)"
 

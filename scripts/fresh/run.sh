@@ -112,11 +112,13 @@ git -C "$root/home/fresh/ibeacon" checkout -q "$rev"
 chroot "$root" chown -R fresh:fresh /home/fresh/ibeacon
 git clone -q --no-hardlinks "$repo" "$root/root/ibeacon"
 git -C "$root/root/ibeacon" checkout -q "$rev"
-# The shared captures beside each clone, where CI puts them (../shared/captures), read-only.
-if [ -d "$repo/../shared/captures" ]; then
+# The shared captures ($IBEACON_CAPTURES, else ../shared/captures) beside each clone, where the
+# clone's own default finds them (../shared/captures), read-only.
+captures=${IBEACON_CAPTURES:-$repo/../shared/captures}
+if [ -d "$captures" ]; then
   for home in "$root/root" "$root/home/fresh"; do
     mkdir -p "$home/shared/captures"
-    mnt --bind "$(cd "$repo/../shared/captures" && pwd)" "$home/shared/captures"
+    mnt --bind "$(cd "$captures" && pwd)" "$home/shared/captures"
     mount -o remount,bind,ro "$home/shared/captures"
   done
 fi

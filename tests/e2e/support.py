@@ -4,6 +4,7 @@ byte-order mistakes show), running the CLI, writing profiles, and waiting for a 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -13,6 +14,10 @@ BEACON_UUID = 'E2C56DB5-DFFB-48D2-B060-D0F5A71096E0'
 MAJOR = 0x0102  # 258
 MINOR = 0x0304  # 772
 POWER = -59  # 0xC5
+
+#: The shared third-party captures (btsnoop logs, SOURCES.md): one setting, IBEACON_CAPTURES (the
+#: Makefile exports it), by default shared/captures beside the repository, where CI puts them.
+CAPTURES = Path(os.environ.get('IBEACON_CAPTURES') or Path(__file__).resolve().parents[3] / 'shared' / 'captures')
 
 
 def run(ibeacon_bin: Path, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:

@@ -1,5 +1,5 @@
 """`scan --device btsnoop:FILE` on real captures recorded by other people's phones and btmon
-(/work/shared/captures, SOURCES.md there), compared report by report with tshark, an independent
+(support.CAPTURES: $IBEACON_CAPTURES, SOURCES.md there), compared report by report with tshark, an independent
 decoder: address, RSSI, advertising data, time, and the iBeacon fields. Plus files cut short,
 a btmon file of two controllers, and files that are not captures.
 
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
 import re
 import shutil
@@ -27,12 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from support import run
+from support import CAPTURES, run
 
-# $IBEACON_CAPTURES, else shared/ beside the repository (where CI puts it), else /work/shared.
-_CANDIDATES = [Path(os.environ['IBEACON_CAPTURES'])] if os.environ.get('IBEACON_CAPTURES') else []
-_CANDIDATES += [Path(__file__).resolve().parents[3] / 'shared' / 'captures', Path('/work/shared/captures')]
-CAPTURES = next((p for p in _CANDIDATES if p.is_dir()), _CANDIDATES[0])
 ALL = sorted(p for p in CAPTURES.glob('*') if p.name != 'SOURCES.md')
 assert len(ALL) >= 6, f'the shared captures are missing from {CAPTURES} (set IBEACON_CAPTURES)'
 SMALL = CAPTURES / 'scientistnobee+DSD6__btsnoop_hci.log'

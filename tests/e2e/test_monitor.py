@@ -7,7 +7,6 @@ enter and exit are measured from the first and last advertisement actually sent.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import struct
 import subprocess
@@ -19,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from support import BEACON_UUID, MAJOR, MINOR, run, wait_until
+from support import BEACON_UUID, CAPTURES, MAJOR, MINOR, run, wait_until
 
 OTHER_UUID = 'F7826DA6-4FA2-4E98-8024-BC5B71E0893E'
 BEACON = f'{BEACON_UUID},{MAJOR},{MINOR},-59,100,D0:00:00:00:00:01'
@@ -345,10 +344,6 @@ def test_a_recorded_capture_gives_the_same_events_in_capture_time(
         assert b['time'] is None
 
 
-# Where test_captures.py finds the shared third-party captures (CI puts them beside the repository).
-CAPTURES = next((p for p in ([Path(os.environ['IBEACON_CAPTURES'])] if os.environ.get('IBEACON_CAPTURES') else [])
-                 + [Path(__file__).resolve().parents[3] / 'shared' / 'captures', Path('/work/shared/captures')]
-                 if p.is_dir()), Path('/work/shared/captures'))
 
 
 def capture_seconds(path: Path) -> float:
@@ -384,7 +379,7 @@ def capture_seconds(path: Path) -> float:
 def test_third_party_captures_report_no_exit_when_the_receiver_went_deaf(
     ibeacon_bin: Path, capture: str, region: str, exit_after: str
 ) -> None:
-    """Real captures recorded by other people (/work/shared/captures, SOURCES.md). Before issue
+    """Real captures recorded by other people (support.CAPTURES, SOURCES.md). Before issue
     24 each of them reported an exit that was the receiver going deaf (the phone's own scan
     enable 0, or nothing of any device heard for minutes). Now: the first determination is the
     state inside, the regions go unknown with the capture's own reason, no exit, and the region

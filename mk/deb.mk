@@ -20,7 +20,7 @@ HOST_ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 ARCH ?= $(HOST_ARCH)
 DEB_CACHE ?= /var/cache/ibeacon-deb
 DEB_OUT ?= $(DEB_ROOT)
-# The version is written once, in VERSION (ProgramInfo.version agrees: tests/e2e/test_version.py).
+# The version is written once, in VERSION (ProgramInfo.version agrees: tests/e2e/test_one_place.py).
 DEB_VERSION := $(shell cat $(DEB_ROOT)/VERSION)
 DEB_FILE := $(DEB_OUT)/ibeacon_$(DEB_VERSION)_$(ARCH).deb
 DEB_SUITES_amd64 ?= bookworm trixie

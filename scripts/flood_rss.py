@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'tests' / 'e2e'))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'tests'))
 
 from conftest import Harness  # noqa: E402
 from support import (  # noqa: E402

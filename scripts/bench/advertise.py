@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / 'tests' / 'e2e'))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / 'tests'))
 from conftest import Harness  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]

@@ -3,7 +3,7 @@
 paced H4-over-TCP controller of live_controller.py, in cycles: all beacons on the air for ON seconds
 (RATE reports/s), then silent for OFF seconds (longer than --exit-after 2), so every cycle is
 REGIONS enter and REGIONS exit events, each a state change (retained) and an event (not retained).
-A real mosquitto on a free loopback port (tests/e2e/mqtt_broker.py) takes them.
+A real mosquitto on a free loopback port (tests/mqtt_broker.py) takes them.
 
 Phase 1, broker up, CYCLES cycles: event-to-broker latency (the monitor's stdout line to the
 same event arriving at a mosquitto_sub subscriber, both on time.monotonic()), CPU share and RSS.
@@ -28,7 +28,7 @@ import time
 import uuid
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / 'tests' / 'e2e'))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / 'tests'))
 from mqtt_broker import Broker  # noqa: E402
 from live_controller import cpu_ns, event, ibeacon_payloads, pace, rss_kb, start  # noqa: E402
 

@@ -7,19 +7,16 @@ Sources/ibeacon as `make lint` runs it.
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
+from support import script
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = REPO_ROOT / 'scripts' / 'function-length.py'
 
-_spec = importlib.util.spec_from_file_location('function_length', SCRIPT)
-assert _spec is not None and _spec.loader is not None
-function_length = importlib.util.module_from_spec(_spec)
-sys.modules['function_length'] = function_length  # dataclasses look their module up
-_spec.loader.exec_module(function_length)
+function_length = script(SCRIPT)
 
 
 def lengths(source: str) -> dict[str, int]:

@@ -11,77 +11,18 @@ import signal
 import struct
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from support import BEACON_UUID, CAPTURES, MAJOR, MINOR, run, wait_until
+from support import BEACON_UUID, CAPTURES, MAJOR, MINOR, Monitor, run, wait_until
 
 OTHER_UUID = 'F7826DA6-4FA2-4E98-8024-BC5B71E0893E'
 BEACON = f'{BEACON_UUID},{MAJOR},{MINOR},-59,100,D0:00:00:00:00:01'
 BAKERY = f'bakery={BEACON_UUID}:{MAJOR}:{MINOR}'
 STORE = f'store={BEACON_UUID}'
 ELSEWHERE = f'elsewhere={OTHER_UUID}'
-
-
-class Monitor:
-    """`ibeacon monitor --json` running in the background; each stdout line is parsed and
-    stamped with time.monotonic() when it arrives (the harness uses the same clock)."""
-
-    def __init__(self, ibeacon_bin: Path, *args: str) -> None:
-        self.proc = subprocess.Popen(
-            [str(ibeacon_bin), 'monitor', '--json', *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
-        self.events: list[dict[str, Any]] = []
-        self.stderr = ''
-        self._lock = threading.Lock()
-        self._out = threading.Thread(target=self._read_stdout, daemon=True)
-        self._err = threading.Thread(target=self._read_stderr, daemon=True)
-        self._out.start()
-        self._err.start()
-
-    def _read_stdout(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            event = json.loads(line)  # every stdout line is an event object, nothing else
-            event['arrived'] = time.monotonic()
-            with self._lock:
-                self.events.append(event)
-
-    def _read_stderr(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            with self._lock:
-                self.stderr += line
-
-    def of(self, kind: str | None = None, region: str | None = None) -> list[dict[str, Any]]:
-        with self._lock:
-            return [e for e in self.events
-                    if (kind is None or e['event'] == kind) and (region is None or e['region'] == region)]
-
-    def wait_for(self, kind: str, region: str, timeout: float, count: int = 1) -> dict[str, Any]:
-        assert wait_until(lambda: len(self.of(kind, region)) >= count, timeout), (
-            f'no {kind} of {region} within {timeout} s: {self.events}\n{self.stderr}')
-        return self.of(kind, region)[count - 1]
-
-    def wait(self, timeout: float) -> int:
-        """Waits for it to end by itself (--duration)."""
-        rc = self.proc.wait(timeout=timeout)
-        self._out.join(timeout=5)
-        self._err.join(timeout=5)
-        return rc
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        rc = self.proc.wait(timeout=timeout)
-        self._out.join(timeout=5)
-        self._err.join(timeout=5)
-        return rc
 
 
 def test_enter_and_exit_follow_a_beacon_that_starts_and_stops(

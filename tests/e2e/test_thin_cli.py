@@ -6,18 +6,16 @@ The checker is fed Swift in every import form it must catch, and forms it must l
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
+from support import script
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = REPO_ROOT / 'scripts' / 'thin-cli.py'
 
-_spec = importlib.util.spec_from_file_location('thin_cli', SCRIPT)
-assert _spec is not None and _spec.loader is not None
-thin_cli = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(thin_cli)
+thin_cli = script(SCRIPT)
 
 
 def modules(source: str) -> list[str]:

@@ -1,30 +1,19 @@
-"""Fixtures for the tests against a real Home Assistant (home_assistant.py): the end-to-end
-fixtures (the Bumble harness, the ibeacon binary) from tests/e2e/conftest.py, one mosquitto and
-one Home Assistant for the whole module (starting Home Assistant takes 10-20 s)."""
+"""Fixtures for the tests against a real Home Assistant (home_assistant.py), beside the shared
+ones in tests/conftest.py (the Bumble harness, the ibeacon binary): one mosquitto and one Home
+Assistant for the whole module (starting Home Assistant takes 10-20 s)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
-E2E = Path(__file__).resolve().parents[1] / 'e2e'
-sys.path.insert(0, str(E2E))
-_spec = importlib.util.spec_from_file_location('e2e_conftest', E2E / 'conftest.py')
-assert _spec and _spec.loader
-e2e_conftest = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(e2e_conftest)
-harness_factory = e2e_conftest.harness_factory
-ibeacon_bin = e2e_conftest.ibeacon_bin
+from home_assistant import HomeAssistant
+from mqtt_broker import Broker
 
-from home_assistant import HomeAssistant  # noqa: E402
-from mqtt_broker import Broker  # noqa: E402
-
-HA_VENV = Path(os.environ.get('HA_VENV', e2e_conftest.REPO_ROOT / '.venv-ha'))
+HA_VENV = Path(os.environ.get('HA_VENV', Path(__file__).resolve().parents[2] / '.venv-ha'))
 
 
 @pytest.fixture(scope='module')

@@ -18,8 +18,7 @@ from pathlib import Path
 
 from home_assistant import HomeAssistant
 from mqtt_broker import Broker
-from support import BEACON_UUID, MAJOR, MINOR, wait_until
-from test_monitor import Monitor
+from support import BEACON_UUID, MAJOR, MINOR, Monitor, wait_until
 
 BEACON = f'{BEACON_UUID},{MAJOR},{MINOR},-59,100,D0:00:00:00:00:01'
 REGION = f'{BEACON_UUID}:{MAJOR}:{MINOR}'

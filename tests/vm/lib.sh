@@ -279,6 +279,19 @@ kernel_observe() {  # kernel_observe SECS → sets HCIDUMP_FILE
   stop_pid "$dump" 5
 }
 OTHER_ADV="CA FE 01 02"     # the other program's advertisement: 07 FF FF FF CA FE 01 02
+# on_air WHAT SECS NAME=HEX=yes|no...: hci1 listens for SECS; each advertisement heard (yes) or not (no)
+on_air() {
+  local what=$1 spec name hex want n ok=1 seen=
+  kernel_observe "$2"
+  shift 2
+  for spec in "$@"; do
+    IFS== read -r name hex want <<< "$spec"
+    n=$(count_reports_with "$hex")
+    seen+="$name $n, "
+    { [ "$want" = yes ] && [ "$n" -gt 0 ]; } || { [ "$want" = no ] && [ "$n" -eq 0 ]; } || ok=0
+  done
+  if [ "$ok" = 1 ]; then pass "$what" "${seen%, } reports"; else fail "$what" "$*" "${seen%, } reports"; fi
+}
 
 # --- profile → expected iBeacon bytes, encoded here independently of the tool ------------------
 # Prints shell assignments P_UUID, P_MAJOR, P_MINOR, P_POWER, P_ADV (30 bytes, hex with spaces).

@@ -1,6 +1,11 @@
 # shellcheck shell=bash
 # Scenario kernel_scan_discovery: sourced by tests/vm/guest-test.sh (helpers in tests/vm/lib.sh).
 
+# 4. scan and calibrate on an adapter bluetoothd manages go through the kernel (an advertisement
+#    monitor) while another program runs discovery on the same adapter (btmgmt find -l, as
+#    bluetoothctl scan on): both get reports, neither is stopped, and ibeacon removes its monitor.
+#    The receiver is a Bumble controller behind /dev/vhci (btvirt reports once per scan enable and
+#    RSSI 127): the beacon advertises every 100 ms, so reports/s is the kernel path's rate.
 scenario_kernel_scan_discovery() {
   need_bin || return
   need_profile || return
@@ -176,3 +181,23 @@ PYEOF
 }
 mono() { "$PY" -c 'import time; print(time.monotonic())'; }
 rate_of() { tr ' ' '\n' <<< "$1" | awk -F= -v k="$2" '$1 == k { print $2 }'; }
+
+# The kernel's advertisement-monitor scan window (Default System Configuration 0x0014) as
+# btmgmt prints it: little-endian hex, 3000 = 48 slots = 30 ms.
+monitor_window() {
+  btmgmt_tty --index "$1" read-sysconfig | awk '/Type: 0x0014/ { print $NF }'
+}
+kernel_scan_rate() {  # kernel_scan_rate FILE SECS → reports/s of the profile's beacon
+  "$PY" - "$1" "$P_MAJOR" "$P_MINOR" "$2" <<'PYEOF'
+import json, sys
+n = 0
+for line in open(sys.argv[1]):
+    try:
+        o = json.loads(line)
+    except ValueError:
+        continue
+    if o.get("major") == int(sys.argv[2]) and o.get("minor") == int(sys.argv[3]):
+        n += 1
+print("%.1f" % (n / float(sys.argv[4])))
+PYEOF
+}

@@ -86,18 +86,6 @@ scenario_kernel_stop_records() {
 # neither overwritten by an advertiser of two profiles nor removed when it exits. The verdicts:
 # what hci1 hears, and whether the kernel still has an instance (btmgmt rm-adv N: "Instance
 # removed" or Invalid Parameters).
-on_air() {  # on_air WHAT SECS NAME=HEX=yes|no...: each advertisement heard (yes) or not (no)
-  local what=$1 spec name hex want n ok=1 seen=
-  kernel_observe "$2"
-  shift 2
-  for spec in "$@"; do
-    IFS== read -r name hex want <<< "$spec"
-    n=$(count_reports_with "$hex")
-    seen+="$name $n, "
-    { [ "$want" = yes ] && [ "$n" -gt 0 ]; } || { [ "$want" = no ] && [ "$n" -eq 0 ]; } || ok=0
-  done
-  if [ "$ok" = 1 ]; then pass "$what" "${seen%, } reports"; else fail "$what" "$*" "${seen%, } reports"; fi
-}
 hidden_advertiser() {  # hidden_advertiser LOG PROFILE...: an advertiser through the kernel, in ADV
   local log=$1 want=$(($# - 1)) p args=()
   shift

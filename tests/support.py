@@ -1,14 +1,19 @@
-"""Helpers the end-to-end tests share: the test beacon's identity (lopsided major and minor, so
-byte-order mistakes show), running the CLI, writing profiles, and waiting for a condition."""
+"""Helpers the end-to-end and Home Assistant tests share: the test beacon's identity (lopsided
+major and minor, so byte-order mistakes show), the shared captures, running the CLI, writing
+profiles, waiting for a condition, and `ibeacon monitor --json` in the background."""
 
 from __future__ import annotations
 
 import json
 import os
+import runpy
+import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
-from typing import Callable
+from types import SimpleNamespace
+from typing import Any, Callable
 
 BEACON_UUID = 'E2C56DB5-DFFB-48D2-B060-D0F5A71096E0'
 MAJOR = 0x0102  # 258
@@ -17,7 +22,13 @@ POWER = -59  # 0xC5
 
 #: The shared third-party captures (btsnoop logs, SOURCES.md): one setting, IBEACON_CAPTURES (the
 #: Makefile exports it), by default shared/captures beside the repository, where CI puts them.
-CAPTURES = Path(os.environ.get('IBEACON_CAPTURES') or Path(__file__).resolve().parents[3] / 'shared' / 'captures')
+CAPTURES = Path(os.environ.get('IBEACON_CAPTURES') or Path(__file__).resolve().parents[2] / 'shared' / 'captures')
+
+
+def script(path: Path) -> SimpleNamespace:
+    """A checker under scripts/ (its file name has dashes: not a module name), run as a module
+    would be, for the tests that call its functions; its names as attributes."""
+    return SimpleNamespace(**runpy.run_path(str(path), run_name=path.stem.replace('-', '_')))
 
 
 def run(ibeacon_bin: Path, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
@@ -119,3 +130,60 @@ def vm_rss_kib(pid: int) -> int:
     except OSError:
         pass
     return 0
+
+
+class Monitor:
+    """`ibeacon monitor --json` running in the background; each stdout line is parsed and
+    stamped with time.monotonic() when it arrives (the harness uses the same clock)."""
+
+    def __init__(self, ibeacon_bin: Path, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [str(ibeacon_bin), 'monitor', '--json', *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        self.events: list[dict[str, Any]] = []
+        self.stderr = ''
+        self._lock = threading.Lock()
+        self._out = threading.Thread(target=self._read_stdout, daemon=True)
+        self._err = threading.Thread(target=self._read_stderr, daemon=True)
+        self._out.start()
+        self._err.start()
+
+    def _read_stdout(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            event = json.loads(line)  # every stdout line is an event object, nothing else
+            event['arrived'] = time.monotonic()
+            with self._lock:
+                self.events.append(event)
+
+    def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            with self._lock:
+                self.stderr += line
+
+    def of(self, kind: str | None = None, region: str | None = None) -> list[dict[str, Any]]:
+        with self._lock:
+            return [e for e in self.events
+                    if (kind is None or e['event'] == kind) and (region is None or e['region'] == region)]
+
+    def wait_for(self, kind: str, region: str, timeout: float, count: int = 1) -> dict[str, Any]:
+        assert wait_until(lambda: len(self.of(kind, region)) >= count, timeout), (
+            f'no {kind} of {region} within {timeout} s: {self.events}\n{self.stderr}')
+        return self.of(kind, region)[count - 1]
+
+    def wait(self, timeout: float) -> int:
+        """Waits for it to end by itself (--duration)."""
+        rc = self.proc.wait(timeout=timeout)
+        self._out.join(timeout=5)
+        self._err.join(timeout=5)
+        return rc
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        rc = self.proc.wait(timeout=timeout)
+        self._out.join(timeout=5)
+        self._err.join(timeout=5)
+        return rc

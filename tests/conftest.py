@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 HARNESS_SCRIPT = REPO_ROOT / 'tests' / 'harness' / 'bumble_harness.py'
 
 Event = dict[str, Any]

@@ -51,7 +51,7 @@ RELEASE_FLAGS := -c release --static-swift-stdlib $(STRIP)
 build: deps ## release build: .build/release/ibeacon (Swift runtime linked in)
 	$(SWIFT) build $(RELEASE_FLAGS) --product ibeacon
 
-debug: deps
+debug: deps ## debug build: .build/debug/ibeacon (what the tests run)
 	$(SWIFT) build --product ibeacon
 
 $(VENV)/.ok: tests/requirements.txt | venv-deps
@@ -165,7 +165,7 @@ run: build ## advertise $(PROFILE) on $(DEVICE); falls back to the emulated demo
 demo: build venv ## advertise $(PROFILE) to the emulated controller; an independent scanner prints what a phone decodes
 	@scripts/demo.sh "$(PROFILE)"
 
-clean:
+clean: ## remove the build directory and the virtualenv
 	rm -rf .build $(VENV)
 
 # The kernel-path tests (mk/vm.mk) run the release binary, and must not pass without it.

@@ -6,7 +6,7 @@ BENCH_EVENTS ?= 200000
 
 bench: bench-decode bench-advertise ## run the benchmarks of BENCHMARKS.md
 
-bench-decode: deps venv
+bench-decode: deps venv ## decoding, scan and monitor benchmarks against Bumble (BENCHMARKS.md; out/bench-*.json)
 	$(SWIFT) build $(RELEASE_FLAGS) --product ibeacon-bench
 	$(SWIFT) build $(RELEASE_FLAGS) --product ibeacon
 	mkdir -p out
@@ -20,7 +20,7 @@ bench-decode: deps venv
 	@echo "ibeacon scan, live at 3,000 reports/s:"; $(PYTHON) scripts/bench/scan_live.py .build/release/ibeacon 3000 20 | tee out/bench-scan-live.json
 	@echo "ibeacon monitor, 200 beacons live at 3,000 reports/s:"; $(PYTHON) scripts/bench/monitor_live.py .build/release/ibeacon 3000 20 200 52 | tee out/bench-monitor-live.json
 
-bench-advertise: deps venv
+bench-advertise: deps venv ## advertise: peak memory and start-up time of the release binary (BENCHMARKS.md)
 	$(SWIFT) build $(RELEASE_FLAGS) --product ibeacon
 	mkdir -p out
 	$(PYTHON) scripts/bench/advertise.py .build/release/ibeacon $(BENCH_SECONDS) 10 | tee out/bench-advertise.json
@@ -41,7 +41,7 @@ soak-ci: deps venv ## the soak shortened for CI: 2 minutes, a fault every 10 s
 # MQTT: event-to-broker latency, CPU and memory with 200 regions, then the broker frozen for
 # MQTT_DOWN_SECONDS (600 in BENCHMARKS.md; CI runs 30) and back (scripts/bench/mqtt_monitor.py).
 MQTT_DOWN_SECONDS ?= 600
-bench-mqtt: deps test-deps venv
+bench-mqtt: deps test-deps venv ## monitor to MQTT: latency, CPU and memory with 200 regions, then a frozen broker (BENCHMARKS.md)
 	$(SWIFT) build $(RELEASE_FLAGS) --product ibeacon
 	mkdir -p out
 	$(PYTHON) scripts/bench/mqtt_monitor.py .build/release/ibeacon 200 $(MQTT_DOWN_SECONDS) 3 | tee out/bench-mqtt.json

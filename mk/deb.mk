@@ -52,7 +52,7 @@ deb-prepare: deb-deps ## fetch the roots and toolchain deb and deb-test need, fo
 
 # The host's own packages for all of the above (apt on the host: run it before anything else
 # installs packages at the same time, as .ci/run does before deb-prepare goes to the background).
-deb-deps:
+deb-deps: ## install the host packages deb, deb-test and deb-prepare need (mmdebstrap, qemu-user, lintian)
 	$(call apt_install,$(DEB_HOST_PACKAGES) qemu-user-static binfmt-support lintian)
 
 deb-cross:
@@ -74,5 +74,5 @@ deb-test: ## install the .deb into clean Debian chroots (mmdebstrap) and run it 
 	@test -s $(DEB_FILE) || { echo "no $(DEB_FILE): make deb ARCH=$(ARCH) first"; exit 1; }
 	@for suite in $(DEB_SUITES); do $(DEB_ROOT)/scripts/deb/test.sh $$suite $(DEB_FILE) || exit 1; done
 
-deb-clean:
+deb-clean: ## drop the cached Debian roots and cross toolchain ($(DEB_CACHE))
 	rm -rf --one-file-system $(DEB_CACHE)

@@ -40,8 +40,8 @@ test-kernel: vm-prepare $(THEENGS_VENV)/.ok $(VM_TEST_PREREQS) ## the real Linux
 	@VM_SKIP_PREPARE=1 IBEACON_BIN='$(IBEACON_BIN)' IBEACON_REQUIRE_BIN='$(IBEACON_REQUIRE_BIN)' \
 	  $(VM_ROOT)/scripts/vm/run.sh --timeout $(VM_TIMEOUT) -C $(VM_ROOT) -- tests/vm/guest-test.sh $(VM_SCENARIOS)
 
-vm-run: vm-prepare
+vm-run: vm-prepare ## any command in the kernel-test VM: make vm-run VM_CMD="hciconfig -a"
 	@VM_SKIP_PREPARE=1 $(VM_ROOT)/scripts/vm/run.sh --timeout $(VM_TIMEOUT) -C $(VM_ROOT) -- sh -c '$(VM_CMD)'
 
-vm-clean:
+vm-clean: ## drop the VM cache .vm/ (kernel, initramfs)
 	rm -rf $(VM_ROOT)/.vm

@@ -1,7 +1,8 @@
 """README.md is the operator's document: short, no issue numbers, no CI timings, and it opens with
-the two commands that set up a fresh machine. Every `make X` it or docs/*.md names is a target
-`make help` lists, and every docs/ file it links exists. Reads files and runs `make help` only:
-nothing is built."""
+the two commands that set up a fresh machine. Every `make X` it, docs/*.md, any other Markdown
+file or a Makefile's usage comment names is a target `make help` lists; `make help` lists every
+target meant for people (the others are INTERNAL, with the reason); every docs/ file it links
+exists. Reads files and runs make's help and database only: nothing is built."""
 
 from __future__ import annotations
 
@@ -84,10 +85,17 @@ def make_targets_named(text: str) -> set[str]:
     targets: set[str] = set()
     for snippet in snippets:
         for m in re.finditer(r'(?:^|[\s;&|(])make((?:[ \t]+[^\s`]+)*)', snippet):
+            quoted = ''  # inside a quoted assignment, VM_SCENARIOS="a b": its words are values
             for word in m.group(1).split():
+                if quoted:
+                    quoted = '' if word.endswith(quoted) else quoted
+                    continue
                 if word.startswith('#') or word in {'&&', '||', ';', '|', '>', '2>&1', ')'}:
                     break
                 if '=' in word or word.startswith('-'):
+                    value = word.split('=', 1)[-1]
+                    if value[:1] in '"\'' and value and not (len(value) > 1 and value.endswith(value[0])):
+                        quoted = value[0]
                     continue
                 if not re.fullmatch(r'[a-z][a-z0-9_.-]*', word):
                     break
@@ -105,17 +113,86 @@ def listed_targets() -> set[str]:
 def test_the_extraction_finds_make_targets() -> None:
     sample = ('Run `make deb ARCH=arm64` then `make deb deb-test`; `make` alone builds.\n'
               '```sh\nsudo make install PREFIX=/usr/local   # and more\nmake run          # build\n```\n'
-              'To make sure, `make -j2 test-ha HA_VENV=x && echo ok`.')
-    assert make_targets_named(sample) == {'deb', 'deb-test', 'install', 'run', 'test-ha'}
+              'To make sure, `make -j2 test-ha HA_VENV=x && echo ok`.\n'
+              '`make test-kernel VM_SCENARIOS="kernel_coexist\nkernel_recovery" vm-run`, `make fuzz X="y" Z=\'a b\' lint`')
+    assert make_targets_named(sample) == {'deb', 'deb-test', 'install', 'run', 'test-ha', 'test-kernel', 'vm-run',
+                                          'fuzz', 'lint'}
 
 
-def test_every_make_target_in_readme_and_docs_is_listed_by_make_help() -> None:
-    listed = listed_targets()
+def make_targets_in_makefile_comments(text: str) -> set[str]:
+    """The targets a Makefile's comments tell people to run: usage lines (`#   make deb-clean   what
+    it does`: the words before the description) and `make …` in backticks."""
+    targets: set[str] = set()
+    for line in text.split('\n'):
+        if not line.startswith('#'):
+            continue
+        usage = re.match(r'#\s{2,}(make(?: \S+)*)', line)
+        snippet = ('```\n' + usage.group(1) + '\n```\n') if usage else ''
+        targets |= make_targets_named(snippet + line[1:])
+    return targets
+
+
+def all_targets() -> set[str]:
+    """Every target of the Makefile and mk/*.mk, from make's own database (files and patterns left out)."""
+    r = subprocess.run(['make', '--no-print-directory', '-pRrq', ':'], cwd=REPO, capture_output=True, text=True,
+                       timeout=60)
+    names = set(re.findall(r'^([a-z][a-z0-9_-]*):', r.stdout, re.MULTILINE))
+    return names - {'mk', 'tests', 'scripts', 'docs', 'profiles', 'contrib'}
+
+
+#: Targets that only other targets, scripts and CI run; every other target is for people and
+#: `make help` lists it (a `## description` on its line).
+INTERNAL = {
+    'venv-deps': 'the virtualenv\'s Debian packages, a prerequisite of venv',
+    'deb-cross': 'the arm64 binary, a prerequisite of make deb ARCH=arm64',
+    'deb-lint': 'lintian on the .deb, run by make deb',
+    'vm-deps': 'the VM\'s host packages, a prerequisite of vm-prepare',
+    'vm-prepare': 'the VM\'s kernel and initramfs, a prerequisite of test-kernel and vm-run',
+    'print-test-packages': 'the packages list scripts/fresh/run.sh compares the message with',
+    'deb-boot-deps': 'the image\'s host packages, a prerequisite of deb-boot-image',
+}
+#: mk/debboot.mk belongs to another change, which gives these their `##` lines.
+NOT_YET_LISTED = {'deb-boot-image', 'deb-boot-clean'}
+
+
+def documents() -> list[Path]:
+    files = subprocess.run(['git', 'ls-files', '*.md'], cwd=REPO, capture_output=True, text=True,
+                           check=True).stdout.split()
+    return [REPO / f for f in files]
+
+
+def test_the_extraction_finds_make_targets_in_makefile_comments() -> None:
+    sample = ('# Debian packages. Included by the main Makefile; `make deb-test` installs it.\n'
+              '#   make deb                     ibeacon_VERSION_amd64.deb from `make build`\n'
+              '#   make deb-prepare DEB_PREPARE_ARCHS="amd64 arm64"\n'
+              '#   make vm-clean                drop the cache\n'
+              '# make sure nothing else counts\n'
+              'deb: build ## the package\n')
+    assert make_targets_in_makefile_comments(sample) == {'deb-test', 'deb', 'build', 'deb-prepare', 'vm-clean'}
+
+
+def test_every_make_target_in_the_documents_is_listed_by_make_help() -> None:
+    """README.md, docs/*.md and every other Markdown file of the repository, and the usage
+    comments of the Makefile and mk/*.mk."""
+    listed = listed_targets() | NOT_YET_LISTED
     assert {'run', 'test', 'help'} <= listed, listed
-    files = [README] + sorted((REPO / 'docs').glob('*.md'))
-    missing = {f'{f.relative_to(REPO)}: make {t}' for f in files
-               for t in make_targets_named(f.read_text(encoding='utf-8')) if t not in listed}
-    assert not missing, f'targets not listed by `make help` (add a `## description` to the target): {sorted(missing)}'
+    assert {README, REPO / 'docs' / 'DEVELOPING.md', REPO / 'tests' / 'vm' / 'README.md'} <= set(documents())
+    named = {(f, t) for f in documents() for t in make_targets_named(f.read_text(encoding='utf-8'))}
+    named |= {(f, t) for f in [REPO / 'Makefile', *sorted((REPO / 'mk').glob('*.mk'))]
+              for t in make_targets_in_makefile_comments(f.read_text(encoding='utf-8'))}
+    missing = sorted(f'{f.relative_to(REPO)}: make {t}' for f, t in named if t not in listed)
+    assert not missing, f'targets not listed by `make help` (add a `## description` to the target): {missing}'
+
+
+def test_make_help_lists_every_target_meant_for_people() -> None:
+    targets, listed = all_targets(), listed_targets()
+    assert {'test', 'deb', 'test-kernel', 'venv-deps'} <= targets, sorted(targets)
+    assert listed <= targets, f'make help lists what is not a target: {sorted(listed - targets)}'
+    assert set(INTERNAL) <= targets, f'no longer targets: {sorted(set(INTERNAL) - targets)}'
+    unlisted = targets - listed - set(INTERNAL) - NOT_YET_LISTED
+    assert not unlisted, (f'targets `make help` does not list: {sorted(unlisted)}; give each a `## description`, '
+                          'or, if only other targets run it, add it to INTERNAL with the reason')
+    assert not listed & set(INTERNAL), f'listed and internal: {sorted(listed & set(INTERNAL))}'
 
 
 def test_readme_opens_with_the_two_commands() -> None:

@@ -293,6 +293,31 @@ on_air() {
   if [ "$ok" = 1 ]; then pass "$what" "${seen%, } reports"; else fail "$what" "$*" "${seen%, } reports"; fi
 }
 
+# second_profile OUT: writes $PROFILE with the minor one higher to OUT (a second beacon) and
+# prints its expected advertising data (after need_profile).
+second_profile() {
+  "$PY" - "$PROFILE" "$1" <<'PYEOF'
+import json, sys
+def bump(o):
+    if isinstance(o, dict):
+        if "major" in o and "minor" in o:
+            o["minor"] = (int(o["minor"]) + 1) % 65536
+            return True
+        return any(bump(v) for v in o.values())
+    if isinstance(o, list):
+        return any(bump(v) for v in o)
+    return False
+p = json.load(open(sys.argv[1]))
+bump(p)
+p.pop("calibration", None)
+json.dump(p, open(sys.argv[2], "w"))
+PYEOF
+  # P_ADV ends with major, minor (big-endian) and the measured power
+  local m=$(((P_MINOR + 1) % 65536))
+  printf '%s %02X %02X %02X %02X %02X\n' "${P_ADV% ?? ?? ?? ?? ??}" $((P_MAJOR >> 8)) $((P_MAJOR & 255)) \
+    $((m >> 8)) $((m & 255)) $((P_POWER & 255))
+}
+
 # --- profile → expected iBeacon bytes, encoded here independently of the tool ------------------
 # Prints shell assignments P_UUID, P_MAJOR, P_MINOR, P_POWER, P_ADV (30 bytes, hex with spaces).
 # Looks for the object holding "major" and "minor" anywhere in the profile; the UUID key may be

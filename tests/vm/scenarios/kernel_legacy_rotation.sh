@@ -28,22 +28,7 @@ scenario_kernel_legacy_rotation() {
   btmgmt_tty --index "$idx" advinfo > "$WORK/rot-advinfo.txt" 2>&1
   pass "legacy Bumble controller on /dev/vhci, powered by bluetoothd" "$hci; $(grep -i 'max\|instances' "$WORK/rot-advinfo.txt" | tr '\n' ' ')"
   local second=$WORK/rot-second.json second_minor=$(( (P_MINOR + 1) % 65536 ))
-  "$PY" - "$PROFILE" "$second" <<'PYEOF'
-import json, sys
-def bump(o):
-    if isinstance(o, dict):
-        if "major" in o and "minor" in o:
-            o["minor"] = (int(o["minor"]) + 1) % 65536
-            return True
-        return any(bump(v) for v in o.values())
-    if isinstance(o, list):
-        return any(bump(v) for v in o)
-    return False
-p = json.load(open(sys.argv[1]))
-bump(p)
-p.pop("calibration", None)
-json.dump(p, open(sys.argv[2], "w"))
-PYEOF
+  second_profile "$second" > /dev/null
   "$IBEACON_BIN" advertise -v --device "$hci" --profile "$PROFILE" > "$WORK/rot-a.txt" 2>&1 &
   local a=$!
   BG_PIDS+=("$a")

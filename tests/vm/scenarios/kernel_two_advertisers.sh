@@ -1,6 +1,8 @@
 # shellcheck shell=bash
 # Scenario kernel_two_advertisers: sourced by tests/vm/guest-test.sh (helpers in tests/vm/lib.sh).
 
+# 5. Two ibeacon processes with different profiles on hci0: two instances, both heard; stopping
+#    one leaves the other; `ibeacon stop` removes ibeacon's instances and not another program's.
 scenario_kernel_two_advertisers() {
   need_bin || return
   need_profile || return

@@ -58,10 +58,10 @@ def test_no_script_reads_the_version_out_of_the_swift_source() -> None:
 
 def test_no_machine_path_in_the_tree() -> None:
     """The shared captures are found through IBEACON_CAPTURES (default: beside the repository),
-    never through a path of one machine such as /work/shared."""
+    never through a path of one machine (the CI host's folder of shared files, under /wor[k])."""
     files = subprocess.run(['git', '-C', str(REPO), 'ls-files', '-z'], capture_output=True, text=True,
                            check=True).stdout.split('\0')
-    found = [f'{name}:{n}' for name in files if name and (REPO / name).is_file() and REPO / name != Path(__file__).resolve()
+    found = [f'{name}:{n}' for name in files if name and (REPO / name).is_file()
              for n, line in enumerate((REPO / name).read_text(encoding='utf-8', errors='replace').splitlines(), 1)
-             if re.search(r'(?<![\w.])/work/', line)]
+             if re.search(r'(?<![\w.])/wor[k]/', line)]
     assert not found, f'absolute machine paths: {found}'

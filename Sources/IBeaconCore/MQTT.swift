@@ -627,7 +627,7 @@ public struct ReceiverHealth: Sendable, Equatable {
 
 /// What `advertise` says about one beacon: its state, its profile's fields, and its last
 /// recovery (when the controller lost the advertising and it was put back) with the cause.
-public struct AdvertisedBeaconStatus: Sendable, Equatable {
+public struct BeaconStatusMessage: Sendable, Equatable {
     /// The profile's name (its file name without `.json` when it has none): the topic level.
     public var name: String
     public var state: BeaconRunState

@@ -102,11 +102,13 @@ public struct BeaconRegion: Sendable, Hashable, CustomStringConvertible {
 
     public var description: String { name == identity ? name : "\(name) (\(identity))" }
 
-    /// Whether `beacon` belongs to this region.
-    public func contains(_ beacon: IBeacon) -> Bool {
-        beacon.proximityUUID == proximityUUID && (major == nil || major == beacon.major)
-            && (minor == nil || minor == beacon.minor)
+    /// The beacons of this region: its UUID, and its major and minor when it has them.
+    public var pattern: BeaconIdentityPattern {
+        BeaconIdentityPattern(proximityUUID: proximityUUID, major: major, minor: minor)
     }
+
+    /// Whether `beacon` belongs to this region.
+    public func contains(_ beacon: IBeacon) -> Bool { pattern.matches(beacon) }
 }
 
 /// A region that cannot be built: the message says which part is wrong.

@@ -26,6 +26,21 @@ public enum ControllerPath: String, Sendable {
     }
 }
 
+/// The path `devices` shows for each adapter: what the kernel's management interface said of
+/// the adapters it could be asked about (`ControllerPath.choose`), and for any other (the
+/// interface cannot be asked, or does not list it) the same rule's answer for an adapter it
+/// does not list: raw HCI.
+public struct ControllerPaths: Sendable {
+    /// The adapters the interface was asked about, by index; empty when it cannot be asked.
+    public let known: [UInt16: ControllerPath]
+
+    public init(known: [UInt16: ControllerPath]) { self.known = known }
+
+    public subscript(index: UInt16) -> ControllerPath {
+        known[index] ?? ControllerPath.choose(listed: false, settings: nil)
+    }
+}
+
 /// What `stop` did: the kernel's instances removed (those ibeacon processes now gone recorded),
 /// or a controller's advertising turned off; the sentence that says so is `description`.
 public struct StopReport: Sendable, Equatable, CustomStringConvertible {
@@ -94,6 +109,11 @@ public protocol AsyncClosable: Sendable {
 
 extension ControllerClient: AsyncClosable {}
 extension MgmtClient: AsyncClosable {}
+
+/// An optional resource (`--mqtt` not given: no publisher) is closed when there is one.
+extension Optional: AsyncClosable where Wrapped: AsyncClosable {
+    public func close() async { await self?.close() }
+}
 
 extension AsyncClosable {
     /// Runs `body`, then closes this client, awaited, whether `body` returned or threw.

@@ -162,12 +162,11 @@ public struct AdapterOpener: Sendable {
     }
 
     /// The path `devices` shows for each adapter index: `mgmt` where the kernel's management
-    /// interface lists it and the rule keeps it there, `raw` otherwise; empty when the interface
-    /// cannot be asked.
+    /// interface lists it and the rule keeps it there, `raw` otherwise (`ControllerPaths`).
     public static func paths(_ indices: [UInt16], logger: Logger, openMgmt: MgmtOpener = mgmtSocket) async
-        -> [UInt16: ControllerPath]
+        -> ControllerPaths
     {
-        guard let client = try? await openMgmt(logger, .seconds(2)) else { return [:] }
+        guard let client = try? await openMgmt(logger, .seconds(2)) else { return ControllerPaths(known: [:]) }
         let listed = try? await client.execute(MgmtReadIndexList(), index: .none)
         var out: [UInt16: ControllerPath] = [:]
         if let listed {
@@ -178,7 +177,16 @@ public struct AdapterOpener: Sendable {
             }
         }
         await client.close()
-        return out
+        return ControllerPaths(known: out)
+    }
+
+    /// Opens the sighting source (`openSightingSource`), runs `body` with it, and closes it
+    /// (awaited) when `body` returns or throws: the scope of one scan, calibration or monitor run.
+    public func withSightingSource<T: Sendable>(
+        mode: AdvertisingMode = .auto, _ body: (any SightingSource) async throws -> T
+    ) async throws -> T {
+        let source = try await openSightingSource(mode: mode)
+        return try await source.closing { try await body(source) }
     }
 
     /// Opens the adapter, runs `body` with it, and closes it (awaited) when `body` returns or

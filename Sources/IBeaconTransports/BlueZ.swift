@@ -68,6 +68,18 @@ public struct AdapterInfo: Hashable, Sendable {
     public var isUp: Bool
     public var bus: HCIBusType
     public var controllerType: HCIControllerType
+
+    /// `devices --json`: one object, with the path `devices` shows for it (`ControllerPaths`).
+    public func json(path: ControllerPath) -> String {
+        jsonLine([
+            "name": name, "address": address.description, "up": isUp, "bus": "\(bus)", "path": path.rawValue,
+        ])
+    }
+
+    /// `devices`: name, address, up or down, bus and path, tab-separated.
+    public func line(path: ControllerPath) -> String {
+        "\(name.escapedForTerminal)\t\(address)\t\(isUp ? "up" : "down")\t\(bus)\t\(path.rawValue)"
+    }
 }
 
 /// Raw HCI is the path without bluetoothd (or `raw:hciN`); `make install` grants

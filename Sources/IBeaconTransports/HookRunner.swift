@@ -52,6 +52,12 @@ public struct HookError: Error, Sendable, CustomStringConvertible {
     public var description: String { message }
 }
 
+/// An `--exec` program that is not there (or not executable) is a missing input (66): the
+/// command refuses to start rather than monitor without its hooks.
+extension HookError: ClassifiedError {
+    public var failureKind: FailureKind { .notFound }
+}
+
 /// Runs a hook for each event, one run at a time in event order, without ever making the caller
 /// wait: `submit` only queues. At most `queueLimit` runs wait; when a slow hook lets the queue
 /// fill up, further events are dropped and counted, and the warnings about them rate-limited

@@ -67,13 +67,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
             // One adapter, opened once: its address names the box for MQTT, then it advertises.
             try await device.opener(logger: logger, reading: profile).withAdapter { adapter in
                 let status = try await mqttStatus(mqtt, specs, adapter: adapter, logger: logger)
-                do {
-                    try await advertise(specs, on: adapter, mqtt: status)
-                } catch {
-                    await status?.finish()
-                    throw error
-                }
-                await status?.finish()
+                try await status.closing { try await advertise(specs, on: adapter, mqtt: status) }
             }
         }
     }
@@ -82,7 +76,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
     private func mqttOpener(_ specs: [BeaconSpec], logger: Logger) throws -> MQTTOpener? {
         guard let prepared = try mqtt.prepare(command: "advertise", logger: logger) else { return nil }
         do {
-            try mqtt.layout(command: "advertise").checkBeaconNames(specs.map(AdvertiseStatus.name(of:)))
+            try mqtt.layout(command: "advertise").checkBeaconNames(specs.map(BeaconStatusPublisher.name(of:)))
         } catch {
             throw CLIError("\(error)", code: Exit.usage)
         }
@@ -92,7 +86,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
     /// The beacons' MQTT status, connecting; nil without --mqtt. The adapter's address (which
     /// keeps boxes of one host name apart in Home Assistant) is read first.
     private func mqttStatus(_ prepared: MQTTOpener?, _ specs: [BeaconSpec], adapter: any Adapter, logger: Logger)
-        async throws -> AdvertiseStatus?
+        async throws -> BeaconStatusPublisher?
     {
         guard let prepared else { return nil }
         var address: String?
@@ -102,7 +96,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
             logger.debug("MQTT: the adapter's address could not be read: \(error)")
         }
         let publisher = try prepared.publisherForCLI(adapter: address, logger: logger)
-        let status = AdvertiseStatus(
+        let status = BeaconStatusPublisher(
             publisher: publisher, specs: specs, device: device.deviceText, wallClock: { ProcessContext.unixTime })
         publisher.start()
         return status
@@ -110,7 +104,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
 
     /// Advertises on the adapter `--device` names until stopped, printing the status line and
     /// telling systemd and the MQTT broker (`--mqtt`) what is on the air.
-    private func advertise(_ specs: [BeaconSpec], on adapter: any Adapter, mqtt: AdvertiseStatus?) async throws {
+    private func advertise(_ specs: [BeaconSpec], on adapter: any Adapter, mqtt: BeaconStatusPublisher?) async throws {
         let request = AdvertisingRequest(
             beacons: specs, mode: mode,
             healthCheckInterval: checkInterval > 0 ? .seconds(checkInterval) : nil)

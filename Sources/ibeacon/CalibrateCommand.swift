@@ -103,23 +103,28 @@ struct CalibrateCommand: AsyncParsableCommand {
     /// measurement, the report, and the profile written (or why not).
     func calibrate(logger: Logger) async throws {
         try refuseWritingACapture()
-        let destination = try CalibrationDestination.open(profile ?? write, mustExist: profile != nil, dryRun: dryRun)
-        defer { destination.close() }
+        try await CalibrationDestination.withOpened(profile ?? write, mustExist: profile != nil, dryRun: dryRun) {
+            try await calibrate(into: $0, logger: logger)
+        }
+    }
+
+    func calibrate(into destination: CalibrationDestination, logger: Logger) async throws {
         let target = try calibrationTarget(existing: destination.existing)
         let (result, receiverAddress) = try await measure(target, protecting: destination.path, logger: logger)
-        let record = CalibrationRecord(
-            timestamp: iso8601(unixSeconds: ProcessContext.unixTime, milliseconds: false),
-            samples: result.sampleCount, estimate: result.estimate, interval95: result.halfWidth95,
-            spread: result.spread, method: result.method, receiver: device.deviceText,
-            receiverAddress: receiverAddress?.description ?? "unknown", offset: offset,
-            txPower: destination.existing?.txPower.map { Int($0) })
+        let record = destination.record(
+            of: result, receiver: device.deviceText, receiverAddress: receiverAddress, unixTime: ProcessContext.unixTime
+        )
         let reason = result.refusal(precision: precision, duration: duration, capture: device.isCapture)
         let refusal = force ? nil : reason
         if json {
-            let written = !dryRun && destination.path != nil && refusal == nil
-            printJSON(result, target: target, destination: destination, refusal: refusal, written: written)
+            printOut(
+                result.json(
+                    target: target, refusal: refusal, forced: force, previous: destination.existing?.measuredPower,
+                    written: !dryRun && destination.path != nil && refusal == nil, file: destination.path))
         } else {
-            printText(result)
+            // The histogram, the estimate, and what the estimators saw.
+            let lines = result.textLines(precision: precision, maximumDuration: duration, capture: device.isCapture)
+            printOut(lines.joined(separator: "\n"))
         }
         if result.spread > 8 {
             logger.warning(
@@ -157,78 +162,32 @@ struct CalibrateCommand: AsyncParsableCommand {
 
     /// The beacon to listen to: the profile's, or --uuid/--major/--minor's.
     func calibrationTarget(existing: Profile?) throws -> CalibrationTarget {
-        if let existing {
-            return CalibrationTarget(
-                proximityUUID: existing.proximityUUID, major: existing.major, minor: existing.minor,
-                address: address.flatMap(BDAddress.init))
-        }
-        return CalibrationTarget(
-            proximityUUID: try identity.uuid?.checked().uuid ?? ProximityUUID.random().uuid,
-            major: identity.major?.value ?? 0, minor: identity.minor?.value ?? 0,
-            address: address.flatMap(BDAddress.init))
-    }
-
-    var settings: CalibrationSettings {
-        var settings = CalibrationSettings()
-        settings.maximumDuration = .seconds(duration)
-        settings.precision = precision
-        settings.offset = offset
-        settings.method = method
-        settings.notHeardTimeout = .seconds(min(duration, 10))
-        return settings
+        CalibrationTarget(
+            profile: existing, proximityUUID: try identity.uuid?.checked().uuid, major: identity.major?.value,
+            minor: identity.minor?.value, address: address.flatMap(BDAddress.init))
     }
 
     /// Scans until the calibrator has its result, showing the estimate as it goes on a terminal.
     func measure(
         _ target: CalibrationTarget, protecting path: String?, logger: Logger
     ) async throws -> (CalibrationResult, receiverAddress: BDAddress?) {
-        let source = try await device.opener(logger: logger, writing: path).openSightingSource()
-        let receiverAddress: BDAddress?
-        do {
-            receiverAddress = try await source.receiverAddress()
-        } catch {
-            await source.close()
-            throw error
-        }
+        let settings = CalibrationSettings(duration: duration, precision: precision, offset: offset, method: method)
         let calibrator = Calibrator(target: target, settings: settings, logger: logger)
         let live = stdoutIsTerminal && !json
         let (offset, precision, duration, capture) = (self.offset, self.precision, self.duration, device.isCapture)
-        if !json { printOut(CalibrationProgress.startLine(target, device: device.deviceText, capture: capture)) }
-        let result: CalibrationResult
-        do {
-            result = try await calibrator.run(on: source) { collector, elapsed in
+        return try await device.opener(logger: logger, writing: path).withSightingSource { source in
+            let receiverAddress = try await source.receiverAddress()
+            if !json { printOut(CalibrationProgress.startLine(target, device: device.deviceText, capture: capture)) }
+            defer { if live { printOut("") } }
+            let result = try await calibrator.run(on: source) { collector, elapsed in
                 guard live else { return }
                 let line = CalibrationProgress.line(
                     samples: collector.sampleCount, elapsed: elapsed.seconds, estimate: collector.current(),
                     offset: offset, precision: precision, maximumDuration: duration, capture: capture)
                 printTerminalControl("\r\u{1B}[K", line, terminator: "")
             }
-        } catch {
-            if live { printOut("") }
-            await source.close()
-            throw error
+            return (result, receiverAddress)
         }
-        await source.close()
-        if live { printOut("") }
-        return (result, receiverAddress)
-    }
-
-    /// --json: the result as one object.
-    func printJSON(
-        _ result: CalibrationResult, target: CalibrationTarget, destination: CalibrationDestination,
-        refusal: CalibrationRefusal?, written: Bool
-    ) {
-        printOut(
-            result.json(
-                target: target, refusal: refusal, forced: force, previous: destination.existing?.measuredPower,
-                written: written, file: destination.path))
-    }
-
-    /// The result for a person: the histogram, the estimate, and what the estimators saw.
-    func printText(_ result: CalibrationResult) {
-        printOut(
-            result.textLines(precision: precision, maximumDuration: duration, capture: device.isCapture).joined(
-                separator: "\n"))
     }
 
     /// Writes measured power and the record into the profile (the profile store re-reads a

@@ -26,24 +26,14 @@ struct DevicesCommand: AsyncParsableCommand {
             let adapters = try listAdapters()
             let paths = await AdapterOpener.paths(adapters.map(\.index), logger: logger)
             if json {
-                for a in adapters {
-                    printOut(
-                        jsonLine([
-                            "name": a.name, "address": a.address.description, "up": a.isUp, "bus": "\(a.bus)",
-                            "path": (paths[a.index] ?? .raw).rawValue,
-                        ]))
-                }
+                for a in adapters { printOut(a.json(path: paths[a.index])) }
                 return
             }
             if adapters.isEmpty {
                 printOut("no Bluetooth adapters (the kernel has Bluetooth support, but no controller is attached)")
                 return
             }
-            for a in adapters {
-                printOut(
-                    "\(a.name.escapedForTerminal)\t\(a.address)\t\(a.isUp ? "up" : "down")\t\(a.bus)\t\((paths[a.index] ?? .raw).rawValue)"
-                )
-            }
+            for a in adapters { printOut(a.line(path: paths[a.index])) }
         }
     }
 }

@@ -85,39 +85,8 @@ struct EncodeCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await reporting {
-            let spec = try beacon.spec()
-            let commands: [any HCICommand] =
-                mode == .extended
-                ? [try LESetExtendedAdvertisingEnable(enable: false, sets: [])]
-                    + (try Advertiser.extendedSetCommands(for: spec, handle: 0))
-                    + [try Advertiser.extendedEnableCommand(count: 1)]
-                : try Advertiser.legacyCommands(for: spec)
-            let data = spec.beacon.advertisingData
-            if json {
-                printOut(
-                    jsonLine([
-                        "uuid": spec.beacon.uuidString, "major": Int(spec.beacon.major),
-                        "minor": Int(spec.beacon.minor),
-                        "measuredPower": Int(spec.beacon.measuredPower), "intervalMs": spec.intervalMilliseconds,
-                        "advertisingData": data.hexString, "mode": mode.rawValue,
-                        "commands": commands.map { c in
-                            jsonObject([
-                                "name": type(of: c).opcode.name, "opcode": type(of: c).opcode.hex,
-                                "h4": c.packet.bytes.hexString,
-                            ])
-                        },
-                    ]))
-                return
-            }
-            printOut(
-                "# \(spec.beacon.uuidString) major \(spec.beacon.major) minor \(spec.beacon.minor), measured power \(spec.beacon.measuredPower) dBm, every \(spec.intervalMilliseconds) ms"
-            )
-            printOut("# advertising data (\(data.count) bytes):")
-            printOut(data.hexString)
-            printOut("# HCI commands (\(mode.rawValue) advertising), H4:")
-            for c in commands {
-                printOut("\(c.packet.bytes.hexString)  # \(type(of: c).opcode)")
-            }
+            let listing = try EncodeListing(spec: try beacon.spec(), extended: mode == .extended)
+            printOut(json ? listing.json : listing.lines.joined(separator: "\n"))
         }
     }
 }

@@ -133,37 +133,23 @@ struct MonitorCommand: AsyncParsableCommand {
         do {
             let names = try commandLineRegions().map(\.name)
             if mqtt.url != nil { try mqtt.layout(command: "monitor").checkRegionNames(names) }
+            if let exec { _ = try Hook(command: exec, shell: execShell, timeout: .seconds(execTimeout)) }
         } catch {
             throw ValidationError("\(error)")
-        }
-        if let exec {
-            do {
-                _ = try Hook(command: exec, shell: execShell, timeout: .seconds(execTimeout))
-            } catch {
-                throw ValidationError(error.message)
-            }
         }
     }
 
     /// The regions given by --region and --uuid/--major/--minor.
     func commandLineRegions() throws(RegionError) -> [BeaconRegion] {
-        var out = try regions.map { text throws(RegionError) in try BeaconRegion(parsing: text) }
-        if let uuid = identity.uuid?.value {
-            out.append(
-                try BeaconRegion(proximityUUID: uuid.uuid, major: identity.major?.value, minor: identity.minor?.value))
-        }
-        return out
+        try BeaconRegion.parsing(
+            regions, uuid: identity.uuid?.value?.uuid, major: identity.major?.value, minor: identity.minor?.value)
     }
 
     /// Every region, profiles loaded; names must be distinct (they key the events).
     func allRegions() throws -> [BeaconRegion] {
         let out = try commandLineRegions() + profile.map { try BeaconRegion(profileAt: $0) }
-        if let name = BeaconRegion.sharedName(in: out) {
-            throw CLIError(
-                "two regions are named \(name); name them apart with --region NAME=UUID… or the profiles' name",
-                code: Exit.usage)
-        }
         do {
+            try BeaconRegion.checkNamesApart(out)
             if mqtt.url != nil { try mqtt.layout(command: "monitor").checkRegionNames(out.map(\.name)) }
         } catch {
             throw CLIError("\(error)", code: Exit.usage)
@@ -196,38 +182,26 @@ struct MonitorCommand: AsyncParsableCommand {
                 cleanupSeconds: hooks == nil ? nil : grace + 2 + 4 + 1, reapsChildren: hooks != nil,
                 onForcedExit: { [hooks] in hooks?.killNow() }
             ) {
-                var failure: (any Error)?
-                do {
+                try await session.finishing(grace: .seconds(grace)) {
                     try await command.monitor(session, mqtt: mqtt, regions: regions, logger: logger)
-                } catch {
-                    failure = error
                 }
-                // Stopped by a signal: what is queued is dropped, not started.
-                await session.finish(grace: .seconds(grace), startQueued: !Task.isCancelled)
-                if let failure { throw failure }
             }
         }
     }
 
-    /// The `--exec` hook runner; nil without --exec. A program that is not there is 66.
+    /// The `--exec` hook runner; nil without --exec. A program that is not there is 66 (`HookError`).
     func makeHooks(logger: Logger) throws -> HookRunner? {
         guard let exec else { return nil }
-        do {
-            return try HookRunner.checked(
-                command: exec, shell: execShell, timeout: .seconds(execTimeout), logger: logger)
-        } catch {
-            throw CLIError("\(error)", code: Exit.noInput)
-        }
+        return try HookRunner.checked(command: exec, shell: execShell, timeout: .seconds(execTimeout), logger: logger)
     }
 
     /// Scans and feeds the session until the duration, a signal or the end of the source.
     func monitor(_ session: MonitorRun, mqtt: MQTTOpener?, regions: [BeaconRegion], logger: Logger)
         async throws
     {
-        let source = try await device.opener(logger: logger, reading: profile).openSightingSource(mode: mode)
         let deviceText = device.deviceText
         let regionCount = regions.count
-        do {
+        try await device.opener(logger: logger, reading: profile).withSightingSource(mode: mode) { source in
             if let mqtt {
                 try await session.connectMQTT(source: source, regions: regions, device: deviceText) { adapter in
                     try mqtt.publisherForCLI(adapter: adapter, logger: logger)
@@ -239,10 +213,6 @@ struct MonitorCommand: AsyncParsableCommand {
                     SystemdNotifier.notify(
                         "READY=1\nSTATUS=monitoring \(regionCount) region(s) on \(deviceText.escapedForTerminal)")
                 })
-        } catch {
-            await source.close()
-            throw error
         }
-        await source.close()
     }
 }

@@ -48,7 +48,7 @@ struct ProfileCommand: AsyncParsableCommand {
                 let profile = try Profile.new(
                     uuid: try uuid?.checked().uuid ?? ProximityUUID.random().uuid, major: major.value,
                     minor: minor.value, measuredPower: measuredPower.number, name: name, file: file)
-                try ProfileStore.create(file, profile.encoded(), overwrite: force)
+                try SafeFile.create(file, profile.encoded(), overwrite: force)
                 printOut(
                     "wrote \(file): \(profile.proximityUUID.uuidString) major \(major) minor \(minor), measured power \(measuredPower) dBm"
                 )
@@ -76,34 +76,8 @@ struct ProfileCommand: AsyncParsableCommand {
             var worst: (any Error)?
             for file in ProfileStore.fileArguments(files) {
                 do {
-                    let p = try Profile.load(bytes: ProfileStore.read(file), file: file)
-                    let b = p.iBeacon
-                    if json {
-                        printOut(
-                            jsonLine([
-                                "file": file, "valid": true, "name": p.name, "uuid": b.uuidString,
-                                "major": Int(b.major),
-                                "minor": Int(b.minor), "measuredPower": Int(b.measuredPower),
-                                "intervalMs": p.intervalMs,
-                                "txPower": p.txPower, "advertisingData": b.advertisingData.hexString,
-                                "calibrated": p.calibrationRecord != nil,
-                            ]))
-                    } else {
-                        printOut("\(terminalSafe(file)): ok\(p.name.map { " — \(terminalSafe($0))" } ?? "")")
-                        printOut(
-                            "  \(b.uuidString) major \(b.major) minor \(b.minor), measured power \(b.measuredPower) dBm, every \(p.intervalMs) ms"
-                        )
-                        if let tx = p.txPower { printOut("  TX power \(tx) dBm (extended advertising)") }
-                        if let c = p.calibrationRecord {
-                            printOut(
-                                "  calibrated \(c.timestamp): \(c.samples) samples, ±\(c.interval95.fixed(2)) dB"
-                            )
-                        } else {
-                            printOut(
-                                "  not calibrated: run `ibeacon calibrate --profile \(file)` with a receiver 1 m away")
-                        }
-                        printOut("  advertising data: \(b.advertisingData.hexString)")
-                    }
+                    let p = try Profile.load(path: file)
+                    printOut(json ? p.checkJSON(file: file) : p.checkLines(file: file).joined(separator: "\n"))
                 } catch {
                     let (message, _) = classify(error)
                     if json {

@@ -62,28 +62,12 @@ struct ScanCommand: AsyncParsableCommand {
 
     /// Which reports to show, read once from the options (an option's value is slow to read
     /// through its property wrapper, and this runs for every report).
-    struct Filter: Sendable {
-        var uuid: ProximityUUID?
-        var major: Int?
-        var minor: Int?
-        var all: Bool
-        var anyIdentity: Bool { uuid == nil && major == nil && minor == nil }
-
-        func matches(_ s: Sighting) -> Bool {
-            guard let b = s.beacon else { return all && anyIdentity }
-            if let uuid, uuid.uuid != b.proximityUUID { return false }
-            if let major, Int(b.major) != major { return false }
-            if let minor, Int(b.minor) != minor { return false }
-            return true
-        }
+    var filter: SightingFilter {
+        SightingFilter(
+            identity: BeaconIdentityPattern(
+                proximityUUID: identity.uuid?.value?.uuid, major: identity.major?.value, minor: identity.minor?.value),
+            all: all)
     }
-
-    var filter: Filter {
-        Filter(
-            uuid: identity.uuid?.value, major: identity.major?.number, minor: identity.minor?.number, all: all)
-    }
-
-    func matches(_ s: Sighting) -> Bool { filter.matches(s) }
 
     func run() async throws {
         let logger = logging.makeLogger()
@@ -92,15 +76,9 @@ struct ScanCommand: AsyncParsableCommand {
             let publisher = try mqtt.makePublisher(command: "scan", logger: logger)
             publisher?.markAvailable()  // nothing retained to determine: ranging only
             publisher?.start()
-            do {
-                try await runUntilSignalled {
-                    try await command.scan(logger: logger, mqtt: publisher)
-                }
-            } catch {
-                await publisher?.close()
-                throw error
+            try await publisher.closing {
+                try await runUntilSignalled { try await command.scan(logger: logger, mqtt: publisher) }
             }
-            await publisher?.close()
         }
     }
 
@@ -122,16 +100,12 @@ struct ScanCommand: AsyncParsableCommand {
     }
 
     func scan(logger: Logger, mqtt: MQTTPublisher? = nil) async throws {
-        let source = try await device.opener(logger: logger).openSightingSource(mode: mode)
-        // A capture's lines go out in blocks of 64 KiB; a receiver's as each event is heard.
-        let flushSize = source.isLive ? 0 : 65536
-        let failure: (any Error)?
-        if output == .reports {
-            failure = await printReports(source, flushSize: flushSize)
-        } else {
-            failure = await range(source, flushSize: flushSize, mqtt: mqtt)
+        let failure = try await device.opener(logger: logger).withSightingSource(mode: mode) { source in
+            // A capture's lines go out in blocks of 64 KiB; a receiver's as each event is heard.
+            let flushSize = source.isLive ? 0 : 65536
+            if output == .reports { return await printReports(source, flushSize: flushSize) }
+            return await range(source, flushSize: flushSize, mqtt: mqtt)
         }
-        await source.close()
         if let failure { throw failure }
     }
 
@@ -141,37 +115,31 @@ struct ScanCommand: AsyncParsableCommand {
         let output = self.output
         let pending = Mutex(JSONLineBuffer())
         let filter = self.filter
-        let command = self
         let run = RangingRun(
             configuration: .init(forgetAfter: forgetAfter), deadline: stopAfter.seconds,
             includes: { filter.matches($0) },
             updates: { updates in
                 pending.withLock { pending in
-                    for update in updates { Self.write(update, output, to: &pending) }
+                    if output == .json || output == .lines {
+                        for update in updates { update.appendLines(json: output == .json, to: &pending) }
+                    }
                     if pending.count >= flushSize { pending.flush() }
                 }
                 if let mqtt { for update in updates { mqtt.publishRanging(update) } }
             },
             tick: { t, latest in
                 pending.withLock { $0.flush() }
-                if output == .live { command.draw(latest, now: t) }
+                if output == .live {
+                    // Home the cursor and clear the screen; laid out for the width now (it may change).
+                    printTerminalControl(
+                        "\u{1B}[H\u{1B}[2J", RangingUpdate.screen(latest, now: t, width: terminalWidth()))
+                }
                 return .proceed
             })
         let outcome = await run.run(on: source)
         pending.withLock { $0.flush() }
-        if output == .lines { printOut(summary(outcome)) }
+        if output == .lines { printOut(outcome.summary(all: all)) }
         return outcome.failure
-    }
-
-    /// An update as lines: JSON objects, or table rows after the time (pipes and files).
-    static func write(_ update: RangingUpdate, _ output: Output, to pending: inout JSONLineBuffer) {
-        for b in update.beacons {
-            switch output {
-            case .json: pending.append(b.json(t: update.time) + "\n")
-            case .lines: pending.append(update.time.fixed(1) + " " + RangingTableLayout.full.row(b) + "\n")
-            case .live, .reports: break
-            }
-        }
     }
 
     /// `--json --reports`: one JSON line per report heard. Returns the error that ended the scan.
@@ -200,27 +168,5 @@ struct ScanCommand: AsyncParsableCommand {
         }
         pending.withLock { $0.flush() }
         return failure
-    }
-
-    /// `N reports from B beacon(s)[ and O other transmitter(s)] in T s`.
-    func summary(_ outcome: RangingRun.Outcome) -> String {
-        let r = outcome.ranger
-        var text = "\(r.reports) reports from \(r.beaconsHeard.count) beacon(s)"
-        if all {
-            text += " and \(r.othersOverflowed ? "over " : "")\(r.othersHeard.count) other transmitter(s)"
-        }
-        return text + " in \(outcome.time.fixed(1)) s"
-    }
-
-    /// Redraws the live table in place (home the cursor, clear the screen), laid out for the
-    /// terminal's width now (it may have been resized).
-    func draw(_ update: RangingUpdate?, now: Double) {
-        let layout = RangingTableLayout.fitting(width: terminalWidth())
-        var lines = [layout.header]
-        let beacons = update?.beacons ?? []
-        lines += beacons.map(layout.row)
-        var footer = "\(beacons.count) transmitter(s), \(now.fixed(0)) s"
-        if footer.count > layout.width ?? footer.count { footer = String(footer.prefix(layout.width ?? 0)) }
-        printTerminalControl("\u{1B}[H\u{1B}[2J", lines.joined(separator: "\n") + "\n" + footer)
     }
 }

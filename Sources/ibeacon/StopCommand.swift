@@ -40,14 +40,11 @@ struct StopCommand: AsyncParsableCommand {
         }
     }
 
-    /// Waits until process `pid` is gone (polled: the guardian is its child's sibling, not its
-    /// parent), then removes the instances its record still names, and says so only then.
+    /// Waits until process `pid` is gone, then removes the instances its record still names,
+    /// and says so only then.
     private func guardAdvertiser(_ pid: Int32, logger: Logger) async throws {
-        let processes = ProcessTable.system
         guard let startTime else { return }
-        while let now = processes.identity(pid), now.startTime == startTime {
-            try await Task.sleep(for: .milliseconds(200))
-        }
+        try await ProcessTable.system.waitUntilGone(pid, startTime: startTime)
         // Only the kernel path keeps records (raw HCI answers nil).
         let report = try await device.opener(logger: logger).withAdapter { try await $0.stopAdvertising(leftBy: pid) }
         if let report, report.removedSomething {

@@ -230,7 +230,7 @@ import Testing
         let b = IBeacon(
             proximityUUID: UUID(uuidString: "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0")!, major: 0x0102, minor: 0x0304,
             measuredPower: -59)
-        let status = AdvertisedBeaconStatus(
+        let status = BeaconStatusMessage(
             name: "door", state: .recovering, beacon: b, intervalMilliseconds: 100, txPower: nil, device: "hci0",
             since: "2026-11-26T10:00:00.000Z", lastRecovery: "2026-11-26T10:00:00.000Z",
             lastRecoveryCause: "HCI Reset by another host")

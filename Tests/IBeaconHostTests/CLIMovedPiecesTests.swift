@@ -156,15 +156,16 @@ final class MonitorLines: Sendable {
     }
 }
 
-@Suite struct AdvertiseStatusTests {
+@Suite struct BeaconStatusPublisherTests {
     @Test func eachBeaconIsPublishedByItsProfilesNameAndOnlineOnceOnTheAir() throws {
         let connection = MovedRecordingConnection()
         let layout = MQTTLayout(base: "t/box", command: "advertise", discoveryPrefix: nil, node: "box", room: "box")
         let publisher = MQTTPublisher(layout: layout, connection: connection, logger: RecordingLog().logger)
         let spec = BeaconSpec(beacon: beacon, intervalMilliseconds: 100, label: "store12.entrance.json")
-        let status = AdvertiseStatus(publisher: publisher, specs: [spec], device: "hci0", wallClock: { 1_790_000_000 })
+        let status = BeaconStatusPublisher(
+            publisher: publisher, specs: [spec], device: "hci0", wallClock: { 1_790_000_000 })
         publisher.start()
-        #expect(AdvertiseStatus.name(of: spec) == "store12.entrance")
+        #expect(BeaconStatusPublisher.name(of: spec) == "store12.entrance")
         #expect(connection.payload(layout.availabilityTopic) != "online")
         status.update(.advertising)
         #expect(connection.payload(layout.beaconStateTopic("store12.entrance")) == "ON")
@@ -187,7 +188,7 @@ final class MonitorLines: Sendable {
         let dir = try makeScratchDirectory("ibeacon-caldest")
         defer { removeScratchDirectory(dir) }
         let path = dir + "/p.json"
-        try ProfileStore.create(
+        try SafeFile.create(
             path, try Profile.new(uuid: uuid, major: 1, minor: 2, measuredPower: -59).encoded(), overwrite: false)
         let destination = try CalibrationDestination.open(path, mustExist: true, dryRun: false)
         defer { destination.close() }
@@ -198,7 +199,7 @@ final class MonitorLines: Sendable {
         let edited = try Profile.new(uuid: uuid, major: 1, minor: 2, measuredPower: -59, name: "Deli")
         try destination.lock!.replace(with: edited.encoded())
         try destination.write(measuredPower: -58, record: record, target: target)
-        let written = try Profile.load(bytes: ProfileStore.read(path), file: path)
+        let written = try Profile.load(path: path)
         #expect(written.measuredPower == -58 && written.name == "Deli")
     }
 
@@ -210,7 +211,7 @@ final class MonitorLines: Sendable {
         #expect(dry.existing == nil && dry.lock == nil)
         let destination = try CalibrationDestination.open(path, mustExist: false, dryRun: false)
         try destination.write(measuredPower: -60, record: record, target: target)
-        let written = try Profile.load(bytes: ProfileStore.read(path), file: path)
+        let written = try Profile.load(path: path)
         #expect(written.measuredPower == -60 && written.minor == 2)
         #expect(throws: FileError.self) {
             try CalibrationDestination.open(dir + "/missing.json", mustExist: true, dryRun: false)
@@ -230,28 +231,28 @@ final class MonitorLines: Sendable {
         defer { removeScratchDirectory(dir) }
         let path = dir + "/big.json"
         let big = Self.profile(ofSize: SafeFile.maximumSize - 100)
-        try ProfileStore.create(path, big, overwrite: false)
-        #expect(try Profile.load(bytes: ProfileStore.read(path), file: path).measuredPower == -59)
+        try SafeFile.create(path, big, overwrite: false)
+        #expect(try Profile.load(path: path).measuredPower == -59)
         let error = #expect(throws: FileError.self) {
             try CalibrationDestination.open(path, mustExist: true, dryRun: false)
         }
         #expect(error?.kind == .badData)
         #expect(
             error?.description.contains("more than the 1 MiB a profile may be") == true, "\(String(describing: error))")
-        #expect(try ProfileStore.read(path) == big)
+        #expect(try SafeFile.read(path) == big)
         // A dry run writes nothing: nothing to refuse.
         _ = try CalibrationDestination.open(path, mustExist: true, dryRun: true)
 
         // Small when opened, grown near the limit while measuring.
         let small = dir + "/small.json"
-        try ProfileStore.create(
+        try SafeFile.create(
             small, try Profile.new(uuid: uuid, major: 1, minor: 2, measuredPower: -59).encoded(), overwrite: false)
         let destination = try CalibrationDestination.open(small, mustExist: true, dryRun: false)
         defer { destination.close() }
         let grown = Self.profile(ofSize: SafeFile.maximumSize - 40)
         try destination.lock!.replace(with: grown)
         #expect(throws: FileError.self) { try destination.write(measuredPower: -58, record: record, target: target) }
-        #expect(try ProfileStore.read(small) == grown)
+        #expect(try SafeFile.read(small) == grown)
     }
 }
 
@@ -342,7 +343,7 @@ final class MonitorLines: Sendable {
     @Test func profileRegionsAndSharedNames() throws {
         let dir = try makeScratchDirectory("ibeacon-region")
         defer { removeScratchDirectory(dir) }
-        try ProfileStore.create(
+        try SafeFile.create(
             dir + "/a.b.json", try Profile.new(uuid: uuid, major: 1, minor: 2, measuredPower: -59).encoded(),
             overwrite: false)
         let region = try BeaconRegion(profileAt: dir + "/a.b.json")

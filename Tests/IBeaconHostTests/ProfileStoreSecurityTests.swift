@@ -73,14 +73,14 @@ private func finishes(within seconds: Double, _ body: @escaping @Sendable () -> 
         let link = try s.plantLink("store12.json", to: victim)
         let profile = Array("{\"major\": 12}\n".utf8)
         for overwrite in [false, true] {
-            let e = #expect(throws: FileError.self) { try ProfileStore.create(link, profile, overwrite: overwrite) }
+            let e = #expect(throws: FileError.self) { try SafeFile.create(link, profile, overwrite: overwrite) }
             #expect(e?.kind == .cannotWrite)
             #expect(e?.description.contains("symbolic link owned by uid 65534") == true)
         }
-        #expect(throws: FileError.self) { try ProfileStore.writeAtomically(link, profile) }
+        #expect(throws: FileError.self) { try SafeFile.writeAtomically(link, profile) }
         #expect(throws: FileError.self) { try ProfileStore.lock(link) }
-        #expect(throws: FileError.self) { try ProfileStore.read(link) }
-        #expect(throws: FileError.self) { try ProfileStore.checkWritable(link) }
+        #expect(throws: FileError.self) { try SafeFile.read(link) }
+        #expect(throws: FileError.self) { try SafeFile.checkWritable(link) }
         #expect(s.contents(victim) == Self.victimText)
         #expect(s.lstat(link).map { $0.st_mode & S_IFMT } == S_IFLNK)
     }
@@ -92,7 +92,7 @@ private func finishes(within seconds: Double, _ body: @escaping @Sendable () -> 
         let victim = try s.write("etc/passwd", Self.victimText)
         _ = try s.plantLink("dir", to: s.path("etc"))
         let e = #expect(throws: FileError.self) {
-            try ProfileStore.create(s.path("dir/passwd"), Array("{}\n".utf8), overwrite: true)
+            try SafeFile.create(s.path("dir/passwd"), Array("{}\n".utf8), overwrite: true)
         }
         #expect(e?.description.contains("goes through") == true)
         #expect(s.contents(victim) == Self.victimText)
@@ -105,7 +105,7 @@ private func finishes(within seconds: Double, _ body: @escaping @Sendable () -> 
         let shared = try s.write("shared.json", "{\"v\": 1}\n")
         let link = s.path("spot.json")
         #expect(symlink("shared.json", link) == 0)
-        try ProfileStore.create(link, Array("{\"v\": 2}\n".utf8), overwrite: true)
+        try SafeFile.create(link, Array("{\"v\": 2}\n".utf8), overwrite: true)
         #expect(s.contents(shared) == "{\"v\": 2}\n")
         #expect(s.lstat(link).map { $0.st_mode & S_IFMT } == S_IFLNK)
     }
@@ -157,7 +157,7 @@ private func finishes(within seconds: Double, _ body: @escaping @Sendable () -> 
         var writes = 0
         let deadline = ContinuousClock.now + .seconds(2)
         for i in 0..<100_000 where ContinuousClock.now < deadline {
-            if (try? ProfileStore.create(p, Array("{\"v\": \(i)}\n".utf8), overwrite: true)) != nil { writes += 1 }
+            if (try? SafeFile.create(p, Array("{\"v\": \(i)}\n".utf8), overwrite: true)) != nil { writes += 1 }
             if let lock = try? ProfileStore.lock(p) {
                 if (try? lock.read()) != nil, (try? lock.replace(with: Array("{\"w\": \(i)}\n".utf8))) != nil {
                     writes += 1
@@ -181,7 +181,7 @@ private func finishes(within seconds: Double, _ body: @escaping @Sendable () -> 
         let p = try s.write("store12.json", "{}\n")
         #expect(chown(p, 65534, 65534) == 0)
         #expect(chmod(p, 0o6750) == 0)  // set-user-ID and set-group-ID: never copied
-        try ProfileStore.writeAtomically(p, Array("{\"v\": 2}\n".utf8))
+        try SafeFile.writeAtomically(p, Array("{\"v\": 2}\n".utf8))
         let st = try #require(s.lstat(p))
         #expect(st.st_uid == 65534)
         #expect(st.st_gid == 65534)
@@ -199,9 +199,9 @@ private func finishes(within seconds: Double, _ body: @escaping @Sendable () -> 
         let refusals = Messages()
         let finished = finishes(within: 5) {
             let attempts: [() throws -> Void] = [
-                { _ = try ProfileStore.read(fifo) },
+                { _ = try SafeFile.read(fifo) },
                 { try ProfileStore.lock(fifo).unlock() },
-                { try ProfileStore.create(fifo, Array("{}\n".utf8), overwrite: true) },
+                { try SafeFile.create(fifo, Array("{}\n".utf8), overwrite: true) },
             ]
             for attempt in attempts {
                 do {
@@ -224,12 +224,12 @@ private func finishes(within seconds: Double, _ body: @escaping @Sendable () -> 
         defer { s.cleanUp() }
         let device = s.path("null.json")
         #expect(symlink("/dev/null", device) == 0)  // own link: followed, to a character device
-        let e = #expect(throws: FileError.self) { try ProfileStore.create(device, Array("{}\n".utf8), overwrite: true) }
+        let e = #expect(throws: FileError.self) { try SafeFile.create(device, Array("{}\n".utf8), overwrite: true) }
         #expect(e?.description.contains("character device") == true)
         #expect(s.lstat("/dev/null").map { $0.st_mode & S_IFMT } == S_IFCHR)
         let dir = s.path("dir.json")
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: false)
-        let d = #expect(throws: FileError.self) { try ProfileStore.create(dir, Array("{}\n".utf8), overwrite: true) }
+        let d = #expect(throws: FileError.self) { try SafeFile.create(dir, Array("{}\n".utf8), overwrite: true) }
         #expect(d?.kind == .cannotWrite)
         #expect(s.lstat(dir).map { $0.st_mode & S_IFMT } == S_IFDIR)
     }
@@ -341,7 +341,7 @@ private func finishes(within seconds: Double, _ body: @escaping @Sendable () -> 
         let s = try SharedScratch()
         defer { s.cleanUp() }
         let p = try s.write("big.json", String(repeating: " ", count: (1 << 20) + 1))
-        let e = #expect(throws: FileError.self) { try ProfileStore.read(p) }
+        let e = #expect(throws: FileError.self) { try SafeFile.read(p) }
         #expect(e?.kind == .badData)
     }
 }

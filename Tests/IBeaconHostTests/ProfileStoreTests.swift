@@ -62,7 +62,7 @@ private final class Counters: Sendable {
         defer { s.cleanUp() }
         let p = try s.write("store12.json", "{\"old\": true}\n", mode: 0o640)
         let before = try s.inode(p)
-        try ProfileStore.writeAtomically(p, Array("{\"new\": 1}\n".utf8))
+        try SafeFile.writeAtomically(p, Array("{\"new\": 1}\n".utf8))
         #expect(try s.contents(p) == "{\"new\": 1}\n")
         #expect(try s.mode(p) == 0o640)
         // Replaced by rename (a new inode), not rewritten in place: a crash mid-write leaves the old file.
@@ -82,7 +82,7 @@ private final class Counters: Sendable {
         _ = try s.write(live, "{\"in progress")
         _ = try s.write(".store12.json.tmp-notes", "mine")
         _ = try s.write(".other.json.tmp-999999999-1", "another profile's")
-        try ProfileStore.writeAtomically(p, Array("{\"new\": 1}\n".utf8))
+        try SafeFile.writeAtomically(p, Array("{\"new\": 1}\n".utf8))
         #expect(
             try s.listing()
                 == [
@@ -95,10 +95,10 @@ private final class Counters: Sendable {
         let s = try Scratch()
         defer { s.cleanUp() }
         let p = try s.write("p.json", "{}\n", mode: 0o600)
-        try ProfileStore.writeAtomically(p, Array("{\"a\": 1}\n".utf8))
+        try SafeFile.writeAtomically(p, Array("{\"a\": 1}\n".utf8))
         #expect(try s.mode(p) == 0o600)
         let q = try s.write("q.json", "{}\n", mode: 0o664)
-        try ProfileStore.writeAtomically(q, Array("{\"a\": 1}\n".utf8))
+        try SafeFile.writeAtomically(q, Array("{\"a\": 1}\n".utf8))
         #expect(try s.mode(q) == 0o664)
     }
 
@@ -106,7 +106,7 @@ private final class Counters: Sendable {
         let s = try Scratch()
         defer { s.cleanUp() }
         let error = #expect(throws: FileError.self) {
-            try ProfileStore.writeAtomically(s.path("nope/p.json"), Array("{}\n".utf8))
+            try SafeFile.writeAtomically(s.path("nope/p.json"), Array("{}\n".utf8))
         }
         #expect(error?.kind == .cannotWrite)
     }
@@ -115,19 +115,19 @@ private final class Counters: Sendable {
         let s = try Scratch()
         defer { s.cleanUp() }
         let p = try s.write("ro.json", "{}\n", mode: 0o444)
-        let error = #expect(throws: FileError.self) { try ProfileStore.checkWritable(p) }
+        let error = #expect(throws: FileError.self) { try SafeFile.checkWritable(p) }
         #expect(error?.kind == .cannotWrite)
         #expect(error?.description.contains("read-only") == true)
         #expect(try s.contents(p) == "{}\n")
         // A writable one passes.
         let w = try s.write("rw.json", "{}\n", mode: 0o644)
-        try ProfileStore.checkWritable(w)
+        try SafeFile.checkWritable(w)
     }
 
     @Test func checkWritableOfAMissingFileIsNotFound() throws {
         let s = try Scratch()
         defer { s.cleanUp() }
-        let error = #expect(throws: FileError.self) { try ProfileStore.checkWritable(s.path("gone.json")) }
+        let error = #expect(throws: FileError.self) { try SafeFile.checkWritable(s.path("gone.json")) }
         #expect(error?.kind == .notFound)
     }
 
@@ -151,7 +151,7 @@ private final class Counters: Sendable {
         let p = try s.write("p.json", "{\"v\": 1}\n")
         let old = try ProfileStore.lock(p)
         // Another program replaces the file by rename: the lock (on .p.json.lock) still holds.
-        try ProfileStore.writeAtomically(p, Array("{\"v\": 2}\n".utf8))
+        try SafeFile.writeAtomically(p, Array("{\"v\": 2}\n".utf8))
         let error = #expect(throws: FileError.self) { try ProfileStore.lock(p) }
         #expect(error?.kind == .locked)
         old.unlock()
@@ -224,16 +224,16 @@ private final class Counters: Sendable {
         let s = try Scratch()
         defer { s.cleanUp() }
         let p = try s.write("p.json", "{\"keep\": true}\n")
-        let error = #expect(throws: FileError.self) { try ProfileStore.create(p, Array("{}\n".utf8), overwrite: false) }
+        let error = #expect(throws: FileError.self) { try SafeFile.create(p, Array("{}\n".utf8), overwrite: false) }
         #expect(error?.kind == .cannotWrite)
         #expect(error?.description.contains("already exists") == true)
         #expect(try s.contents(p) == "{\"keep\": true}\n")
 
-        try ProfileStore.create(p, Array("{\"replaced\": true}\n".utf8), overwrite: true)
+        try SafeFile.create(p, Array("{\"replaced\": true}\n".utf8), overwrite: true)
         #expect(try s.contents(p) == "{\"replaced\": true}\n")
 
         let fresh = s.path("fresh.json")
-        try ProfileStore.create(fresh, Array("{\"new\": true}\n".utf8), overwrite: false)
+        try SafeFile.create(fresh, Array("{\"new\": true}\n".utf8), overwrite: false)
         #expect(try s.contents(fresh) == "{\"new\": true}\n")
     }
 
@@ -242,7 +242,7 @@ private final class Counters: Sendable {
         defer { s.cleanUp() }
         let p = try s.write("ro.json", "{}\n", mode: 0o444)
         let error = #expect(throws: FileError.self) {
-            try ProfileStore.create(p, Array("{\"x\": 1}\n".utf8), overwrite: true)
+            try SafeFile.create(p, Array("{\"x\": 1}\n".utf8), overwrite: true)
         }
         #expect(error?.kind == .cannotWrite)
         #expect(try s.contents(p) == "{}\n")
@@ -252,16 +252,16 @@ private final class Counters: Sendable {
         let s = try Scratch()
         defer { s.cleanUp() }
         let p = try s.write("p.json", "{\"a\": \"é\"}\n")
-        #expect(try ProfileStore.read(p) == Array("{\"a\": \"é\"}\n".utf8))
+        #expect(try SafeFile.read(p) == Array("{\"a\": \"é\"}\n".utf8))
     }
 
     @Test func readOfADirectoryOrAMissingFileIsNotFound() throws {
         let s = try Scratch()
         defer { s.cleanUp() }
-        let dir = #expect(throws: FileError.self) { try ProfileStore.read(s.directory) }
+        let dir = #expect(throws: FileError.self) { try SafeFile.read(s.directory) }
         #expect(dir?.kind == .notFound)
         #expect(dir?.description.contains("directory") == true)
-        let missing = #expect(throws: FileError.self) { try ProfileStore.read(s.path("missing.json")) }
+        let missing = #expect(throws: FileError.self) { try SafeFile.read(s.path("missing.json")) }
         #expect(missing?.kind == .notFound)
         #expect(missing?.description.contains("no such file") == true)
     }
@@ -270,7 +270,7 @@ private final class Counters: Sendable {
         let s = try Scratch()
         defer { s.cleanUp() }
         let p = try s.write("big.json", String(repeating: " ", count: (1 << 20) + 1))
-        let error = #expect(throws: FileError.self) { try ProfileStore.read(p) }
+        let error = #expect(throws: FileError.self) { try SafeFile.read(p) }
         #expect(error?.kind == .badData)
     }
 }

@@ -123,7 +123,7 @@ def test_permission_bits_are_kept(ibeacon_bin: Path, harness_factory, tmp_path: 
 def test_symlinked_profile_updates_the_shared_file(
     ibeacon_bin: Path, harness_factory, tmp_path: Path
 ) -> None:
-    # A spot's profile may be a symlink to a shared file (IBeaconHost/FileSystem.swift says so).
+    # A spot's profile may be a symlink to a shared file (IBeaconHost/Files/SafePathWalk.swift says so).
     h = harness_factory('--beacon', BEACON, '--rssi', 'constant:-59')
     shared = tmp_path / 'shared' / 'store12.json'
     shared.parent.mkdir()

@@ -62,3 +62,35 @@ extension MQTTPublisher {
         }
     }
 }
+
+extension RangingUpdate {
+    /// Scan's lines for this update on a pipe or file: one JSON object per beacon (`json`), or
+    /// a table row after the time.
+    public func appendLines(json: Bool, to buffer: inout JSONLineBuffer) {
+        for b in beacons {
+            buffer.append(json ? b.json(t: time) + "\n" : time.fixed(1) + " " + RangingTableLayout.full.row(b) + "\n")
+        }
+    }
+
+    /// The live table as a screen: the header, a row per beacon and a footer, laid out for a
+    /// terminal `width` columns wide (`update` nil: nothing ranged yet).
+    public static func screen(_ update: RangingUpdate?, now: Double, width: Int) -> String {
+        let layout = RangingTableLayout.fitting(width: width)
+        let beacons = update?.beacons ?? []
+        let lines = [layout.header] + beacons.map(layout.row)
+        var footer = "\(beacons.count) transmitter(s), \(now.fixed(0)) s"
+        if footer.count > layout.width ?? footer.count { footer = String(footer.prefix(layout.width ?? 0)) }
+        return lines.joined(separator: "\n") + "\n" + footer
+    }
+}
+
+extension RangingRun.Outcome {
+    /// `N reports from B beacon(s)[ and O other transmitter(s)] in T s`; the others with `all`.
+    public func summary(all: Bool) -> String {
+        var text = "\(ranger.reports) reports from \(ranger.beaconsHeard.count) beacon(s)"
+        if all {
+            text += " and \(ranger.othersOverflowed ? "over " : "")\(ranger.othersHeard.count) other transmitter(s)"
+        }
+        return text + " in \(time.fixed(1)) s"
+    }
+}

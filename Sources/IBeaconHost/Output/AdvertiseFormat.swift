@@ -3,7 +3,7 @@ import IBeaconCore
 extension BeaconSpec {
     /// What to advertise from the profile file at `path` (read through the profile store).
     public init(profileAt path: String, forceRandomAddress: Bool) throws {
-        let profile = try Profile.load(bytes: ProfileStore.read(path), file: path)
+        let profile = try Profile.load(path: path)
         let beacon = profile.iBeacon
         self.init(
             beacon: beacon, intervalMilliseconds: profile.intervalMs, txPower: profile.txPower,

@@ -43,6 +43,18 @@ public struct ProcessTable: Sendable {
         self.exists = exists
     }
 
+    /// Returns once the process that has run as `pid` since `startTime` is gone: no process
+    /// runs as `pid`, or another one does (the PID reused). Polled every `interval`, as `stop`'s
+    /// guardian is its advertiser's sibling, not its parent, and cannot wait(2) for it. Throws
+    /// `CancellationError` when the task is cancelled.
+    public func waitUntilGone(
+        _ pid: Int32, startTime: UInt64, polling interval: Duration = .milliseconds(200)
+    ) async throws {
+        while let now = identity(pid), now.startTime == startTime {
+            try await Task.sleep(for: interval)
+        }
+    }
+
     /// `/proc`: the start time from `/proc/PID/stat`, the boot from `boot_id`.
     public static let system = ProcessTable(
         identity: { pid in

@@ -216,6 +216,20 @@ public final class MonitorRun: Sendable {
         logger.notice("monitor: \(summary)")
     }
 
+    /// Runs `body` (the scan), then `finish`es the run whether it returned or threw; stopped by
+    /// a signal (the task cancelled), what hooks are queued is dropped, not started.
+    public func finishing(grace: Duration, _ body: () async throws -> Void) async throws {
+        let failure: (any Error)?
+        do {
+            try await body()
+            failure = nil
+        } catch {
+            failure = error
+        }
+        await finish(grace: grace, startQueued: !Task.isCancelled)
+        if let failure { throw failure }
+    }
+
     /// `N inside, N outside, N enter, N exit, N unknown` and, with hooks, what they did.
     public var summary: String {
         let c = counts.withLock { $0 }

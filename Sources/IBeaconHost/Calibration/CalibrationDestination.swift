@@ -17,17 +17,17 @@ public struct CalibrationDestination {
     public static func open(_ path: String?, mustExist: Bool, dryRun: Bool) throws -> CalibrationDestination {
         guard let path else { return CalibrationDestination(path: nil, existing: nil, lock: nil) }
         var existing: Profile?
-        if try mustExist || ProfileStore.exists(path, writing: !dryRun) {
-            existing = try Profile.load(bytes: ProfileStore.read(path), file: path)
+        if try mustExist || SafeFile.exists(path, writing: !dryRun) {
+            existing = try Profile.load(path: path)
         }
         guard !dryRun else { return CalibrationDestination(path: path, existing: existing, lock: nil) }
         guard existing != nil else {
-            try ProfileStore.checkWritable(path, mayCreate: true)
+            try SafeFile.checkWritable(path, mayCreate: true)
             return CalibrationDestination(path: path, existing: nil, lock: nil)
         }
         // Locked, then read again through the lock. The file and its directory must be
         // writable before measuring, not after.
-        try ProfileStore.checkWritable(path)
+        try SafeFile.checkWritable(path)
         let locked = try ProfileStore.lock(path)
         do {
             existing = try Profile.load(bytes: locked.read(), file: path)
@@ -38,6 +38,29 @@ public struct CalibrationDestination {
             throw error
         }
         return CalibrationDestination(path: path, existing: existing, lock: locked)
+    }
+
+    /// Opens the destination (`open`), runs `body` with it, and lets go of the lock when `body`
+    /// returns or throws: the scope of one calibration's hold on its profile.
+    public static func withOpened<T>(
+        _ path: String?, mustExist: Bool, dryRun: Bool, _ body: (CalibrationDestination) async throws -> T
+    ) async throws -> T {
+        let destination = try open(path, mustExist: mustExist, dryRun: dryRun)
+        defer { destination.close() }
+        return try await body(destination)
+    }
+
+    /// The calibration record written with measured power: `result`'s estimate and the offset
+    /// the calibrator applied to it (once: the record states it, nothing adds it again), the
+    /// receiver, when (`unixTime`, to the second), and the TX power the profile gives.
+    public func record(
+        of result: CalibrationResult, receiver: String, receiverAddress: BDAddress?, unixTime: Double
+    ) -> CalibrationRecord {
+        CalibrationRecord(
+            timestamp: iso8601(unixSeconds: unixTime, milliseconds: false), samples: result.sampleCount,
+            estimate: result.estimate, interval95: result.halfWidth95, spread: result.spread, method: result.method,
+            receiver: receiver, receiverAddress: receiverAddress?.description ?? "unknown", offset: result.offset,
+            txPower: existing?.txPower.map { Int($0) })
     }
 
     /// Writes measured power and the record: into the locked profile, read again so that edits
@@ -58,7 +81,7 @@ public struct CalibrationDestination {
         if let lock {
             try lock.replace(with: updated.encoded())
         } else {
-            try ProfileStore.create(path, updated.encoded(), overwrite: false)
+            try SafeFile.create(path, updated.encoded(), overwrite: false)
         }
     }
 
@@ -86,6 +109,6 @@ public struct CalibrationDestination {
             hint: "remove what the profile does not need (keys ibeacon ignores, a long name) and calibrate again")
     }
 
-    /// Lets go of the lock (nothing to do without one).
-    public func close() { lock?.unlock() }
+    /// Lets go of the lock (nothing to do without one); `withOpened` calls it.
+    func close() { lock?.unlock() }
 }

@@ -278,7 +278,7 @@ public struct RepublishLimiter: Sendable, Equatable {
 /// (`markAvailable`, or every region's first state), and after every other retained topic:
 /// Home Assistant shows an entity's last state the moment it becomes available, and that must
 /// never be a dead process's.
-public final class MQTTPublisher: MQTTConnectionHandler {
+public final class MQTTPublisher: MQTTConnectionHandler, AsyncClosable {
     public let layout: MQTTLayout
     let connection: any MQTTConnection
     let logger: Logger
@@ -412,7 +412,7 @@ public final class MQTTPublisher: MQTTConnectionHandler {
     }
 
     /// An advertised beacon's status (discovery is sent with its first status).
-    public func publishBeaconStatus(_ status: AdvertisedBeaconStatus) {
+    public func publishBeaconStatus(_ status: BeaconStatusMessage) {
         outbox.withLock { box in
             if let d = layout.beaconDiscovery(status.name) { box.setRetained(d.topic, d.payload) }
             box.setRetained(layout.beaconStateTopic(status.name), status.state.payload)
@@ -436,8 +436,12 @@ public final class MQTTPublisher: MQTTConnectionHandler {
     }
 
     /// On the way out: availability `offline` (retained, replacing `online`), what is queued
-    /// handed over, a clean disconnect; at most `timeout`.
-    public func close(timeout: Duration = .seconds(1)) async {
+    /// handed over, a clean disconnect; at most a second (`closing` calls it when a command's
+    /// scope ends).
+    public func close() async { await close(timeout: .seconds(1)) }
+
+    /// `close()` waiting at most `timeout`.
+    public func close(timeout: Duration) async {
         outbox.withLock { $0.setRetained(layout.availabilityTopic, "offline", last: true) }
         pump(ignoringWindow: true)
         await connection.close(timeout: timeout)

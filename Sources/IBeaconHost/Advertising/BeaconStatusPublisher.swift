@@ -3,7 +3,7 @@ import Synchronization
 
 /// `advertise --mqtt`: each beacon's status, retained, fed by the adapter's callbacks
 /// (`update` from onReady, onLost, onRestored); available once the beacons are on the air.
-public final class AdvertiseStatus: Sendable {
+public final class BeaconStatusPublisher: AsyncClosable {
     let publisher: MQTTPublisher
     let beacons: [(name: String, spec: BeaconSpec)]
     let device: String
@@ -45,7 +45,7 @@ public final class AdvertiseStatus: Sendable {
         }
         for (i, b) in beacons.enumerated() {
             publisher.publishBeaconStatus(
-                AdvertisedBeaconStatus(
+                BeaconStatusMessage(
                     name: b.name, state: s.state, beacon: b.spec.beacon,
                     intervalMilliseconds: b.spec.intervalMilliseconds,
                     txPower: i < s.txPower.count ? s.txPower[i] : nil, device: device,
@@ -56,8 +56,9 @@ public final class AdvertiseStatus: Sendable {
         if newState == .advertising { publisher.markAvailable() }
     }
 
-    /// On the way out: every beacon stopped, then offline and disconnect.
-    public func finish() async {
+    /// On the way out: every beacon stopped, then offline and disconnect (`closing` calls it
+    /// when the scope of `advertise --mqtt` ends).
+    public func close() async {
         update(.stopped)
         await publisher.close()
     }

@@ -1,3 +1,4 @@
+import IBeaconCore
 import SystemPackage
 
 #if canImport(Glibc)
@@ -117,16 +118,6 @@ public enum ProfileStore {
     /// The lock file of profile `name`, next to it.
     static func lockName(for name: String) -> String { ".\(name).lock" }
 
-    // The profile operations `SafeFile` does, under the names the CLI and tests call them by.
-
-    /// Reads a whole profile file (`SafeFile.read`).
-    public static func read(_ path: String) throws(FileError) -> [UInt8] { try SafeFile.read(path) }
-
-    /// Whether a profile exists (`SafeFile.exists`).
-    public static func exists(_ path: String, writing: Bool = false) throws(FileError) -> Bool {
-        try SafeFile.exists(path, writing: writing)
-    }
-
     /// The files of `profile check FILE…`, whose words the parser leaves as they are: the first
     /// `--` ends the options and is dropped; every word after it is a file, whatever it starts with.
     public static func fileArguments(_ words: [String]) -> [String] {
@@ -139,27 +130,18 @@ public enum ProfileStore {
     public static func fileArgumentsProblem(_ words: [String]) -> String? {
         if fileArguments(words).isEmpty { return "Missing expected argument '<file> ...'" }
         let options = words.prefix { $0 != "--" }
-        for word in options where word.hasPrefix("-") && (try? exists(word)) != true {
+        for word in options where word.hasPrefix("-") && (try? SafeFile.exists(word)) != true {
             return "unknown option '\(word)' (and no file of that name); a file whose name starts with - can "
                 + "also be given as ./\(word) or after --"
         }
         return nil
     }
+}
 
-    /// Checks that a profile may be replaced or created (`SafeFile.checkWritable`).
-    public static func checkWritable(_ path: String, mayCreate: Bool = false) throws(FileError) {
-        try SafeFile.checkWritable(path, mayCreate: mayCreate)
-    }
-
-    /// Replaces a profile atomically (`SafeFile.writeAtomically`).
-    public static func writeAtomically(_ path: String, _ bytes: [UInt8]) throws(FileError) {
-        try SafeFile.writeAtomically(path, bytes)
-    }
-
-    /// Creates a profile (`SafeFile.create`).
-    public static func create(_ path: String, _ bytes: [UInt8], overwrite: Bool) throws(FileError) {
-        try SafeFile.create(path, bytes, overwrite: overwrite)
-    }
+extension Profile {
+    /// The profile at `path`: read through the safe-file layer (`SafeFile.read`: bounded, no
+    /// FIFO or device opened) and parsed (`load(bytes:file:)`).
+    public static func load(path: String) throws -> Profile { try load(bytes: SafeFile.read(path), file: path) }
 }
 
 extension Location {

@@ -197,3 +197,20 @@ public struct Scanner: Sendable {
         }
     }
 }
+
+/// Which sightings scan shows: the iBeacons `identity` matches and, with `all` (`--all`) and no
+/// identity given, the transmitters that are not iBeacons too.
+public struct SightingFilter: Sendable {
+    public var identity: BeaconIdentityPattern
+    public var all: Bool
+
+    public init(identity: BeaconIdentityPattern, all: Bool) {
+        self.identity = identity
+        self.all = all
+    }
+
+    public func matches(_ sighting: Sighting) -> Bool {
+        guard let beacon = sighting.beacon else { return all && identity.isEmpty }
+        return identity.matches(beacon)
+    }
+}

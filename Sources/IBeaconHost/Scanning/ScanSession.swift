@@ -16,7 +16,7 @@ public enum ScanControl: Sendable, Equatable {
 /// Time is the source's time: seconds since the scan started, read from a live clock for a
 /// receiver, from the record timestamps for a capture. Consumers never read a clock of their own,
 /// so a capture's rates and stopping rules are the ones it was recorded with.
-public protocol SightingSource: Sendable {
+public protocol SightingSource: AsyncClosable {
     /// What to call the receiver in messages: `hci0`, `tcp:127.0.0.1:9000`, a capture's path.
     var name: String { get }
 

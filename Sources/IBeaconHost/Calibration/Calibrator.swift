@@ -23,8 +23,17 @@ public struct CalibrationTarget: Sendable, Equatable {
         self.address = address
     }
 
-    func matches(_ beacon: IBeacon) -> Bool {
-        beacon.proximityUUID == proximityUUID && beacon.major == major && beacon.minor == minor
+    /// The one beacon calibrated: all three parts of its identity.
+    var pattern: BeaconIdentityPattern {
+        BeaconIdentityPattern(proximityUUID: proximityUUID, major: major, minor: minor)
+    }
+
+    /// The beacon of `profile` when there is one, else the identity given (a random UUID and
+    /// 0 for what is not); only from `address` when it is given.
+    public init(profile: Profile?, proximityUUID: UUID?, major: UInt16?, minor: UInt16?, address: BDAddress?) {
+        self.init(
+            proximityUUID: profile?.proximityUUID ?? proximityUUID ?? ProximityUUID.random().uuid,
+            major: profile?.major ?? major ?? 0, minor: profile?.minor ?? minor ?? 0, address: address)
     }
 
     public var identity: String { "\(proximityUUID.uuidString) major \(major) minor \(minor)" }
@@ -71,6 +80,17 @@ public struct CalibrationSettings: Sendable {
     public var unavailableAfter: Int = 5
 
     public init() {}
+
+    /// Calibrate's settings from its options: give up after `duration` seconds (and call the
+    /// beacon not heard after at most 10 s of them), stop within ±`precision` dB, `offset` dB
+    /// added to every sample, `method` written.
+    public init(duration: Double, precision: Double, offset: Double, method: CalibrationMethod) {
+        maximumDuration = .seconds(duration)
+        self.precision = precision
+        self.offset = offset
+        self.method = method
+        notHeardTimeout = .seconds(min(duration, 10))
+    }
 }
 
 /// Why a calibration did not produce a measured power.
@@ -202,7 +222,7 @@ public struct CalibrationCollector: Sendable {
     /// Adds one report received at `time` (source time, seconds since the scan started).
     /// Throws when calibration cannot succeed (ambiguous, RSSI not available).
     public mutating func add(_ sighting: Sighting, at time: Double) throws(CalibrationError) -> Decision {
-        guard let beacon = sighting.beacon, target.matches(beacon) else { return try check(at: time) }
+        guard let beacon = sighting.beacon, target.pattern.matches(beacon) else { return try check(at: time) }
         if let wanted = target.address {
             guard sighting.address == wanted else { return try check(at: time) }
         } else if let address, address != sighting.address {

@@ -62,6 +62,7 @@ SCENARIOS=(
   kernel_local_user
   kernel_central
   kernel_own_link
+  kernel_pairing
 )
 
 if [ "${1:-}" = --list ]; then printf '%s\n' "${SCENARIOS[@]}"; exit 0; fi

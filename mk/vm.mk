@@ -3,19 +3,23 @@
 #
 #   make test-kernel                     deps + cached kernel/initramfs + tests/vm/guest-test.sh
 #   make test-kernel VM_SCENARIOS="controllers raw_advertising"
+#   make test-kernel VM_KERNEL=5.10 VM_SCENARIOS=…   Debian 11's kernel (6.12: Debian 13's)
 #   make vm-run VM_CMD="hciconfig -a"    any command in the VM (as root, in the repo)
 #   make vm-clean                        drop the .vm/ cache (kernel, initramfs)
 #
 # Variables: IBEACON_BIN (binary under test, built on the host beforehand; default
 # .build/release/ibeacon), IBEACON_REQUIRE_BIN=1 (missing binary fails instead of skipping),
 # VM_TIMEOUT (seconds for the whole VM run, default 480), VM_TEST_PREREQS (targets to make first,
-# e.g. the release build), VM_SCENARIOS (subset; `tests/vm/guest-test.sh --list`).
+# e.g. the release build), VM_SCENARIOS (subset; `tests/vm/guest-test.sh --list`), VM_KERNEL
+# (5.10 or 6.12: that Debian release's linux-image from the Debian archive; empty: this host's).
 
 VM_ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/..)
 VM_TIMEOUT ?= 480
 VM_SCENARIOS ?=
 VM_TEST_PREREQS ?=
 VM_CMD ?= uname -a
+VM_KERNEL ?=
+export VM_KERNEL
 IBEACON_BIN ?= .build/release/ibeacon
 IBEACON_REQUIRE_BIN ?= 0
 # Theengs Gateway (PyPI) for kernel_stable_address, in a virtualenv of its own.

@@ -16,6 +16,7 @@
 static const unsigned long ibeacon_HCIDEVUP = HCIDEVUP;
 static const unsigned long ibeacon_HCIGETDEVLIST = HCIGETDEVLIST;
 static const unsigned long ibeacon_HCIGETDEVINFO = HCIGETDEVINFO;
+static const unsigned long ibeacon_HCIGETCONNLIST = HCIGETCONNLIST;
 
 /* prctl(2) is variadic, which Swift does not import: PR_SET_CHILD_SUBREAPER through a fixed
    signature. Orphaned descendants are then reparented to this process instead of init. */

@@ -211,12 +211,25 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
     }
 
     /// This host connects to a device (bluetoothd reconnecting a keyboard): Device Connected
-    /// with the "initiated" flag.
+    /// with the "initiated" flag (without it when `reportsInitiator` is false: before 5.14).
     public func hostConnects(_ link: MgmtLink) {
-        lock.withLock { _ = _links.insert(link) }
-        emit(
-            .deviceConnected(index: Self.index, MgmtLink(link.address, link.addressType, flags: MgmtLink.initiatedFlag))
-        )
+        lock.withLock {
+            _links.insert(link)
+            _opened.insert(link)
+        }
+        let flags = reportsInitiator ? MgmtLink.initiatedFlag : 0
+        emit(.deviceConnected(index: Self.index, MgmtLink(link.address, link.addressType, flags: flags)))
+    }
+
+    /// False: Device Connected never carries the "initiated" flag, as before Linux 5.14 (5.10).
+    public var reportsInitiator = true
+    /// Links this host opened (`hostConnects`).
+    private var _opened: Set<MgmtLink> = []
+
+    /// What HCIGETCONNLIST says of `link` (`leLinkOpenedHere`): whether this host opened it,
+    /// nil when it is not up.
+    public func linkOpenedHere(_ link: MgmtLink) -> Bool? {
+        lock.withLock { _links.contains(link) ? _opened.contains(link) : nil }
     }
 
     /// The central leaves by itself: Device Disconnected, and the kernel resumes advertising.
@@ -229,6 +242,7 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
     /// link holds it (one central per instance here).
     private func dropLink(_ link: MgmtLink) -> Bool {
         guard _links.remove(link) != nil else { return false }
+        _opened.remove(link)
         if _links.isEmpty { _paused.removeAll() }
         return true
     }
@@ -279,11 +293,28 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
 
     // MARK: - MgmtTransport
 
-    public func send(_ bytes: [UInt8]) throws {
+    /// Through the real socket's write rule (`sendMgmtCommand`) into `sendmsg`.
+    public func send(_ bytes: [UInt8]) throws { try sendMgmtCommand(bytes, through: sendmsg) }
+
+    /// `send(2)` on the management socket, as hci_sock.c `hci_mgmt_cmd` returns it: the length
+    /// when a handler ran, 0 when the kernel answered with a status before any handler (Unknown
+    /// Command, Invalid Parameters for a length the command does not admit), each call a new
+    /// command. A program that takes the 0 for a short write and sends again gets a status per
+    /// call until, as seen on Linux 5.10, `send` fails with ENOMEM (here after
+    /// `resendsUntilOutOfMemory` in a row).
+    public func sendmsg(_ bytes: [UInt8]) throws -> Int {
         let packet = try MgmtPacket(decoding: bytes)
         let opcode = MgmtOpcode(rawValue: packet.code)
-        lock.withLock { _opcodes.append(opcode) }
-        if unansweredOpcodes.contains(opcode) { return }
+        let repeated = lock.withLock {
+            _repeats = _opcodes.last == opcode && _lastSendReturnedZero ? _repeats + 1 : 0
+            _opcodes.append(opcode)
+            return _repeats
+        }
+        if repeated >= Self.resendsUntilOutOfMemory {
+            throw TransportError(.io, "send: Cannot allocate memory", errno: 12)
+        }
+        if unansweredOpcodes.contains(opcode) { return bytes.count }
+        let early = opcode.spec.map { !$0.parameters.admits(packet.parameters.count) } ?? true
         let answer = answer(opcode, packet.parameters)
         emit(
             answer.status.isSuccess
@@ -291,7 +322,17 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
                     index: packet.index, opcode: opcode, status: answer.status,
                     returnParameters: answer.returnParameters)
                 : .commandStatus(index: packet.index, opcode: opcode, status: answer.status))
+        // Unknown Command from a handler here stands for a command this kernel version has no
+        // row for (`supportsExtendedParameters` false: before 5.12): answered early too.
+        let zero = early || answer.status == .unknownCommand
+        lock.withLock { _lastSendReturnedZero = zero }
+        return zero ? 0 : bytes.count
     }
+
+    /// How many repeats of a command answered early the fake takes before `send` fails with ENOMEM.
+    public static let resendsUntilOutOfMemory = 64
+    private var _repeats = 0
+    private var _lastSendReturnedZero = false
 
     public func close() { sink.finish() }
 

@@ -139,7 +139,9 @@ public struct AdapterOpener: Sendable {
                 guard hasNetAdminCapability() else { throw missingNetAdmin(what) }
             },
             startGuardian: { adapter in Self.startGuardian(adapter: adapter, logger: logger) },
-            rawFallback: controllerAdapter(spec), requireRecords: ProcessEnvironment.current.elevated, logger: logger)
+            rawFallback: controllerAdapter(spec), requireRecords: ProcessEnvironment.current.elevated,
+            openedHere: { index, link in leLinkOpenedHere(index: index.rawValue, address: link.address) },
+            logger: logger)
     }
 
     /// Starts `ibeacon stop --device hciN --after-exit-of PID` for this process: should it die

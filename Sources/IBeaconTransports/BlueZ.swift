@@ -113,6 +113,18 @@ private func openHCISocket(for what: String) throws(TransportError) -> FileDescr
     }
 }
 
+/// Whether this host opened its LE link to `address` on adapter `index` (the kernel's
+/// `hci_conn->out`, from HCIGETCONNLIST, which needs no capability); nil when it cannot tell
+/// (no HCI socket, the ioctl failed, no such LE link any more).
+public func leLinkOpenedHere(index: UInt16, address: BDAddress) -> Bool? {
+    guard let fd = try? Sys.hciSocket() else { return nil }
+    defer { Sys.close(fd) }
+    guard let links = try? Sys.hciConnectionList(fd, index: index) else { return nil }
+    // LE_LINK (0x80) in the kernel's hci_core.h; libbluetooth's header lacks it.
+    let le: UInt8 = 0x80
+    return links.first { $0.type == le && (try? BDAddress(littleEndian: $0.address)) == address }?.out
+}
+
 /// Every adapter the kernel has registered, up or down, by index. Throws
 /// `.bluetoothUnavailable` on a kernel without Bluetooth.
 public func listAdapters() throws(TransportError) -> [AdapterInfo] {

@@ -107,6 +107,19 @@ final class DescriptorLink: Sendable {
         }
     }
 
+    /// One `send(2)` of a whole packet on a packet socket; returns what it returned (see
+    /// `sendMgmtCommand` for why a count of 0 is not resent).
+    func sendPacket(_ bytes: [UInt8]) throws(TransportError) -> Int {
+        try writer.withLock { (closed: inout Bool) throws(TransportError) -> Int in
+            guard !closed else { throw TransportError(.disconnected, "\(name) is closed") }
+            do throws(Errno) {
+                return try Sys.sendPacket(fd, bytes)
+            } catch {
+                throw sendFailure(error)
+            }
+        }
+    }
+
     /// Stops the reader, closes the descriptor once and finishes `incoming` (normally, unless
     /// it already finished with an error). Idempotent; returns when the descriptor is closed.
     func close() {

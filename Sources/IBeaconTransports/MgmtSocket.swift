@@ -4,7 +4,8 @@ import Logging
 import SystemPackage
 
 let mgmtCapabilityHint =
-    "the kernel's management interface needs CAP_NET_ADMIN: run as root, or "
+    "the kernel's management interface needs CAP_NET_ADMIN: run as root, or join the group the package "
+    + "grants it to (`sudo adduser $USER ibeacon`, then log in again); a binary installed by hand: "
     + "`sudo setcap cap_net_admin+ep $(command -v ibeacon)` (raw HCI, `--device raw:hciN`, needs CAP_NET_RAW too)"
 
 /// The kernel's Bluetooth management interface: `socket(AF_BLUETOOTH, SOCK_RAW | SOCK_CLOEXEC,
@@ -69,7 +70,7 @@ public final class MgmtSocketTransport: MgmtTransport {
         return .systemCall(error, "\(what) failed: \(error)", denied: "\(what): \(error)", hint: mgmtCapabilityHint)
     }
 
-    public func send(_ bytes: [UInt8]) throws { try link.send(bytes) }
+    public func send(_ bytes: [UInt8]) throws { try sendMgmtCommand(bytes) { try link.sendPacket($0) } }
 
     public func close() {
         link.close()
@@ -78,8 +79,8 @@ public final class MgmtSocketTransport: MgmtTransport {
 
 /// Whether this process has CAP_NET_ADMIN in its effective set (`CapEff` in /proc/self/status,
 /// bit 12). Without it the kernel marks the management socket untrusted: only read commands are
-/// allowed, and on the 6.1 kernel a refused command fails in `send(2)` (ENOMEM) rather than with
-/// a Permission Denied status, so the CLI checks first and says what is missing.
+/// allowed, and a refused command gets a bare Permission Denied status, so the CLI checks first
+/// and says what is missing.
 public func hasNetAdminCapability() -> Bool {
     guard let status = try? Sys.readFile("/proc/self/status") else { return true }  // cannot tell: try
     for line in String(decoding: status, as: UTF8.self).split(separator: "\n") where line.hasPrefix("CapEff:") {

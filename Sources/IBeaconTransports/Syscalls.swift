@@ -70,6 +70,15 @@ extension Sys {
         }
     }
 
+    /// One `send(2)` of `bytes` (a packet socket's whole packet); returns the count it returned.
+    static func sendPacket(_ fd: FileDescriptor, _ bytes: [UInt8]) throws(Errno) -> Int {
+        try retryingOnInterrupt {
+            bytes.withUnsafeBytes { buffer in
+                Glibc.send(fd.rawValue, buffer.baseAddress!, buffer.count, Int32(MSG_NOSIGNAL))
+            }
+        }
+    }
+
     /// `poll(2)` on `descriptors` (descriptor, requested events); `timeoutMilliseconds` of -1 waits
     /// forever. Returns the returned events in the same order.
     static func poll(_ descriptors: [(FileDescriptor, Int16)], timeoutMilliseconds: Int32) throws(Errno)
@@ -354,6 +363,31 @@ extension Sys {
         let count = min(Int(buffer.load(as: UInt16.self)), maximum)
         return (0..<count).map { i in
             buffer.load(fromByteOffset: headerSize + i * entryStride, as: hci_dev_req.self).dev_id
+        }
+    }
+
+    /// ioctl `HCIGETCONNLIST` on an unbound HCI socket (no capability needed, as `hcitool con`):
+    /// adapter `index`'s links, each with its link type (0x80 LE) and `out`, the kernel's
+    /// `hci_conn->out` (this host opened it) that every kernel has, also before 5.14 sent it
+    /// in Device Connected.
+    static func hciConnectionList(_ fd: FileDescriptor, index: UInt16) throws(Errno)
+        -> [(address: [UInt8], type: UInt8, out: Bool)]
+    {
+        let maximum = 64
+        let headerSize = MemoryLayout<hci_conn_list_req>.size
+        let entryStride = MemoryLayout<hci_conn_info>.stride
+        let buffer = UnsafeMutableRawPointer.allocate(
+            byteCount: headerSize + maximum * entryStride, alignment: MemoryLayout<hci_conn_info>.alignment)
+        defer { buffer.deallocate() }
+        buffer.initializeMemory(as: UInt8.self, repeating: 0, count: headerSize + maximum * entryStride)
+        buffer.storeBytes(of: index, as: UInt16.self)
+        buffer.storeBytes(of: UInt16(maximum), toByteOffset: 2, as: UInt16.self)
+        _ = try retryingOnInterrupt { ioctl(fd.rawValue, ibeacon_HCIGETCONNLIST, buffer) }
+        let count = min(Int(buffer.load(fromByteOffset: 2, as: UInt16.self)), maximum)
+        return (0..<count).map { i in
+            let info = buffer.load(fromByteOffset: headerSize + i * entryStride, as: hci_conn_info.self)
+            let b = info.bdaddr.b
+            return ([b.0, b.1, b.2, b.3, b.4, b.5], info.type, info.out != 0)
         }
     }
 

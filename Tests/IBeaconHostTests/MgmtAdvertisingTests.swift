@@ -283,6 +283,48 @@ import Testing
         }
     }
 
+    /// Linux 5.10 answers Add Extended Advertising Parameters (added in 5.12) with Unknown
+    /// Command and a `send(2)` that returns 0. The command went out once, the fallback
+    /// followed; a client that took the 0 for a short write resent it until ENOMEM and never
+    /// reached Add Advertising.
+    @Test func onLinux510TheUnknownCommandIsSentOnceAndAddAdvertisingFollows() async throws {
+        let kernel = FakeMgmtKernel()
+        kernel.supportsExtendedParameters = false
+        try await Self.withSession(kernel, beacons: [Self.spec(minor: 3)]) { ready in
+            #expect(await eventually { ready() != nil })
+            #expect(
+                ready()?.beacons.first?.placement
+                    == .kernelInstance(
+                        1, method: .addAdvertising, connectable: true, address: FakeMgmtKernel.identityAddress))
+            #expect(kernel.opcodes.filter { $0 == .addExtendedAdvertisingParameters }.count == 1)
+            #expect(kernel.opcodes.filter { $0 == .addAdvertising }.count == 1)
+            #expect(kernel.instances[1]?.data == Self.spec(minor: 3).beacon.advertisingData)
+        }
+    }
+
+    /// The write rule itself: a count of 0 is a consumed command, never resent; a count between
+    /// 0 and the length cannot come from a packet socket and is an error, not a resend.
+    @Test func aManagementCommandIsWrittenWithOneSend() throws {
+        let calls = Mutex(0)
+        try sendMgmtCommand([1, 2, 3, 4, 5, 6]) { _ in
+            calls.withLock { $0 += 1 }
+            return 0
+        }
+        #expect(calls.withLock { $0 } == 1)
+        try sendMgmtCommand([1, 2, 3, 4, 5, 6]) { bytes in
+            calls.withLock { $0 += 1 }
+            return bytes.count
+        }
+        #expect(calls.withLock { $0 } == 2)
+        #expect(throws: TransportError.self) {
+            try sendMgmtCommand([1, 2, 3, 4, 5, 6]) { _ in
+                calls.withLock { $0 += 1 }
+                return 2
+            }
+        }
+        #expect(calls.withLock { $0 } == 3)
+    }
+
     // MARK: - the address on the air across restarts
 
     static func spec(minor: UInt16, address: BeaconAddress) -> BeaconSpec {

@@ -23,6 +23,7 @@ import Testing
     /// Runs a session on `kernel` with `clock` until `body` returns.
     static func withSession(
         _ kernel: FakeMgmtKernel, beacons: [BeaconSpec], clock: ManualClock, log: RecordingLog,
+        openedHere: (@Sendable (MgmtIndex, MgmtLink) -> Bool?)? = nil,
         _ body: @Sendable (Reports) async throws -> Void
     ) async throws {
         let client = MgmtClient(transport: kernel, logger: Logger(label: "test"), defaultTimeout: .seconds(5))
@@ -30,7 +31,8 @@ import Testing
         let reports = Reports()
         let session = MgmtAdvertisingSession(
             advertiser: MgmtAdvertiser(beacons: beacons, index: FakeMgmtKernel.index, logger: log.logger),
-            client: client, logger: log.logger, clock: clock)
+            client: client, logger: log.logger, clock: clock,
+            openedHere: openedHere ?? { _, link in kernel.linkOpenedHere(link) })
         let task = Task {
             try await session.run(
                 onReady: { s in reports.ready.withLock { $0 = s } },
@@ -120,6 +122,50 @@ import Testing
             #expect(kernel.links == [Self.phone, keyboard])
             #expect(!kernel.opcodes.contains(.disconnect))
             #expect(!reports.lost.withLock { $0 }.contains { $0.contains("central") })
+        }
+    }
+
+    /// Kernels before 5.14 (Debian 11's 5.10) send Device Connected without the "initiated"
+    /// flag, for a central's link and the box's own alike. With our beacon connectable (the
+    /// guard active), the box's link to its keyboard stays up and the phone's is dropped: on
+    /// 5.10 by asking the kernel who opened it, on 6.1 by the flag as well.
+    @Test(arguments: [false, true])
+    func theBoxsOwnLinkIsNeverDroppedWhetherOrNotTheKernelSaysWhoOpenedIt(reportsInitiator: Bool) async throws {
+        let kernel = FakeMgmtKernel()
+        kernel.reportsInitiator = reportsInitiator
+        let clock = ManualClock()
+        let log = RecordingLog()
+        let keyboard = MgmtLink(BDAddress("00:11:22:33:44:55")!, MgmtDeviceFound.lePublicAddress)
+        try await Self.withSession(kernel, beacons: [MgmtAdvertisingTests.spec(minor: 3)], clock: clock, log: log) {
+            reports in
+            #expect(await eventually { reports.ready.withLock { $0 } != nil })
+            #expect(kernel.instances[1]?.flags.contains(.connectable) == true)
+            kernel.hostConnects(keyboard)
+            #expect(kernel.centralConnects(Self.phone, to: 1))
+            #expect(await eventually { kernel.links == [keyboard] })
+            #expect(kernel.opcodes.filter { $0 == .disconnect }.count == 1)
+            #expect(reports.lost.withLock { $0 }.allSatisfy { $0.contains("4A:11:22:33:44:55") })
+            #expect(!log.messages.contains { $0.contains("00:11:22:33:44:55") && !$0.contains("leaving it up") })
+        }
+    }
+
+    /// When the kernel cannot be asked (no HCI socket) a link without the flag is left up and
+    /// the log says why: dropping the box's own link is the worse mistake.
+    @Test func aLinkOfUnknownOriginIsLeftUpWithAWarning() async throws {
+        let kernel = FakeMgmtKernel()
+        kernel.reportsInitiator = false
+        let clock = ManualClock()
+        let log = RecordingLog()
+        let keyboard = MgmtLink(BDAddress("00:11:22:33:44:55")!, MgmtDeviceFound.lePublicAddress)
+        let cannotTell: @Sendable (MgmtIndex, MgmtLink) -> Bool? = { _, _ in nil }
+        try await Self.withSession(
+            kernel, beacons: [MgmtAdvertisingTests.spec(minor: 3)], clock: clock, log: log, openedHere: cannotTell
+        ) { reports in
+            #expect(await eventually { reports.ready.withLock { $0 } != nil })
+            kernel.hostConnects(keyboard)
+            #expect(await eventually { log.messages.contains { $0.contains("cannot tell which side opened") } })
+            #expect(kernel.links == [keyboard])
+            #expect(!kernel.opcodes.contains(.disconnect))
         }
     }
 }

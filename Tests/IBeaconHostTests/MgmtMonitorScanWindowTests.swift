@@ -20,13 +20,13 @@ import Testing
 
     /// Runs a kernel scan for a moment, then cancels it as SIGINT/SIGTERM would.
     static func scan(
-        _ kernel: FakeMgmtKernel, records: ScanWindowRecords = .alone,
+        _ kernel: FakeMgmtKernel, records: ScanWindowRecords = .alone, logger: Logger = Logger(label: "test"),
         during: @Sendable () async throws -> Void = {}
     ) async throws {
         let client = MgmtClient(transport: kernel, logger: Logger(label: "test"), defaultTimeout: .seconds(5))
         await client.start()
         let source = MgmtSightingSource(
-            client: client, index: FakeMgmtKernel.index, scanWindowRecords: records, logger: Logger(label: "test"))
+            client: client, index: FakeMgmtKernel.index, scanWindowRecords: records, logger: logger)
         let task = Task {
             try await source.scan(
                 ScanRequest(
@@ -91,6 +91,18 @@ import Testing
         try await Self.scan(denied) { #expect(denied.monitorScan?.window == Self.defaults.window) }
         #expect(denied.systemConfiguration[Self.window] == Self.defaults.window)
         #expect(denied.monitors.isEmpty)
+    }
+
+    /// The kernel refuses the wider window to a process without CAP_NET_ADMIN: the warning says
+    /// how to get it where the package is installed (join the group), before setcap.
+    @Test func aRefusedWindowAdvisesJoiningTheGroup() async throws {
+        let denied = FakeMgmtKernel()
+        denied.setSystemConfigurationStatus = .permissionDenied
+        let log = RecordingLog()
+        try await Self.scan(denied, logger: log.logger)
+        let warning = log.messages.first { $0.contains("cannot widen") }
+        #expect(warning?.contains("`sudo adduser $USER ibeacon`, then log in again") == true)
+        #expect(warning?.contains("Permission Denied") == true)
     }
 
     @Test func restoresWhenAddingTheMonitorFails() async throws {

@@ -77,6 +77,10 @@ Options
                              reads the DUT's GAP Device Name, and connects again as soon
                              as the link is dropped; prints "central" events. The
                              command "central-off" on stdin stops it.
+    --peripheral             a peer *peripheral* (a keyboard): advertises connectable from its
+                             public address E0:E1:E2:E3:E4:B0 and accepts the DUT host's
+                             connection (the box opening a link itself); prints "peripheral"
+                             events (connected, disconnected with how long it was held).
     --keep-running           do not quit when stdin reaches EOF (default: quit).
     --log-level LEVEL        stderr logging level (default WARNING).
 
@@ -272,6 +276,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument('--garbage-after', type=int, default=None, metavar='N')
     parser.add_argument('--credits', type=int, default=None, metavar='N')
     parser.add_argument('--central', action='store_true')
+    parser.add_argument('--peripheral', action='store_true')
     parser.add_argument('--keep-running', action='store_true')
     parser.add_argument('--log-level', default='WARNING')
     return parser
@@ -408,6 +413,30 @@ async def run(args: argparse.Namespace) -> int:
         central = await start_peer_device('central', controller, 'C0:00:00:00:00:C0')
         devices.append(central)
         ready['central'] = 'E0:E1:E2:E3:E4:C0'
+
+    if args.peripheral:
+        controller = HarnessController(
+            'peripheral', link, 'E0:E1:E2:E3:E4:B0',
+            RssiModel(args.rssi_peer, random.Random(args.seed + 6)),
+            random.Random(args.seed + 6001), use_adv_delay=use_adv_delay,
+        )
+        peripheral = await start_peer_device('peripheral', controller, 'E0:E1:E2:E3:E4:B0')
+
+        def on_connection(connection: Any) -> None:
+            start = time.monotonic()
+            emit({'event': 'peripheral', 'what': 'connected', 't': start, 'peer': str(connection.peer_address)})
+            connection.on('disconnection', lambda *_: emit(
+                {'event': 'peripheral', 'what': 'disconnected', 't': time.monotonic(),
+                 'held': time.monotonic() - start}))
+
+        peripheral.on('connection', on_connection)
+        await peripheral.start_advertising(
+            advertising_type=AdvertisingType.UNDIRECTED_CONNECTABLE_SCANNABLE,
+            own_address_type=hci.OwnAddressType.PUBLIC, auto_restart=True,
+            advertising_interval_min=100, advertising_interval_max=100,
+        )
+        devices.append(peripheral)
+        ready['peripheral'] = 'E0:E1:E2:E3:E4:B0'
 
     tcp_server: TcpServer | None = None
     pty_server: PtyServer | None = None

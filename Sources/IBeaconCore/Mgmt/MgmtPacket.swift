@@ -94,7 +94,8 @@ public struct MgmtStatus: RawRepresentable, Hashable, Sendable, CustomStringConv
     public var hint: String? {
         switch self {
         case .permissionDenied:
-            "the management interface needs CAP_NET_ADMIN: run as root, or "
+            "the management interface needs CAP_NET_ADMIN: run as root, or join the group the package "
+                + "grants it to (`sudo adduser $USER ibeacon`, then log in again); a binary installed by hand: "
                 + "`sudo setcap cap_net_admin+ep $(command -v ibeacon)`"
         case .notPowered: "the adapter is powered off: `bluetoothctl power on`"
         case .rfkilled: "the adapter is blocked by rfkill: `rfkill unblock bluetooth`"

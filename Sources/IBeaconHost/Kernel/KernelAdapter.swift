@@ -21,14 +21,18 @@ public struct KernelAdapter: Adapter {
     /// for a process with more privileges than its user (the setcap'd binary run by anyone),
     /// whose beacon must not outlive a SIGKILL unrecorded (issue 30, item 5).
     public let requireRecords: Bool
+    /// Whether this host opened an LE link (`MgmtAdvertisingSession.openedHere`).
+    public let openedHere: @Sendable (MgmtIndex, MgmtLink) -> Bool?
     let logger: Logger
 
     public init(
         client: MgmtClient, index: UInt16, records: RuntimeRecords,
         requireAdministration: @escaping @Sendable (String) throws -> Void,
         startGuardian: @escaping @Sendable (String) -> Void = { _ in }, rawFallback: ControllerAdapter,
-        clock: any Clock<Duration> = ContinuousClock(), requireRecords: Bool = false, logger: Logger
+        clock: any Clock<Duration> = ContinuousClock(), requireRecords: Bool = false,
+        openedHere: @escaping @Sendable (MgmtIndex, MgmtLink) -> Bool? = { _, _ in false }, logger: Logger
     ) {
+        self.openedHere = openedHere
         self.client = client
         self.index = index
         self.records = records
@@ -70,7 +74,8 @@ public struct KernelAdapter: Adapter {
         let session = MgmtAdvertisingSession(
             advertiser: MgmtAdvertiser(beacons: request.beacons, index: mgmtIndex, logger: logger),
             client: client, logger: logger, clock: clock,
-            onInstancesChanged: { records.saveInstances($0, adapter: adapter, address: "\(address)", logger: logger) })
+            onInstancesChanged: { records.saveInstances($0, adapter: adapter, address: "\(address)", logger: logger) },
+            openedHere: openedHere)
         startGuardian(adapter)
         try await session.run(
             onReady: { status in

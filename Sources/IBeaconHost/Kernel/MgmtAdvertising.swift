@@ -168,18 +168,24 @@ public struct MgmtAdvertisingSession: Sendable {
     public var clock: any Clock<Duration>
     /// Called whenever the set of our instance numbers changes (the CLI records them for `stop`).
     public var onInstancesChanged: @Sendable ([UInt8]) -> Void
+    /// Whether this host opened an LE link (nil: cannot tell). Device Connected says so only
+    /// from Linux 5.14 (`MgmtLink.initiatedFlag`); before, a link bluetoothd opened (a keyboard
+    /// it reconnects) looks like a central's, so the session asks the kernel (`leLinkOpenedHere`).
+    public var openedHere: @Sendable (MgmtIndex, MgmtLink) -> Bool?
     /// Time on `clock` since the session was made (for the connection log's windows).
     private let elapsed: @Sendable () -> Duration
 
     public init(
         advertiser: MgmtAdvertiser, client: MgmtClient, logger: Logger, clock: any Clock<Duration> = ContinuousClock(),
-        onInstancesChanged: @escaping @Sendable ([UInt8]) -> Void = { _ in }
+        onInstancesChanged: @escaping @Sendable ([UInt8]) -> Void = { _ in },
+        openedHere: @escaping @Sendable (MgmtIndex, MgmtLink) -> Bool? = { _, _ in false }
     ) {
         self.advertiser = advertiser
         self.client = client
         self.logger = logger
         self.clock = clock
         self.onInstancesChanged = onInstancesChanged
+        self.openedHere = openedHere
         elapsed = stopwatch(on: clock)
     }
 
@@ -283,6 +289,18 @@ public struct MgmtAdvertisingSession: Sendable {
     ) async -> Bool {
         switch event {
         case .deviceConnected(index, let link) where link.isIncomingLE && state.connectableOnAir:
+            switch openedHere(index, link) {
+            case false: break
+            case true:
+                logger.debug("\(name): this host opened the LE link to \(link.address); leaving it up")
+                return false
+            case nil:
+                let line =
+                    "\(name): cannot tell which side opened the LE link to \(link.address); leaving it up "
+                    + "(a central keeps our connectable beacon paused while connected)"
+                logger.warning("\(line)")
+                return false
+            }
             state.centrals.insert(link)
             state.quietGeneration += 1
             let cause =

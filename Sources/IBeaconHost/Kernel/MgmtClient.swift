@@ -11,6 +11,24 @@ public protocol MgmtTransport: AnyObject, Sendable {
     func close()
 }
 
+/// Writes one management command with one `send(2)`; `sendmsg` returns what `send(2)` returned.
+/// The management socket takes a whole packet per call. A count of 0 is not a short write to
+/// resume: Linux (5.10 and 6.1 alike) returns 0 for a command it answered itself before any
+/// handler ran — Unknown Command (the kernels before 5.12 for Add Extended Advertising
+/// Parameters), Permission Denied on a socket without CAP_NET_ADMIN, Invalid Index, a length the
+/// command does not admit (hci_sock.c `hci_mgmt_cmd`: `err = mgmt_cmd_status(…); goto done;`, and
+/// `mgmt_cmd_status` returns 0). The command was consumed and its Command Status is on its way;
+/// sending again repeats the command, which goes on until the kernel runs out of buffers (ENOMEM).
+public func sendMgmtCommand(_ bytes: [UInt8], through sendmsg: ([UInt8]) throws -> Int) throws {
+    let sent = try sendmsg(bytes)
+    guard sent == 0 || sent == bytes.count else {
+        throw TransportError(
+            .io,
+            "the management socket took \(sent) of the \(bytes.count) bytes of a command; "
+                + "a packet socket never splits one")
+    }
+}
+
 /// Why a management command did not produce its return parameters.
 public enum MgmtError: Error, Sendable, CustomStringConvertible {
     case commandFailed(opcode: MgmtOpcode, index: MgmtIndex, status: MgmtStatus)

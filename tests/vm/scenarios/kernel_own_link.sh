@@ -1,0 +1,63 @@
+# shellcheck shell=bash
+# Scenario kernel_own_link: sourced by tests/vm/guest-test.sh (helpers in tests/vm/lib.sh).
+
+# The box opens an LE link itself (as bluetoothd reconnecting a keyboard) while our connectable
+# beacon is up: the central guard must leave it alone. Kernels before 5.14 (Debian 11's 5.10)
+# send Device Connected without the "initiated" flag, so the tool asks the kernel which side
+# opened the link (HCIGETCONNLIST); 6.1 says it in the flag too. Run it on both
+# (make test-kernel VM_KERNEL=5.10 …).
+scenario_kernel_own_link() {
+  need_bin || return
+  need_profile || return
+  need_venv || return
+  need_bluetoothd || return
+  local fifo=$WORK/own.in
+  rm -f "$fifo"; mkfifo "$fifo"
+  "$VENV_PY" tests/harness/bumble_harness.py --vhci --keep-running --scanner --peripheral --no-adv-delay \
+    < "$fifo" > "$WORK/own-vhci.out" 2> "$WORK/own-vhci.err" &
+  local harness=$!
+  BG_PIDS+=("$harness")
+  exec 7> "$fifo"
+  poll 180 grep -q '"event": *"ready"' "$WORK/own-vhci.out"
+  local hci idx
+  hci=$(grep -o '"hci": *"hci[0-9]*"' "$WORK/own-vhci.out" | grep -o 'hci[0-9][0-9]*' | head -1)
+  idx=${hci#hci}
+  if [ -z "$hci" ] || ! poll 15 mgmt_powered "$idx"; then
+    fail "Bumble controller with a peripheral on /dev/vhci, powered by bluetoothd" "a new powered adapter" "${hci:-none}: $(tail -3 "$WORK/own-vhci.err" | tr '\n' ' ')"
+    exec 7>&-; stop_pid "$harness" 15; bluetoothd_stop
+    return
+  fi
+  "$IBEACON_BIN" advertise -v --device "$hci" --profile "$PROFILE" > "$WORK/own-adv.txt" 2>&1 &
+  local adv=$!
+  BG_PIDS+=("$adv")
+  if ! poll 30 grep -q "through the kernel" "$WORK/own-adv.txt"; then
+    fail "advertiser started on $hci" "a status line" "$(tr '\n' ' ' < "$WORK/own-adv.txt")"
+  fi
+  # The box connects to the keyboard: an LE ATT channel opened by this host.
+  l2test -n -i "$hci" -V le_public -J 4 E0:E1:E2:E3:E4:B0 > "$WORK/own-l2test.txt" 2>&1 &
+  local l2=$!
+  BG_PIDS+=("$l2")
+  if poll 30 grep -q '"event": *"peripheral", *"what": *"connected"' "$WORK/own-vhci.out"; then
+    pass "the box opens an LE link to a peripheral while its connectable beacon is up" "$(hcitool -i "$hci" con | tr '\n' ' ')"
+  else
+    fail "the box opens an LE link to a peripheral while its connectable beacon is up" "a peripheral connection" "$(tr '\n' ' ' < "$WORK/own-l2test.txt"); $(tail -3 "$WORK/own-vhci.err" | tr '\n' ' ')"
+  fi
+  sleep 10
+  local drops
+  drops=$(grep -c '"what": *"disconnected"' "$WORK/own-vhci.out")
+  if [ "$drops" -eq 0 ] && hcitool -i "$hci" con | grep -q 'E0:E1:E2:E3:E4:B0' && alive "$l2"; then
+    pass "the guard leaves the box's own link up ($(uname -r))" "up 10 s later: $(hcitool -i "$hci" con | grep -o 'LE E0:E1:E2:E3:E4:B0.*' | head -1)"
+  else
+    fail "the guard leaves the box's own link up ($(uname -r))" "no disconnection, link listed" "$drops disconnection(s); $(grep -i 'E0:E1:E2:E3:E4:B0' "$WORK/own-adv.txt" | head -3 | tr '\n' ' ')"
+  fi
+  if grep -q 'a central (E0:E1:E2:E3:E4:B0)' "$WORK/own-adv.txt"; then
+    fail "the advertiser does not take the box's own link for a central" "no 'a central (E0:…:B0)' line" "$(grep 'E0:E1:E2:E3:E4:B0' "$WORK/own-adv.txt" | head -2 | tr '\n' ' ')"
+  else
+    pass "the advertiser does not take the box's own link for a central" "$(grep -c 'E0:E1:E2:E3:E4:B0' "$WORK/own-adv.txt") line(s) name it"
+  fi
+  stop_pid "$l2" 15
+  exec 7>&-
+  stop_advertiser "$adv" "$WORK/own-adv.txt"
+  bluetoothd_stop
+  stop_pid "$harness" 15
+}

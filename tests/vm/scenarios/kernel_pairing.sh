@@ -1,0 +1,71 @@
+# shellcheck shell=bash
+# Scenario kernel_pairing: sourced by tests/vm/guest-test.sh (helpers in tests/vm/lib.sh).
+
+# A real pairing between hci0 and hci1 (btmgmt pair, BR/EDR link key and LE long term key, bonded
+# by bluetoothd) while ibeacon scans at -vv through the kernel (every management event reaches its
+# socket) and through raw HCI with --btsnoop: no key, from bluetoothd's store, may appear in the
+# tool's log or capture. btmon's own capture of the same pairing must hold the keys (so the search
+# is shown to find them).
+scenario_kernel_pairing() {
+  need_bin || return
+  need_bluetoothd || return
+  local i
+  for i in 0 1; do btmgmt_tty --index "$i" bondable on > /dev/null; btmgmt_tty --index "$i" connectable on > /dev/null; done
+  btmon -w "$WORK/pair-btmon.btsnoop" > /dev/null 2>&1 &
+  local mon=$!
+  BG_PIDS+=("$mon")
+  "$IBEACON_BIN" scan -vv --device hci0 --duration 60 > "$WORK/pair-scan-kernel.txt" 2>&1 &
+  local k=$!
+  BG_PIDS+=("$k")
+  "$IBEACON_BIN" scan -vv --device raw:hci1 --duration 60 --btsnoop "$WORK/pair-raw.btsnoop" > "$WORK/pair-scan-raw.txt" 2>&1 &
+  local r=$!
+  BG_PIDS+=("$r")
+  sleep 5
+  btmgmt_tty --index 1 pair -c 3 -t 0 "$HCI0_ADDR" > "$WORK/pair-bredr.txt" 2>&1
+  btmgmt_tty --index 1 pair -c 3 -t 1 "$HCI0_ADDR" > "$WORK/pair-le.txt" 2>&1
+  sleep 3
+  stop_pid "$k" 15; stop_pid "$r" 15; stop_pid "$mon" 15
+  # bluetoothd's store: [LinkKey] / [LongTermKey] / [PeripheralLongTermKey] Key=HEX
+  local keys
+  keys=$(cat /var/lib/bluetooth/*/*/info 2>/dev/null | sed -n 's/^Key=\([0-9A-Fa-f]\{32\}\)$/\1/p' | sort -u | tr '\n' ' ')
+  if [ -z "$keys" ]; then
+    fail "hci1 pairs with hci0 and bluetoothd stores the keys" "Key= lines under /var/lib/bluetooth" "$(tr '\n' ' ' < "$WORK/pair-bredr.txt"); $(tr '\n' ' ' < "$WORK/pair-le.txt")"
+    bluetoothd_stop
+    return
+  fi
+  pass "hci1 pairs with hci0 and bluetoothd stores the keys" "$(echo "$keys" | wc -w) key(s); $(grep -o 'Paired with.*' "$WORK/pair-bredr.txt" "$WORK/pair-le.txt" | tr '\n' ' ')"
+  local found
+  # Each key in both byte orders, as bytes and as hex with or without separators.
+  found=$("$PY" - "$WORK" $keys <<'PY'
+import pathlib, re, sys
+work = pathlib.Path(sys.argv[1])
+keys = [bytes.fromhex(k) for k in sys.argv[2:]]
+def hits(path):
+    data = path.read_bytes()
+    text = re.sub(rb'[^0-9a-f]', b'', data.lower())
+    out = []
+    for k in keys:
+        for v in (k, k[::-1]):
+            if v in data or v.hex().encode() in text:
+                out.append(v.hex())
+    return out
+for name in ('pair-btmon.btsnoop', 'pair-scan-kernel.txt', 'pair-scan-raw.txt', 'pair-raw.btsnoop'):
+    p = work / name
+    print(f"{name}={len(hits(p)) if p.exists() else 'missing'}")
+PY
+)
+  if echo "$found" | grep -q '^pair-btmon.btsnoop=[1-9]'; then
+    pass "btmon's capture of the pairing holds the keys (the search finds them)" "$(echo "$found" | tr '\n' ' ')"
+  else
+    fail "btmon's capture of the pairing holds the keys (the search finds them)" "pair-btmon.btsnoop >= 1" "$(echo "$found" | tr '\n' ' ')"
+  fi
+  if echo "$found" | grep -v '^pair-btmon' | grep -qv '=0$'; then
+    fail "no key in ibeacon's -vv logs or its --btsnoop capture" "0 everywhere" "$(echo "$found" | tr '\n' ' ')"
+  else
+    pass "no key in ibeacon's -vv logs or its --btsnoop capture" "$(echo "$found" | tr '\n' ' '); $(wc -l < "$WORK/pair-scan-kernel.txt") + $(wc -l < "$WORK/pair-scan-raw.txt") log lines"
+  fi
+  if grep -qi 'passkey\|confirm.*value' "$WORK/pair-scan-kernel.txt" "$WORK/pair-scan-raw.txt"; then
+    fail "no pairing parameter in the logs" "none" "$(grep -i 'passkey\|confirm' "$WORK/pair-scan-kernel.txt" "$WORK/pair-scan-raw.txt" | head -2 | tr '\n' ' ')"
+  fi
+  bluetoothd_stop
+}

@@ -1,7 +1,7 @@
 # make deb-boot: the package, booted. A real Debian system in QEMU (TCG) with systemd as PID 1,
 # dbus, bluetoothd, Debian's kernel and two btvirt controllers, nothing of ibeacon's in its image:
 # amd64 (the default) boots Debian 12 (kernel 6.1) in qemu-system-x86_64; ARCH=arm64 boots Debian
-# 13 (kernel 6.12) in qemu-system-aarch64 (machine virt, UEFI from qemu-efi-aarch64), with the
+# 13 (kernel 6.12) in qemu-system-aarch64 (machine virt, Cortex-A72), with the
 # cross-built arm64 package. Inside it, as an operator would: apt install ./ibeacon_VERSION_ARCH.deb,
 # the example profile into /etc/ibeacon, systemctl enable --now ibeacon@store12 (READY=1), an
 # independent scanner on hci1 (btmgmt find + hcidump -R) hears the exact payload, kill -> restart
@@ -37,9 +37,9 @@ export DEBBOOT_CACHE
 .PHONY: deb-boot deb-boot-image deb-boot-deps deb-boot-clean
 
 # The host's packages for the image (mmdebstrap; a foreign ARCH's maintainer scripts run under
-# qemu-user) and the boot (QEMU; arm64: the UEFI firmware that loads Debian's arm64 kernel).
+# qemu-user) and the boot (QEMU; Debian's arm64 kernel is a plain Image, booted without firmware).
 DEBBOOT_QEMU_amd64 := qemu-system-x86
-DEBBOOT_QEMU_arm64 := qemu-system-arm qemu-efi-aarch64 qemu-user-static binfmt-support
+DEBBOOT_QEMU_arm64 := qemu-system-arm qemu-user-static binfmt-support
 deb-boot-deps:
 	$(call apt_install,mmdebstrap e2fsprogs qemu-utils python3 dpkg-dev $(DEBBOOT_QEMU_$(ARCH)))
 

@@ -30,9 +30,12 @@ log() { echo "debboot-image: $*" >&2; }
 die() { echo "debboot-image: error: $*" >&2; exit 1; }
 
 arch=${1:-amd64}
+# Debian's arm64 kernel has no hci_vhci (CONFIG_BT_HCIVHCI is not set), so there btvirt's
+# controllers reach the kernel the way a Raspberry Pi's own does, over a UART: hci_uart on a pty
+# that socat connects to btvirt's server socket (guest.sh).
 case $arch in
-amd64) suite=bookworm console=ttyS0 ;;
-arm64) suite=trixie console=ttyAMA0 ;;
+amd64) suite=bookworm console=ttyS0 extra= ;;
+arm64) suite=trixie console=ttyAMA0 extra=socat ;;
 *) die "no deb-boot image for $arch (amd64, arm64)" ;;
 esac
 name=$suite-$arch
@@ -42,7 +45,7 @@ name=$suite-$arch
 PACKAGES="systemd systemd-sysv dbus udev kmod iproute2 procps util-linux bsdutils
   linux-image-$arch initramfs-tools bluez bluez-test-tools bluez-hcidump
   mosquitto mosquitto-clients
-  libc6 libbluetooth3 libmosquitto1 libstdc++6 libgcc-s1 zlib1g adduser libcap2-bin passwd"
+  libc6 libbluetooth3 libmosquitto1 libstdc++6 libgcc-s1 zlib1g adduser libcap2-bin passwd $extra"
 HOOKS=(
   'echo debboot > "$1/etc/hostname"'
   'printf "/dev/vda / ext4 rw,errors=remount-ro 0 1\n" > "$1/etc/fstab"'

@@ -27,19 +27,19 @@ deb=${1:-}
 arch=$(dpkg-deb -f "$deb" Architecture)
 case $arch in
 amd64)
-  name=bookworm-amd64 timeout_s=${DEBBOOT_TIMEOUT:-900}
+  image=bookworm-amd64 timeout_s=${DEBBOOT_TIMEOUT:-900}
   qemu=(qemu-system-x86_64 -accel tcg,thread=multi,tb-size=64 -cpu max)
   console=ttyS0 ;;
 arm64)
   # Debian 13's arm64 vmlinuz is a plain Image (CONFIG_EFI_ZBOOT is not set): QEMU boots it
   # directly, no firmware. Cortex-A72, as in a Raspberry Pi 4 (and, unlike -cpu max, no pointer
   # authentication to emulate).
-  name=trixie-arm64 timeout_s=${DEBBOOT_TIMEOUT:-2400}
+  image=trixie-arm64 timeout_s=${DEBBOOT_TIMEOUT:-2400}
   qemu=(qemu-system-aarch64 -M virt -accel tcg,thread=multi,tb-size=256 -cpu cortex-a72)
   console=ttyAMA0 ;;
 *) die "no deb-boot for $arch (amd64, arm64)" ;;
 esac
-[ -s "$DEBBOOT_CACHE/$name.stamp" ] || die "no image: run scripts/debboot/image.sh $arch"
+[ -s "$DEBBOOT_CACHE/$image.stamp" ] || die "no image: run scripts/debboot/image.sh $arch"
 command -v "${qemu[0]}" >/dev/null || die "needs ${qemu[0]} (make deb-boot-deps ARCH=$arch)"
 
 run=$DEBBOOT_CACHE/run-$arch
@@ -75,7 +75,7 @@ DEB_UP='ibeacon_${up_version}_$arch.deb'
 VERSION_UP='$up_version'
 ENV
 
-qemu-img create -q -f qcow2 -b "$DEBBOOT_CACHE/$name.img" -F raw "$run/disk.qcow2"
+qemu-img create -q -f qcow2 -b "$DEBBOOT_CACHE/$image.img" -F raw "$run/disk.qcow2"
 t_all=$SECONDS
 for boot in 1 2; do
   t0=$SECONDS
@@ -85,7 +85,7 @@ for boot in 1 2; do
   timeout --foreground -k 10 "$timeout_s" "${qemu[@]}" -smp 2 -m "$mem" \
     -display none -monitor none -no-reboot -nic none \
     -chardev stdio,id=con,signal=off -serial chardev:con \
-    -kernel "$DEBBOOT_CACHE/$name.vmlinuz" -initrd "$DEBBOOT_CACHE/$name.initrd.img" \
+    -kernel "$DEBBOOT_CACHE/$image.vmlinuz" -initrd "$DEBBOOT_CACHE/$image.initrd.img" \
     -append "root=/dev/vda rw console=$console loglevel=4 systemd.show_status=0 net.ifnames=0" \
     -drive "file=$run/disk.qcow2,if=virtio,format=qcow2,cache=unsafe" \
     -virtfs "local,path=$run/share,mount_tag=debboot,security_model=none,readonly=on" \

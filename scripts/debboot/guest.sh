@@ -2,7 +2,10 @@
 # Runs inside the booted deb-boot VM (debboot-test.service, from the host's 9p share at
 # /mnt/debboot), as root, as an operator would: apt installs the package, enables the units,
 # and an independent scanner (btmgmt find + hcidump -R on hci1, BlueZ's tools) judges what goes
-# on the air from hci0. btvirt -l2 stands in for the hardware (hci0: the box, hci1: a phone).
+# on the air from hci0. btvirt stands in for the hardware (hci0: the box, hci1: a phone): on amd64
+# `btvirt -l2` through hci_vhci; on arm64, whose Debian kernel has no hci_vhci, btvirt's server
+# with each controller on a pty attached by hci_uart (btattach), as a Raspberry Pi's own
+# controller sits on its UART. The steps and their checks are the same on both.
 # One `PASS name` / `FAIL name: detail` line per step on the console; the host (run.sh) greps them.
 #
 # Phase 1 (first boot): install, enable --now, READY, heard, kill -> restart, stop -> silent,
@@ -91,17 +94,51 @@ start_controllers() {
   return 1
 }
 
-phase1() {
-  cat >/etc/systemd/system/debboot-btvirt.service <<'UNIT'
+# The controllers, as the unit debboot-btvirt.service runs them: amd64 `btvirt -l2` (two
+# controllers through hci_vhci). arm64 (Debian's arm64 kernel: CONFIG_BT_HCIVHCI is not set):
+# btvirt's server, which makes one emulated controller per connection, all of them on one "air",
+# and two connections to it, each a pty (socat) that btattach hands to the kernel's hci_uart
+# (H4): hci0 first, then hci1. The unit fails when any of them ends (start_controllers starts it
+# again).
+write_controllers() {
+  local exec_pre exec_start
+  case $(dpkg --print-architecture) in
+  amd64) exec_pre='/sbin/modprobe hci_vhci' exec_start='/usr/bin/btvirt -l2' ;;
+  *)
+    exec_pre='/sbin/modprobe hci_uart' exec_start=/usr/local/sbin/debboot-controllers
+    cat >/usr/local/sbin/debboot-controllers <<'SH'
+#!/bin/bash
+set -u
+wait_for() { local i; for i in $(seq 150); do [ -e "$1" ] && return 0; sleep 0.2; done; echo "no $1" >&2; return 1; }
+rm -f /tmp/bt-server-*
+/usr/bin/btvirt -s &
+wait_for /tmp/bt-server-bredrle || exit 1
+for i in 0 1; do
+  rm -f "/run/debboot-bt$i"
+  socat PTY,link=/run/debboot-bt$i,raw,echo=0 UNIX-CONNECT:/tmp/bt-server-bredrle &
+  wait_for "/run/debboot-bt$i" || exit 1
+  /usr/bin/btattach -B "/run/debboot-bt$i" -P h4 &
+  wait_for "/sys/class/bluetooth/hci$i" || exit 1
+done
+wait -n
+exit 1
+SH
+    chmod 0755 /usr/local/sbin/debboot-controllers ;;
+  esac
+  cat >/etc/systemd/system/debboot-btvirt.service <<UNIT
 [Unit]
-Description=two virtual LE controllers (btvirt -l2): the deb-boot test's hardware
+Description=two virtual controllers (btvirt): the deb-boot test's hardware
 Before=bluetooth.service
 [Service]
-ExecStartPre=/sbin/modprobe hci_vhci
-ExecStart=/usr/bin/btvirt -l2
+ExecStartPre=$exec_pre
+ExecStart=$exec_start
 [Install]
 WantedBy=multi-user.target
 UNIT
+}
+
+phase1() {
+  write_controllers
   systemctl daemon-reload
   systemctl enable debboot-btvirt.service >/dev/null 2>&1
   start_controllers || return
@@ -172,7 +209,9 @@ UNIT
   printf '[Service]\nEnvironment=IBEACON_DEVICE=hci1\nEnvironment="IBEACON_MQTT_ARGS=--mqtt mqtt://127.0.0.1"\n' \
     >/etc/systemd/system/ibeacon-monitor@store12.service.d/test.conf
   systemctl daemon-reload
-  timeout -s KILL 20 mosquitto_sub -h 127.0.0.1 -t '#' -v >"$WORK/mqtt.log" 2>&1 &
+  # The subscriber runs until both kinds of message are in or 60 s after the monitor is up (under
+  # TCG on a loaded host the monitor has taken 49 s from enable to its first publication).
+  timeout -s KILL 300 mosquitto_sub -h 127.0.0.1 -t '#' -v >"$WORK/mqtt.log" 2>&1 &
   local sub=$!
   t0=$SECONDS
   systemctl enable --now ibeacon-monitor@store12 >"$WORK/menable.log" 2>&1
@@ -183,7 +222,8 @@ UNIT
   else
     fail "ibeacon-monitor@store12 with the shipped store12.monitor: active (running), no restart" "$(unit_state ibeacon-monitor@store12) NRestarts=$(systemctl show -p NRestarts --value ibeacon-monitor@store12) $(journalctl -b -u ibeacon-monitor@store12 -o cat | tail -3 | tr '\n' '|')"
   fi
-  wait "$sub" 2>/dev/null
+  poll 60 eval "grep -q 'homeassistant/.*config\\|/config ' '$WORK/mqtt.log' && grep -q '^ibeacon/[^ ]*/region/' '$WORK/mqtt.log'"
+  kill "$sub" 2>/dev/null; wait "$sub" 2>/dev/null
   grep -q 'homeassistant/.*config\|/config ' "$WORK/mqtt.log" && pass "monitor: discovery published to mosquitto" "$(grep -c . "$WORK/mqtt.log") messages" ||
     fail "monitor: discovery published to mosquitto" "$(head -3 "$WORK/mqtt.log" | cut -c1-120 | tr '\n' '|')"
   grep -q '^ibeacon/[^ ]*/region/' "$WORK/mqtt.log" && pass "monitor: region state published to mosquitto" "$(grep -m1 '^ibeacon/[^ ]*/region/' "$WORK/mqtt.log" | cut -c1-100)" ||

@@ -32,7 +32,8 @@ public enum BeaconSettingKey: String, Sendable, CaseIterable {
     public var allowed: String {
         switch self {
         case .advertising: "ON or OFF"
-        case .measuredPower: "an integer \(Profile.measuredPowerRange.lowerBound)…\(Profile.measuredPowerRange.upperBound) (dBm)"
+        case .measuredPower:
+            "an integer \(Profile.measuredPowerRange.lowerBound)…\(Profile.measuredPowerRange.upperBound) (dBm)"
         case .txPower: "an integer \(Profile.txPowerRange.lowerBound)…\(Profile.txPowerRange.upperBound) (dBm)"
         case .interval: "an integer \(Profile.intervalMsRange.lowerBound)…\(Profile.intervalMsRange.upperBound) (ms)"
         case .major, .minor: "an integer 0…65535"
@@ -45,8 +46,13 @@ public enum BeaconSettingKey: String, Sendable, CaseIterable {
 /// Why a command was refused: nothing changed on the air or on disk.
 public struct CommandRefusal: Error, Sendable, Equatable, CustomStringConvertible {
     public enum Kind: String, Sendable, Equatable {
-        case retained, foreignTopic = "foreign-topic", unknownBeacon = "unknown-beacon", unknownKey = "unknown-key"
-        case oversized, malformed, outOfRange = "out-of-range", rateLimited = "rate-limited"
+        case retained
+        case foreignTopic = "foreign-topic"
+        case unknownBeacon = "unknown-beacon"
+        case unknownKey = "unknown-key"
+        case oversized, malformed
+        case outOfRange = "out-of-range"
+        case rateLimited = "rate-limited"
         /// The controller or the kernel refused the new advertising (the old one was put back).
         case notApplied = "not-applied"
         /// The profile could not be written (the old advertising was put back).
@@ -140,7 +146,8 @@ public enum BeaconCommand: Sendable, Equatable {
         }
         guard payload.count <= key.maximumPayload else {
             throw CommandRefusal(
-                .oversized, "\(key.rawValue): a payload of \(payload.count) bytes, more than the \(key.maximumPayload) allowed")
+                .oversized,
+                "\(key.rawValue): a payload of \(payload.count) bytes, more than the \(key.maximumPayload) allowed")
         }
         switch key {
         case .advertising:
@@ -184,11 +191,15 @@ public enum BeaconCommand: Sendable, Equatable {
         guard let object = value.objectValue else { throw malformed(.calibration, payload) }
         if let extra = object.keys.first(where: { $0 != "measuredPower" && $0 != "calibration" }) {
             throw CommandRefusal(
-                .unknownKey, "calibration: unknown member \(JSONWriter.quoted(String(extra.prefix(40)))); expected \(BeaconSettingKey.calibration.allowed)")
+                .unknownKey,
+                "calibration: unknown member \(JSONWriter.quoted(String(extra.prefix(40)))); expected \(BeaconSettingKey.calibration.allowed)"
+            )
         }
         guard let power = object["measuredPower"]?.integerValue else {
             throw CommandRefusal(
-                .malformed, "calibration: measuredPower is \(object["measuredPower"].map(\.description) ?? "missing"); expected an integer")
+                .malformed,
+                "calibration: measuredPower is \(object["measuredPower"].map(\.description) ?? "missing"); expected an integer"
+            )
         }
         guard Profile.measuredPowerRange.contains(power) else {
             throw CommandRefusal(
@@ -278,6 +289,13 @@ extension Profile {
 }
 
 extension MQTTLayout {
+    /// This layout with the beacons' commands subscribed to (`advertise --mqtt-control`).
+    public func controlled() -> MQTTLayout {
+        var layout = self
+        layout.control = true
+        return layout
+    }
+
     /// `<base>/beacon/<name>/set/<key>`.
     public func beaconCommandTopic(_ name: String, _ key: BeaconSettingKey) -> String {
         "\(base)/beacon/\(MQTTTopic.level(name))/set/\(key.rawValue)"

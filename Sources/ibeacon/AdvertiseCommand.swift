@@ -52,11 +52,21 @@ struct AdvertiseCommand: AsyncParsableCommand {
     var json = false
 
     @OptionGroup var mqtt: MQTTOptions<AdvertiseMQTT>
+
+    @Flag(
+        name: .customLong("mqtt-control"),
+        help:
+            "Take commands on BASE/beacon/NAME/set/KEY (Home Assistant switch and numbers); each is written into the profile."
+    )
+    var mqttControl = false
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
         if profile.isEmpty { throw ValidationError("give at least one --profile FILE") }
         try validateSeconds("--check-interval", checkInterval, 0.1...86400, zeroAllowed: "disable the check")
+        if mqttControl && mqtt.url == nil {
+            throw ValidationError("--mqtt-control needs --mqtt URL (the broker to take commands from)")
+        }
     }
 
     func run() async throws {
@@ -68,7 +78,12 @@ struct AdvertiseCommand: AsyncParsableCommand {
             try await device.opener(logger: logger, reading: profile).withAdapter { adapter in
                 let status = try await mqttStatus(mqtt, specs, adapter: adapter, logger: logger)
                 do {
-                    try await advertise(specs, on: adapter, mqtt: status)
+                    let control = try status.flatMap { s in
+                        try mqttControl
+                            ? AdvertiseControl(paths: profile, specs: specs, status: s, logger: logger) : nil
+                    }
+                    status?.connect()  // commands are taken from the first message on
+                    try await advertise(control?.initialBeacons ?? specs, on: adapter, mqtt: status, control: control)
                 } catch {
                     await status?.finish()
                     throw error
@@ -80,7 +95,8 @@ struct AdvertiseCommand: AsyncParsableCommand {
 
     /// `--mqtt` checked, its files read, the beacons' names checked; nil without --mqtt.
     private func mqttOpener(_ specs: [BeaconSpec], logger: Logger) throws -> MQTTOpener? {
-        guard let prepared = try mqtt.prepare(command: "advertise", logger: logger) else { return nil }
+        guard var prepared = try mqtt.prepare(command: "advertise", logger: logger) else { return nil }
+        if mqttControl { prepared.layout = { [layout = prepared.layout] in layout($0).controlled() } }
         do {
             try mqtt.layout(command: "advertise").checkBeaconNames(specs.map(AdvertiseStatus.name(of:)))
         } catch {
@@ -89,7 +105,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
         return prepared
     }
 
-    /// The beacons' MQTT status, connecting; nil without --mqtt. The adapter's address (which
+    /// The beacons' MQTT status, not yet connected (`AdvertiseStatus.connect`); nil without --mqtt. The adapter's address (which
     /// keeps boxes of one host name apart in Home Assistant) is read first.
     private func mqttStatus(_ prepared: MQTTOpener?, _ specs: [BeaconSpec], adapter: any Adapter, logger: Logger)
         async throws -> AdvertiseStatus?
@@ -104,35 +120,39 @@ struct AdvertiseCommand: AsyncParsableCommand {
         let publisher = try prepared.publisherForCLI(adapter: address, logger: logger)
         let status = AdvertiseStatus(
             publisher: publisher, specs: specs, device: device.deviceText, wallClock: { ProcessContext.unixTime })
-        publisher.start()
         return status
     }
 
     /// Advertises on the adapter `--device` names until stopped, printing the status line and
     /// telling systemd and the MQTT broker (`--mqtt`) what is on the air.
-    private func advertise(_ specs: [BeaconSpec], on adapter: any Adapter, mqtt: AdvertiseStatus?) async throws {
+    private func advertise(
+        _ specs: [BeaconSpec], on adapter: any Adapter, mqtt: AdvertiseStatus?, control: AdvertiseControl?
+    ) async throws {
         let request = AdvertisingRequest(
             beacons: specs, mode: mode,
-            healthCheckInterval: checkInterval > 0 ? .seconds(checkInterval) : nil)
+            healthCheckInterval: checkInterval > 0 ? .seconds(checkInterval) : nil, updates: control?.updates)
         let json = self.json
         let onTheAir = "advertising \(specs.count) beacon(s) on \(adapter.name.escapedForTerminal)"
         try await untilStopped {
-            try await adapter.advertise(
-                request,
-                onReady: { status in
-                    printOut(status.lines(device: adapter.name, json: json))
-                    mqtt?.update(.advertising, status: status)
-                    SystemdNotifier.notify(
-                        "READY=1\nSTATUS=\(onTheAir)" + (status.commandSet == nil ? " through the kernel" : ""))
-                },
-                onLost: { cause in
-                    mqtt?.update(.recovering, cause: cause)
-                    SystemdNotifier.notify("STATUS=recovering: \(cause.escapedForTerminal)")
-                },
-                onRestored: { status in
-                    mqtt?.update(.advertising, status: status)
-                    SystemdNotifier.notify("STATUS=\(onTheAir)")
-                })
+            try await control.running {
+                try await adapter.advertise(
+                    request,
+                    onReady: { status in
+                        printOut(status.lines(device: adapter.name, json: json))
+                        mqtt?.update(.advertising, status: status)
+                        control?.ready()
+                        SystemdNotifier.notify(
+                            "READY=1\nSTATUS=\(onTheAir)" + (status.commandSet == nil ? " through the kernel" : ""))
+                    },
+                    onLost: { cause in
+                        mqtt?.update(.recovering, cause: cause)
+                        SystemdNotifier.notify("STATUS=recovering: \(cause.escapedForTerminal)")
+                    },
+                    onRestored: { status in
+                        mqtt?.update(.advertising, status: status)
+                        SystemdNotifier.notify("STATUS=\(onTheAir)")
+                    })
+            }
         }
     }
 

@@ -171,7 +171,7 @@ public enum BeaconCommand: Sendable, Equatable {
     {
         let digits = payload.first == UInt8(ascii: "-") ? payload.dropFirst() : payload[...]
         guard !digits.isEmpty, digits.allSatisfy({ (0x30...0x39).contains($0) }) else { throw malformed(key, payload) }
-        guard digits.count <= 12, let value = Int64(String(decoding: payload, as: UTF8.self)), range.contains(value)
+        guard let value = Int64(String(decoding: payload, as: UTF8.self)), range.contains(value)
         else {
             throw CommandRefusal(
                 .outOfRange,

@@ -44,9 +44,41 @@ public final class AdvertiseControl: Sendable {
     public func ready() { steering.publishSettings() }
 }
 
-extension Optional where Wrapped == AdvertiseControl {
-    /// `advertising` run with the commands handled alongside, or alone without `--mqtt-control`.
-    public func running(_ advertising: @Sendable () async throws -> Void) async throws {
-        if let control = self { try await control.running(advertising) } else { try await advertising() }
+extension Optional where Wrapped == AdvertiseStatus {
+    /// With `enabled` (`--mqtt-control`), starts taking commands; then connects to the broker
+    /// (so the first message, a retained command replayed, already meets the steering). The
+    /// beacons to put on the air first: those not switched off in their profiles.
+    public func startingControl(_ enabled: Bool, paths: [String], specs: [BeaconSpec], logger: Logger) throws
+        -> [BeaconSpec]
+    {
+        guard let status = self else { return specs }
+        defer { status.connect() }
+        guard enabled else { return specs }
+        let control = try AdvertiseControl(paths: paths, specs: specs, status: status, logger: logger)
+        status.control.withLock { $0 = control }
+        return control.initialBeacons
+    }
+
+    /// `adapter.advertise`, with the commands handled alongside (`--mqtt-control`): changes
+    /// reach the advertising through `request.updates`, and the settings are published once the
+    /// beacons are first on the air.
+    public func advertise(
+        on adapter: any Adapter, _ request: AdvertisingRequest,
+        onReady: @escaping @Sendable (AdvertisingStatus) -> Void, onLost: @escaping @Sendable (String) -> Void,
+        onRestored: @escaping @Sendable (AdvertisingStatus?) -> Void
+    ) async throws {
+        guard let control = self?.control.withLock({ $0 }) else {
+            return try await adapter.advertise(request, onReady: onReady, onLost: onLost, onRestored: onRestored)
+        }
+        var request = request
+        request.updates = control.updates
+        try await control.running {
+            try await adapter.advertise(
+                request,
+                onReady: { status in
+                    onReady(status)
+                    control.ready()
+                }, onLost: onLost, onRestored: onRestored)
+        }
     }
 }

@@ -9,6 +9,8 @@ public final class AdvertiseStatus: Sendable {
     let beacons: Mutex<[(name: String, spec: BeaconSpec, on: Bool)]>
     let device: String
     let wallClock: @Sendable () -> Double
+    /// The steering of `--mqtt-control`, once started.
+    let control = Mutex<AdvertiseControl?>(nil)
     /// The state of all beacons, their TX power and addresses (by name), and the latest loss:
     /// when (UTC) and why.
     let state = Mutex<

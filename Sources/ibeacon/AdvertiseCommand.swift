@@ -52,21 +52,14 @@ struct AdvertiseCommand: AsyncParsableCommand {
     var json = false
 
     @OptionGroup var mqtt: MQTTOptions<AdvertiseMQTT>
-
-    @Flag(
-        name: .customLong("mqtt-control"),
-        help:
-            "Take commands on BASE/beacon/NAME/set/KEY (Home Assistant switch and numbers); each is written into the profile."
-    )
+    @Flag(name: .customLong("mqtt-control"), help: "Take commands on BASE/beacon/NAME/set/KEY (README).")
     var mqttControl = false
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
         if profile.isEmpty { throw ValidationError("give at least one --profile FILE") }
         try validateSeconds("--check-interval", checkInterval, 0.1...86400, zeroAllowed: "disable the check")
-        if mqttControl && mqtt.url == nil {
-            throw ValidationError("--mqtt-control needs --mqtt URL (the broker to take commands from)")
-        }
+        if mqttControl && mqtt.url == nil { throw ValidationError("--mqtt-control needs --mqtt URL (the broker)") }
     }
 
     func run() async throws {
@@ -78,12 +71,8 @@ struct AdvertiseCommand: AsyncParsableCommand {
             try await device.opener(logger: logger, reading: profile).withAdapter { adapter in
                 let status = try await mqttStatus(mqtt, specs, adapter: adapter, logger: logger)
                 do {
-                    let control = try status.flatMap { s in
-                        try mqttControl
-                            ? AdvertiseControl(paths: profile, specs: specs, status: s, logger: logger) : nil
-                    }
-                    status?.connect()  // commands are taken from the first message on
-                    try await advertise(control?.initialBeacons ?? specs, on: adapter, mqtt: status, control: control)
+                    let initial = try status.startingControl(mqttControl, paths: profile, specs: specs, logger: logger)
+                    try await advertise(initial, on: adapter, mqtt: status)
                 } catch {
                     await status?.finish()
                     throw error
@@ -105,7 +94,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
         return prepared
     }
 
-    /// The beacons' MQTT status, not yet connected (`AdvertiseStatus.connect`); nil without --mqtt. The adapter's address (which
+    /// The beacons' MQTT status, not connected yet; nil without --mqtt. The adapter's address (which
     /// keeps boxes of one host name apart in Home Assistant) is read first.
     private func mqttStatus(_ prepared: MQTTOpener?, _ specs: [BeaconSpec], adapter: any Adapter, logger: Logger)
         async throws -> AdvertiseStatus?
@@ -125,34 +114,29 @@ struct AdvertiseCommand: AsyncParsableCommand {
 
     /// Advertises on the adapter `--device` names until stopped, printing the status line and
     /// telling systemd and the MQTT broker (`--mqtt`) what is on the air.
-    private func advertise(
-        _ specs: [BeaconSpec], on adapter: any Adapter, mqtt: AdvertiseStatus?, control: AdvertiseControl?
-    ) async throws {
+    private func advertise(_ specs: [BeaconSpec], on adapter: any Adapter, mqtt: AdvertiseStatus?) async throws {
         let request = AdvertisingRequest(
             beacons: specs, mode: mode,
-            healthCheckInterval: checkInterval > 0 ? .seconds(checkInterval) : nil, updates: control?.updates)
+            healthCheckInterval: checkInterval > 0 ? .seconds(checkInterval) : nil)
         let json = self.json
         let onTheAir = "advertising \(specs.count) beacon(s) on \(adapter.name.escapedForTerminal)"
         try await untilStopped {
-            try await control.running {
-                try await adapter.advertise(
-                    request,
-                    onReady: { status in
-                        printOut(status.lines(device: adapter.name, json: json))
-                        mqtt?.update(.advertising, status: status)
-                        control?.ready()
-                        SystemdNotifier.notify(
-                            "READY=1\nSTATUS=\(onTheAir)" + (status.commandSet == nil ? " through the kernel" : ""))
-                    },
-                    onLost: { cause in
-                        mqtt?.update(.recovering, cause: cause)
-                        SystemdNotifier.notify("STATUS=recovering: \(cause.escapedForTerminal)")
-                    },
-                    onRestored: { status in
-                        mqtt?.update(.advertising, status: status)
-                        SystemdNotifier.notify("STATUS=\(onTheAir)")
-                    })
-            }
+            try await mqtt.advertise(
+                on: adapter, request,
+                onReady: { status in
+                    printOut(status.lines(device: adapter.name, json: json))
+                    mqtt?.update(.advertising, status: status)
+                    SystemdNotifier.notify(
+                        "READY=1\nSTATUS=\(onTheAir)" + (status.commandSet == nil ? " through the kernel" : ""))
+                },
+                onLost: { cause in
+                    mqtt?.update(.recovering, cause: cause)
+                    SystemdNotifier.notify("STATUS=recovering: \(cause.escapedForTerminal)")
+                },
+                onRestored: { status in
+                    mqtt?.update(.advertising, status: status)
+                    SystemdNotifier.notify("STATUS=\(onTheAir)")
+                })
         }
     }
 

@@ -229,3 +229,49 @@ private struct Box {
         try await task.value
     }
 }
+
+@Suite struct MgmtAdvertisingUpdateTests {
+    /// Through the kernel: a changed beacon is added again under its own instance number (the
+    /// kernel updates it in place: never removed, so never off and never two of it), the other
+    /// beacon and another program's instance are not touched; OFF removes only its instance.
+    @Test func aChangeUpdatesTheInstanceInPlace() async throws {
+        let kernel = FakeMgmtKernel()
+        kernel.otherProgramAdds(1)
+        let updates = AdvertisingUpdates()
+        let client = MgmtClient(transport: kernel, logger: quietLogger, defaultTimeout: .seconds(5))
+        await client.start()
+        let a = MgmtAdvertisingTests.spec(minor: 3)
+        let b = MgmtAdvertisingTests.spec(minor: 4)
+        var session = MgmtAdvertisingSession(
+            advertiser: MgmtAdvertiser(beacons: [a, b], index: FakeMgmtKernel.index, logger: quietLogger),
+            client: client, logger: quietLogger)
+        session.updates = updates
+        let ready = Atomic(false)
+        let task = Task { try await session.run(onReady: { _ in ready.store(true, ordering: .relaxed) }) }
+        #expect(await eventually { ready.load(ordering: .relaxed) })
+        #expect(kernel.instances.keys.sorted() == [1, 2, 3])
+        let before = kernel.opcodes.count
+
+        var changed = a
+        changed.beacon = IBeacon(
+            proximityUUID: a.beacon.proximityUUID, major: 0x0102, minor: 0x0304, measuredPower: -70)
+        changed.intervalMilliseconds = 250
+        let status = try await updates.apply([changed, b])
+        #expect(status.beacons.map(\.instance) == [2, 3])
+        #expect(kernel.instances[2]?.data == changed.beacon.advertisingData)
+        #expect(kernel.instances[2]?.minInterval == 400)
+        #expect(kernel.instances[3]?.data == b.beacon.advertisingData)
+        #expect(kernel.instances[1]?.owner == "btmgmt")
+        #expect(!kernel.opcodes[before...].contains(.removeAdvertising))
+
+        _ = try await updates.apply([nil, b])
+        #expect(kernel.instances.keys.sorted() == [1, 3])
+        _ = try await updates.apply([changed, b])
+        #expect(kernel.instances.keys.sorted() == [1, 2, 3])
+        #expect(kernel.instances[2]?.data == changed.beacon.advertisingData)
+        task.cancel()
+        try await task.value
+        await client.close()
+        #expect(kernel.instances.keys.sorted() == [1])
+    }
+}

@@ -70,8 +70,9 @@ extension Optional where Wrapped == AdvertiseStatus {
         guard let control = self?.control.withLock({ $0 }) else {
             return try await adapter.advertise(request, onReady: onReady, onLost: onLost, onRestored: onRestored)
         }
-        var request = request
-        request.updates = control.updates
+        var steered = request
+        steered.updates = control.updates
+        let request = steered
         try await control.running {
             try await adapter.advertise(
                 request,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -60,6 +61,14 @@ def test_a_command_changes_the_air_the_profile_and_the_state_and_survives_a_rest
             on_air = min(e['t'] for e in harness.adv_events(since=sent) if (e.get('ibeacon') or {}).get('major') == 4242)
             assert on_air - sent < 1.5, on_air - sent  # within 1 s of the command (plus mosquitto_pub's start)
             assert wait_until(lambda: settings(broker).get('major') == 4242, 3), settings(broker)
+            # Raw HCI, as the scanner hears it: the old beacon never after the new one, and never
+            # a second without either around the change.
+            time.sleep(0.5)
+            around = [e for e in harness.adv_events(since=sent - 1.0) if e.get('ibeacon')]
+            first_new = next(i for i, e in enumerate(around) if e['ibeacon']['major'] == 4242)
+            assert first_new > 0 and all(e['ibeacon']['major'] == 4242 for e in around[first_new:]), around
+            gap = max(b['t'] - a['t'] for a, b in zip(around, around[1:]))
+            assert gap < 1.0, gap
             doc = json.loads(profile.read_text())
             assert doc['major'] == 4242 and doc['minor'] == MINOR and doc['note'] == 'kept'
             assert wait_until(lambda: any(e.get('result') == 'applied' for e in events(sub)), 3)
@@ -78,6 +87,7 @@ def test_a_command_changes_the_air_the_profile_and_the_state_and_survives_a_rest
             broker.publish(f'{SET}/advertising', 'ON')
             back = time.monotonic()
             assert wait_until(lambda: any(b['major'] == 4242 for b in heard(harness, back)), 3)
+            assert wait_until(lambda: settings(broker).get('advertising') is True, 3)  # after the file
             assert 'advertising' not in json.loads(profile.read_text())
     finally:
         stop_process(proc, signal.SIGTERM)
@@ -126,11 +136,17 @@ def test_refused_commands_change_neither_the_air_nor_the_profile_nor_the_state(
             assert wait_until(lambda: [e['refusal'] for e in events(sub) if 'refusal' in e][1:] == expected, 5), \
                 events(sub)
             # A flood: more than 4 a second, the rest refused (and reported once).
-            for minor in range(10, 22):
-                broker.publish(f'{SET}/minor', str(minor))
+            # One client, one line per message: all twelve within a few milliseconds, after a
+            # second without commands (refused ones count against the limit too).
+            time.sleep(1.1)
+            args = [a for a in broker.client_args() if a != '-v']
+            subprocess.run(['mosquitto_pub', *args, '-q', '1', '-t', f'{SET}/minor', '-l'], check=True, timeout=10,
+                           input=''.join(f'{minor}\n' for minor in range(10, 22)), text=True)
             assert wait_until(lambda: any(e.get('refusal') == 'rate-limited' for e in events(sub)), 5), events(sub)
+            time.sleep(1.5)
             applied = [e for e in events(sub) if e.get('result') == 'applied']
-            assert 1 <= len(applied) <= 8, applied
+            assert len(applied) == 4, applied  # the limit: 4 a second
+            assert [e['new'] for e in applied] == [10, 11, 12, 13], applied
             last_minor = applied[-1]['new']
             assert wait_until(lambda: settings(broker).get('minor') == last_minor, 3)
             assert json.loads(profile.read_text())['minor'] == last_minor

@@ -275,3 +275,12 @@ private struct Box {
         #expect(kernel.instances.keys.sorted() == [1])
     }
 }
+
+@Suite struct AllSwitchedOffTests {
+    @Test func aBoxWithEveryBeaconOffSaysSo() throws {
+        let status = AdvertisingStatus(commandSet: nil, beacons: [], warnings: [])
+        #expect(status.lines(device: "hci0", json: false).hasPrefix("advertising nothing on hci0: every profile says"))
+        let json = try JSONValue.parse(Array(status.lines(device: "hci0", json: true).utf8)).objectValue
+        #expect(json?["status"] == .string("off") && json?["device"] == .string("hci0"))
+    }
+}

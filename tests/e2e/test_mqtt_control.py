@@ -185,3 +185,27 @@ def test_without_mqtt_control_no_command_is_taken(ibeacon_bin: Path, harness_fac
     finally:
         stop_process(proc, signal.SIGTERM)
         broker.close()
+
+
+def test_a_beacon_switched_off_stays_off_after_a_restart_until_switched_on(
+        ibeacon_bin: Path, harness_factory, tmp_path: Path) -> None:
+    broker = Broker(tmp_path)
+    profile = write_profile(tmp_path / 'bakery.json', advertising=False)
+    harness = harness_factory('--scanner')
+    proc = start_advertising(ibeacon_bin, harness, profile, '--mqtt', broker.url, '--mqtt-base', BASE,
+                             '--mqtt-control', scanner=False)
+    try:
+        assert wait_until(lambda: settings(broker).get('advertising') is False, 5), broker.retained()
+        assert broker.retained().get(f'{BASE}/beacon/bakery/state') == 'OFF'
+        since = time.monotonic()
+        time.sleep(1.0)
+        assert heard(harness, since) == []
+        broker.publish(f'{SET}/advertising', 'ON')
+        back = time.monotonic()
+        assert wait_until(lambda: any(b['major'] == MAJOR for b in heard(harness, back)), 3)
+        assert wait_until(lambda: settings(broker).get('advertising') is True, 3)
+        assert 'advertising' not in json.loads(profile.read_text())
+        assert wait_until(lambda: broker.retained().get(f'{BASE}/beacon/bakery/state') == 'ON', 3)
+    finally:
+        stop_process(proc, signal.SIGTERM)
+        broker.close()

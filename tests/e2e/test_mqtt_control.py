@@ -209,3 +209,37 @@ def test_a_beacon_switched_off_stays_off_after_a_restart_until_switched_on(
     finally:
         stop_process(proc, signal.SIGTERM)
         broker.close()
+
+
+def test_a_profile_that_cannot_be_written_puts_the_old_value_back_on_the_air(
+        ibeacon_bin: Path, harness_factory, tmp_path: Path) -> None:
+    """Another writer holds the profile's lock (a calibration running): the change is refused
+    (not-written), the old value is back on the air, the file and the settings are unchanged."""
+    import fcntl
+    import os
+
+    broker = Broker(tmp_path)
+    profile = write_profile(tmp_path / 'bakery.json')
+    harness = harness_factory('--scanner')
+    proc = start(ibeacon_bin, harness, profile, broker)
+    lock = os.open(tmp_path / '.bakery.json.lock', os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o200)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        assert wait_until(lambda: settings(broker).get('major') == MAJOR, 5)
+        before_file, before_settings = profile.read_text(), settings(broker)
+        with broker.subscribe(f'{BASE}/event') as sub:
+            broker.publish(f'{SET}/major', '5000')
+            assert wait_until(lambda: any(e.get('refusal') == 'not-written' for e in events(sub)), 5), events(sub)
+            refused = next(e for e in events(sub) if e.get('refusal') == 'not-written')
+            assert 'another ibeacon process' in refused['reason'], refused
+        time.sleep(0.5)
+        since = time.monotonic()
+        time.sleep(1.0)
+        on_air = heard(harness, since)
+        assert on_air and all(b['major'] == MAJOR for b in on_air), on_air
+        assert profile.read_text() == before_file
+        assert settings(broker) == before_settings
+    finally:
+        os.close(lock)
+        stop_process(proc, signal.SIGTERM)
+        broker.close()

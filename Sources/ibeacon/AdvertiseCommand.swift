@@ -52,11 +52,14 @@ struct AdvertiseCommand: AsyncParsableCommand {
     var json = false
 
     @OptionGroup var mqtt: MQTTOptions<AdvertiseMQTT>
+    @Flag(name: .customLong("mqtt-control"), help: "Take commands on BASE/beacon/NAME/set/KEY (README).")
+    var mqttControl = false
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
         if profile.isEmpty { throw ValidationError("give at least one --profile FILE") }
         try validateSeconds("--check-interval", checkInterval, 0.1...86400, zeroAllowed: "disable the check")
+        if mqttControl && mqtt.url == nil { throw ValidationError("--mqtt-control needs --mqtt URL (the broker)") }
     }
 
     func run() async throws {
@@ -67,14 +70,18 @@ struct AdvertiseCommand: AsyncParsableCommand {
             // One adapter, opened once: its address names the box for MQTT, then it advertises.
             try await device.opener(logger: logger, reading: profile).withAdapter { adapter in
                 let status = try await mqttStatus(mqtt, specs, adapter: adapter, logger: logger)
-                try await status.closing { try await advertise(specs, on: adapter, mqtt: status) }
+                try await status.closing {
+                    let initial = try status.startingControl(mqttControl, paths: profile, specs: specs, logger: logger)
+                    try await advertise(initial, on: adapter, mqtt: status)
+                }
             }
         }
     }
 
     /// `--mqtt` checked, its files read, the beacons' names checked; nil without --mqtt.
     private func mqttOpener(_ specs: [BeaconSpec], logger: Logger) throws -> MQTTOpener? {
-        guard let prepared = try mqtt.prepare(command: "advertise", logger: logger) else { return nil }
+        guard var prepared = try mqtt.prepare(command: "advertise", logger: logger) else { return nil }
+        if mqttControl { prepared.layout = { [layout = prepared.layout] in layout($0).controlled() } }
         do {
             try mqtt.layout(command: "advertise").checkBeaconNames(specs.map(BeaconStatusPublisher.name(of:)))
         } catch {
@@ -83,7 +90,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
         return prepared
     }
 
-    /// The beacons' MQTT status, connecting; nil without --mqtt. The adapter's address (which
+    /// The beacons' MQTT status, not connected yet; nil without --mqtt. The adapter's address (which
     /// keeps boxes of one host name apart in Home Assistant) is read first.
     private func mqttStatus(_ prepared: MQTTOpener?, _ specs: [BeaconSpec], adapter: any Adapter, logger: Logger)
         async throws -> BeaconStatusPublisher?
@@ -98,7 +105,6 @@ struct AdvertiseCommand: AsyncParsableCommand {
         let publisher = try prepared.publisherForCLI(adapter: address, logger: logger)
         let status = BeaconStatusPublisher(
             publisher: publisher, specs: specs, device: device.deviceText, wallClock: { ProcessContext.unixTime })
-        publisher.start()
         return status
     }
 
@@ -111,8 +117,8 @@ struct AdvertiseCommand: AsyncParsableCommand {
         let json = self.json
         let onTheAir = "advertising \(specs.count) beacon(s) on \(adapter.name.escapedForTerminal)"
         try await untilStopped {
-            try await adapter.advertise(
-                request,
+            try await mqtt.advertise(
+                on: adapter, request,
                 onReady: { status in
                     printOut(status.lines(device: adapter.name, json: json))
                     mqtt?.update(.advertising, status: status)

@@ -71,11 +71,12 @@ public struct KernelAdapter: Adapter {
         let adapter = name
         let logger = self.logger
         let address = try await client.execute(MgmtReadControllerInfo(), index: mgmtIndex).address
-        let session = MgmtAdvertisingSession(
+        var session = MgmtAdvertisingSession(
             advertiser: MgmtAdvertiser(beacons: request.beacons, index: mgmtIndex, logger: logger),
             client: client, logger: logger, clock: clock,
             onInstancesChanged: { records.saveInstances($0, adapter: adapter, address: "\(address)", logger: logger) },
             openedHere: openedHere)
+        session.updates = request.updates
         startGuardian(adapter)
         try await session.run(
             onReady: { status in

@@ -35,6 +35,8 @@ enum Exit {
     static let calibrationImprecise: Int32 = 80
     /// calibrate: the level drifted during the run; nothing written (not a sysexits code).
     static let calibrationDrift: Int32 = 81
+    /// status: something is off (a beacon off the air, a process gone without cleaning up).
+    static let statusOff: Int32 = 82
 
     static let helpText = """
         EXIT CODES
@@ -61,6 +63,8 @@ enum Exit {
               (hold still, run longer, or --force)
           81  calibrate: the level moved during the run (a person, a door);
               nothing written (calibrate again, or --force)
+          82  status: something is off (a beacon off the air, leftovers of a
+              process gone); the output says what
           128+N  stopped by signal N after cleaning up: calibrate interrupted
               (130 SIGINT, 143 SIGTERM; nothing written), advertise or scan ended by
               SIGHUP (129), SIGUSR1 (138), ... (SIGINT/SIGTERM end those with 0)

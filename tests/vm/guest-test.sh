@@ -61,6 +61,7 @@ SCENARIOS=(
   ibeacon_planted_symlink
   kernel_local_user
   kernel_central
+  kernel_status
 )
 
 if [ "${1:-}" = --list ]; then printf '%s\n' "${SCENARIOS[@]}"; exit 0; fi

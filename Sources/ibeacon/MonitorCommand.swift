@@ -178,8 +178,7 @@ struct MonitorCommand: AsyncParsableCommand {
             let regions = try command.allRegions()
             let hooks = try command.makeHooks(logger: logger)
             let mqtt = try command.mqtt.prepare(command: "monitor", logger: logger)
-            let record = SessionRecorder(
-                .monitor, device: command.device.deviceText, profiles: command.profile, logger: logger)
+            let record = SessionRecorder(.monitor, device: device.deviceText, profiles: profile, logger: logger)
             defer { record.remove() }
             let session = MonitorRun(
                 regions: regions,

@@ -8,15 +8,10 @@ struct StatusCommand: AsyncParsableCommand {
         commandName: "status",
         abstract: "Show what this box advertises and monitors, and what is left over.",
         discussion: """
-            Reads the records that advertise and monitor keep in /run/ibeacon (or \
-            $IBEACON_RUNTIME_DIR, unless run with file capabilities or set-user-ID) and asks the \
-            kernel's management interface (no capability needed) which adapters are powered and \
-            which advertising instances they hold. For each beacon: its profile, adapter, \
-            instance, on the air or not and why, since when, the process and its systemd unit. \
-            Then what `ibeacon stop` would remove (records of processes now gone, their instances) \
-            and the instances of other programs it leaves alone. Changes nothing. Exits 0 when \
-            all is well, 82 when something is off (a beacon off the air, a process gone without \
-            cleaning up); --json prints one object whose "ok" agrees with the exit code.
+            Each beacon: profile, adapter, instance, on the air or not and why, since when, its \
+            process and systemd unit; then what `ibeacon stop` would remove. From the records in \
+            /run/ibeacon (as stop reads them) and the kernel's management interface (no capability \
+            needed). Changes nothing. Exits 0 when all is well, 82 when something is off.
             """)
 
     @Flag(help: "Print one JSON object.")

@@ -68,6 +68,7 @@ private struct StatusTree {
             records: records(running: running),
             openMgmt: {
                 guard let kernel else { throw TransportError(.bluetoothUnavailable, "no Bluetooth in this test") }
+                kernel.reopen()  // a management socket of its own, as each ibeacon process opens
                 let client = MgmtClient(transport: kernel, logger: Logger(label: "test"), defaultTimeout: .seconds(5))
                 await client.start()
                 return client
@@ -121,6 +122,7 @@ private struct StatusTree {
         #expect(kernel.instances.keys.sorted() == [1])
 
         // What `stop --device hci0` does: the kernel adapter removes the instance, then the sessions.
+        kernel.reopen()
         let client = MgmtClient(transport: kernel, logger: Logger(label: "test"), defaultTimeout: .seconds(5))
         await client.start()
         let adapter = KernelAdapter(
@@ -165,7 +167,13 @@ private struct StatusTree {
         defer { tree.cleanUp() }
         try tree.session(7)
         try tree.instances(7, [1])
-        let status = await tree.status(FakeMgmtKernel(), running: [7])
+        // Other programs hold 2 and 3; the 6.1 kernel lists [2] (3 exceeds the count): 1, at most
+        // the list's length and not in it, is gone (a number above it might only be hidden).
+        let kernel = FakeMgmtKernel()
+        kernel.otherProgramAdds(2)
+        kernel.otherProgramAdds(3)
+        let status = await tree.status(kernel, running: [7])
+        #expect(status.adapters.first?.instances == [2])
         #expect(status.beacons.map(\.onAir) == [false])
         #expect(status.beacons.first?.reason == "instance 1 is not in the kernel's list")
     }
@@ -174,9 +182,9 @@ private struct StatusTree {
         let tree = try StatusTree()
         defer { tree.cleanUp() }
         let kernel = FakeMgmtKernel()
-        kernel.otherProgramAdds(2, owner: "bluetoothctl")
+        kernel.otherProgramAdds(1, owner: "bluetoothctl")
         let status = await tree.status(kernel, running: [])
-        #expect(status.leftovers.unowned.map(\.instance) == [2])
+        #expect(status.leftovers.unowned.map(\.instance) == [1])
         #expect(status.allWell)
         #expect(status.lines.contains("no ibeacon advertise or monitor runs on this box"))
     }

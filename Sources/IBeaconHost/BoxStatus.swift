@@ -132,7 +132,10 @@ public struct BoxStatus: Sendable, Equatable {
         var status = BoxStatus(directory: records.directory, adapters: adapters, kernelError: kernelError)
         let (advertisers, refusedA) = records.sessions(.advertise)
         let (monitors, refusedM) = records.sessions(.monitor)
-        for r in refusedA + refusedM { status.notes.append("ignored \(r.file): \(r.reason)") }
+        // A refused directory refuses both kinds: one note each.
+        for r in refusedA + refusedM where !status.notes.contains("ignored \(r.file): \(r.reason)") {
+            status.notes.append("ignored \(r.file): \(r.reason)")
+        }
         for adapter in adapters where adapter.error != nil {
             status.notes.append("\(adapter.name) could not be read: \(adapter.error ?? "")")
         }

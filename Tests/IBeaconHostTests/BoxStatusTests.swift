@@ -214,6 +214,17 @@ private struct StatusTree {
         #expect(status.notes.contains { $0.contains("session-11.advertise") && $0.contains("65534") })
     }
 
+    /// A runtime directory others may write is not read at all: one note, no beacon.
+    @Test func aDirectoryOthersMayWriteIsIgnoredWithOneNote() async throws {
+        let tree = try StatusTree()
+        defer { tree.cleanUp() }
+        try tree.session(12)
+        chmod(tree.directory, 0o777)
+        let status = await tree.status(nil, running: [12])
+        #expect(status.beacons.isEmpty)
+        #expect(status.notes == ["ignored \(tree.directory): is writable by group or others; its records are ignored"])
+    }
+
     /// Values are escaped: a profile path with a line break cannot forge the state line.
     @Test func aLineBreakInAProfilePathCannotForgeAState() throws {
         let lines = SessionRecord.lines(

@@ -105,6 +105,8 @@ shipped_docs() {
   done
 }
 check "README.md and docs/*.md in /usr/share/doc/ibeacon:$doc_files" shipped_docs
+check "status: nothing runs in the root, all well (exit 0)" run sh -c \
+  'ibeacon status >/tmp/status.txt 2>&1 && grep -q "no ibeacon advertise or monitor runs on this box" /tmp/status.txt'
 check "encode --profile of the example profile" run sh -c \
   'ibeacon encode --profile /usr/share/doc/ibeacon/examples/store12.json --json >/tmp/encode.json &&
    grep -qi "0201061aff4c000215f7826da64fa24e988024bc5b71e0893e000c0001c5" /tmp/encode.json'

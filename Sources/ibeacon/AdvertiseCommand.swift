@@ -67,12 +67,14 @@ struct AdvertiseCommand: AsyncParsableCommand {
         try await reporting {
             let specs = try profile.map { path in try BeaconSpec(profileAt: path, forceRandomAddress: randomAddress) }
             let mqtt = try mqttOpener(specs, logger: logger)
+            let record = SessionRecorder(.advertise, device: device.deviceText, profiles: profile, logger: logger)
+            defer { record.remove() }
             // One adapter, opened once: its address names the box for MQTT, then it advertises.
             try await device.opener(logger: logger, reading: profile).withAdapter { adapter in
                 let status = try await mqttStatus(mqtt, specs, adapter: adapter, logger: logger)
                 try await status.closing {
                     let initial = try status.startingControl(mqttControl, paths: profile, specs: specs, logger: logger)
-                    try await advertise(initial, on: adapter, mqtt: status)
+                    try await advertise(initial, on: adapter, mqtt: status, record: record)
                 }
             }
         }
@@ -110,7 +112,9 @@ struct AdvertiseCommand: AsyncParsableCommand {
 
     /// Advertises on the adapter `--device` names until stopped, printing the status line and
     /// telling systemd and the MQTT broker (`--mqtt`) what is on the air.
-    private func advertise(_ specs: [BeaconSpec], on adapter: any Adapter, mqtt: BeaconStatusPublisher?) async throws {
+    private func advertise(
+        _ specs: [BeaconSpec], on adapter: any Adapter, mqtt: BeaconStatusPublisher?, record: SessionRecorder
+    ) async throws {
         let request = AdvertisingRequest(
             beacons: specs, mode: mode,
             healthCheckInterval: checkInterval > 0 ? .seconds(checkInterval) : nil)
@@ -122,15 +126,18 @@ struct AdvertiseCommand: AsyncParsableCommand {
                 onReady: { status in
                     printOut(status.lines(device: adapter.name, json: json))
                     mqtt?.update(.advertising, status: status)
+                    record.update("advertising")
                     SystemdNotifier.notify(
                         "READY=1\nSTATUS=\(onTheAir)" + (status.commandSet == nil ? " through the kernel" : ""))
                 },
                 onLost: { cause in
                     mqtt?.update(.recovering, cause: cause)
+                    record.update("recovering", cause: cause)
                     SystemdNotifier.notify("STATUS=recovering: \(cause.escapedForTerminal)")
                 },
                 onRestored: { status in
                     mqtt?.update(.advertising, status: status)
+                    record.update("advertising")
                     SystemdNotifier.notify("STATUS=\(onTheAir)")
                 })
         }

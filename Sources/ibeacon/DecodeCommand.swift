@@ -16,7 +16,7 @@ struct DecodeCommand: AsyncParsableCommand {
     @Argument(help: ArgumentHelp("Bytes in hex.", valueName: "hex"))
     var hex: [String]
 
-    @Option(help: "Read HEX as: auto, ad (advertising data) or event (HCI event).")
+    @Option(help: ArgumentHelp("Read HEX as: auto, ad (advertising data) or event (HCI event).", valueName: "kind"))
     var `as`: AdvertisingDecoder.InputKind = .auto
 
     @Flag(help: "Print one JSON object.")

@@ -1,5 +1,6 @@
 import ArgumentParser
 import IBeaconCore
+import IBeaconHost
 import IBeaconTransports
 
 @main
@@ -26,7 +27,7 @@ struct IBeaconCommand: AsyncParsableCommand {
         version: ProgramInfo.version,
         subcommands: [
             ProfileCommand.self, EncodeCommand.self, DecodeCommand.self, DevicesCommand.self,
-            InfoCommand.self, AdvertiseCommand.self, StopCommand.self, ScanCommand.self,
+            InfoCommand.self, AdvertiseCommand.self, StopCommand.self, StatusCommand.self, ScanCommand.self,
             CalibrateCommand.self, MonitorCommand.self,
         ]
     )

@@ -69,10 +69,10 @@ struct MonitorCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("min-rssi"), parsing: .unconditional,
-        help: ArgumentHelp("Ignore beacons whose smoothed RSSI is below this (dBm).", valueName: "dbm"))
+        help: ArgumentHelp("Ignore beacons whose smoothed RSSI is below this (dBm).", valueName: "dBm"))
     var minRSSI: Int?
 
-    @Option(help: ArgumentHelp("dB below --min-rssi that still keep a region inside.", valueName: "db"))
+    @Option(help: ArgumentHelp("dB below --min-rssi that still keep a region inside.", valueName: "dB"))
     var hysteresis: Double = 6
 
     @Option(help: ArgumentHelp("Time constant of the smoothed RSSI --min-rssi judges.", valueName: "seconds"))
@@ -164,6 +164,8 @@ struct MonitorCommand: AsyncParsableCommand {
             let regions = try command.allRegions()
             let hooks = try command.makeHooks(logger: logger)
             let mqtt = try command.mqtt.prepare(command: "monitor", logger: logger)
+            let record = SessionRecorder(.monitor, device: device.deviceText, profiles: profile, logger: logger)
+            defer { record.remove() }
             let session = MonitorRun(
                 regions: regions,
                 settings: .init(

@@ -37,6 +37,9 @@ struct StopCommand: AsyncParsableCommand {
                 try await $0.stopAdvertising(leftBy: nil)
             }
             if let report { printOut(report.description) }
+            for file in RuntimeRecords.current().removeGoneSessions(device: device.deviceText) {
+                printOut("removed \(file) (its process is gone)")
+            }
         }
     }
 

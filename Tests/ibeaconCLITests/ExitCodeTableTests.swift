@@ -3,12 +3,12 @@ import Testing
 
 /// The exit codes are listed in three places besides the code that returns them: `ibeacon
 /// --help` (`Exit.helpText`), README's table and docs/ARCHITECTURE.md's. All must name the same
-/// codes as `Sources/ibeacon/ExitCodes.swift` defines.
+/// codes as `Sources/IBeaconHost/ExitCodes.swift` defines.
 @Suite struct ExitCodeTableTests {
     /// The codes `enum Exit` defines (`static let name: Int32 = N`).
     static func definedCodes() throws -> Set<Int> {
         let source = try String(
-            contentsOf: packageRoot.appendingPathComponent("Sources/ibeacon/ExitCodes.swift"), encoding: .utf8)
+            contentsOf: packageRoot.appendingPathComponent("Sources/IBeaconHost/ExitCodes.swift"), encoding: .utf8)
         var codes: Set<Int> = []
         for line in source.split(separator: "\n") {
             let words = line.split(separator: " ")

@@ -6,7 +6,7 @@ import Testing
 @Suite struct HelpTextTests {
     static let commands: [[String]] = [
         [], ["profile"], ["profile", "new"], ["profile", "check"], ["encode"], ["decode"], ["devices"], ["info"],
-        ["advertise"], ["stop"], ["scan"], ["calibrate"], ["monitor"],
+        ["advertise"], ["stop"], ["status"], ["scan"], ["calibrate"], ["monitor"],
     ]
 
     @Test(arguments: commands)

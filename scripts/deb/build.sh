@@ -62,6 +62,10 @@ install -D -m 0644 profiles/README.md "$doc/examples/README.profiles.md"
 install -D -m 0644 profiles/schema.json "$doc/examples/schema.json"
 install -D -m 0644 contrib/debian/store12.monitor "$doc/examples/store12.monitor"
 install -D -m 0644 README.md "$doc/README.md"
+# The documents README.md links to (docs/SECURITY.md …), beside it.
+docs=(docs/*.md)
+[ -e "${docs[0]}" ] || die "no docs/*.md to install"
+install -m 0644 "${docs[@]}" "$doc/"
 install -D -m 0644 contrib/debian/copyright "$doc/copyright"
 install -D -m 0644 "$manual" "$pkg/usr/share/man/man1/ibeacon.1"
 install -D -m 0644 contrib/debian/lintian-overrides "$pkg/usr/share/lintian/overrides/ibeacon"
@@ -76,6 +80,10 @@ ibeacon ($version) unstable; urgency=medium
 CHANGELOG
 install -m 0644 "$stage/debian/changelog" "$doc/changelog"
 gzip -9n "$doc/changelog" "$doc/README.md" "$pkg/usr/share/man/man1/ibeacon.1"
+# Debian policy 12.3: documents in /usr/share/doc larger than 4 kB are compressed (gzip -9n).
+for f in "${docs[@]}"; do
+  [ "$(stat -c %s "$f")" -le 4096 ] || gzip -9n "$doc/$(basename "$f")"
+done
 homepage=${DEB_HOMEPAGE:-https://github.com/ibeacon/ibeacon}
 sed -e "s|@MAINTAINER@|$maintainer|" -e "s|@HOMEPAGE@|$homepage|" contrib/debian/control >"$stage/debian/control"
 

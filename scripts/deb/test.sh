@@ -85,6 +85,26 @@ check "units run /usr/bin/ibeacon" run sh -c \
   'grep -q "^ExecStart=/usr/bin/ibeacon advertise" /usr/lib/systemd/system/ibeacon@.service &&
    grep -q "^ExecStart=/usr/bin/ibeacon monitor" /usr/lib/systemd/system/ibeacon-monitor@.service'
 check "man page" run sh -c 'zcat /usr/share/man/man1/ibeacon.1.gz | grep -q "^\.Dt IBEACON 1\|^\.TH IBEACON"'
+# The documents README.md links to ship beside it: every docs/*.md of the source, gzipped when
+# larger than 4 kB (policy 12.3), and readable.
+doc_files=""
+for f in docs/*.md; do
+  b=$(basename "$f")
+  if [ "$(stat -c %s "$f")" -gt 4096 ]; then doc_files="$doc_files $b.gz"; else doc_files="$doc_files $b"; fi
+done
+shipped_docs() {
+  local f
+  run sh -c 'zcat /usr/share/doc/ibeacon/README.md.gz | grep -q "ibeacon status"' || return 1
+  for f in $doc_files; do
+    case $f in
+    *.gz) run sh -c "zcat /usr/share/doc/ibeacon/$f | head -1 | grep -q ." ;;
+    *) run sh -c "head -1 /usr/share/doc/ibeacon/$f | grep -q ." ;;
+    esac || { echo "missing or empty: /usr/share/doc/ibeacon/$f" >&2; return 1; }
+  done
+}
+check "README.md and docs/*.md in /usr/share/doc/ibeacon:$doc_files" shipped_docs
+check "status: nothing runs in the root, all well (exit 0)" run sh -c \
+  'ibeacon status >/tmp/status.txt 2>&1 && grep -q "no ibeacon advertise or monitor runs on this box" /tmp/status.txt'
 check "encode --profile of the example profile" run sh -c \
   'ibeacon encode --profile /usr/share/doc/ibeacon/examples/store12.json --json >/tmp/encode.json &&
    grep -qi "0201061aff4c000215f7826da64fa24e988024bc5b71e0893e000c0001c5" /tmp/encode.json'

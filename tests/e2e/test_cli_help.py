@@ -6,7 +6,8 @@ import subprocess
 
 import pytest
 
-SUBCOMMANDS = ['profile', 'encode', 'decode', 'devices', 'info', 'advertise', 'stop', 'scan', 'calibrate']
+SUBCOMMANDS = ['profile', 'encode', 'decode', 'devices', 'info', 'advertise', 'stop', 'status', 'scan', 'calibrate',
+               'monitor']
 
 
 @pytest.mark.parametrize('args', [[]] + [[name] for name in SUBCOMMANDS], ids=lambda a: ' '.join(a) or 'ibeacon')

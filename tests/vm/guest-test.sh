@@ -64,6 +64,7 @@ SCENARIOS=(
   kernel_central
   kernel_own_link
   kernel_pairing
+  kernel_status
 )
 
 if [ "${1:-}" = --list ]; then printf '%s\n' "${SCENARIOS[@]}"; exit 0; fi

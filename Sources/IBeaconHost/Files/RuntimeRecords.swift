@@ -96,6 +96,8 @@ public struct RuntimeRecord: Sendable, Equatable {
     public var scanWindow: MonitorScanParameters?
     /// The user the file belongs to (root, or its directory's owner).
     public var owner: UInt32 = 0
+    /// Every line, as written (the keys other readers know, such as `SessionRecord`'s).
+    public var lines: [String] = []
 }
 
 /// A record that was not believed, and why (for the log and `stop`'s output).
@@ -374,7 +376,8 @@ public struct RuntimeRecords: Sendable {
         return .success(
             RuntimeRecord(
                 file: file, writer: ProcessIdentity(pid: pid, startTime: start, bootID: boot),
-                adapterAddress: address, instances: instances, scanWindow: window))
+                adapterAddress: address, instances: instances, scanWindow: window,
+                lines: text.split(separator: "\n").map(String.init)))
     }
 }
 

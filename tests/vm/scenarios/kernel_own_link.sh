@@ -58,6 +58,7 @@ scenario_kernel_own_link() {
   stop_pid "$l2" 15
   exec 7>&-
   stop_advertiser "$adv" "$WORK/own-adv.txt"
+  tail -n 3 "$WORK/own-adv.txt" | sed 's/^/        advertiser: /'
   bluetoothd_stop
   stop_pid "$harness" 15
 }

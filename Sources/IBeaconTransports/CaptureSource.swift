@@ -27,7 +27,7 @@ public struct CaptureError: ClassifiedError, Sendable {
     public var description: String {
         guard problem.isDamagedTail else {
             return "\(path): \(problem); give a btsnoop capture (Android's HCI snoop log, btmon -w, "
-                + "Wireshark's BTSnoop format, or ibeacon --btsnoop)"
+                + "Wireshark's BTSnoop format, or ibeacon --btsnoop) or a PacketLogger .pklg (an iPhone's sysdiagnose)"
         }
         return "\(path): \(problem) (byte offset \(problem.offset)); read the \(records) complete record(s) "
             + "before it (\(reports) advertising report(s)) — the recording was cut short or damaged"
@@ -39,7 +39,7 @@ public struct CaptureError: ClassifiedError, Sendable {
 struct CaptureFileReader: ~Copyable {
     let path: String
     private let fd: FileDescriptor
-    private var decoder = BTSnoopDecoder()
+    private var decoder = CaptureDecoder()
     private var chunk: [UInt8]
     private var atEnd = false
 
@@ -91,6 +91,7 @@ struct CaptureFileReader: ~Copyable {
     }
 
     var datalink: BTSnoopDatalink? { decoder.datalink }
+    var format: CaptureFormat? { decoder.format }
     var recordsRead: Int { decoder.recordsRead }
 
     /// Reads until the file header is complete; throws if the file is not a btsnoop capture.
@@ -166,22 +167,28 @@ public struct CaptureSightingSource: SightingSource {
     public let path: String
     public let controllerIndex: UInt16?
     public let logger: Logger
+    /// What the file's content says it is (btsnoop of a datalink, or PacketLogger).
+    public let format: CaptureFormat
+    /// How `--device` named it (`btsnoop:`, `pklg:` or `capture:`); messages use it.
+    public let prefix: String
 
     /// Opens `path` and checks its header: a file that is not a btsnoop capture (or of a datalink
     /// that carries no HCI packets) fails here, before any scanning.
-    public init(path: String, controllerIndex: UInt16? = nil, logger: Logger) throws {
+    public init(path: String, controllerIndex: UInt16? = nil, prefix: String = "btsnoop", logger: Logger) throws {
         self.path = path
         self.controllerIndex = controllerIndex
         self.logger = logger
+        self.prefix = prefix
         var reader = try CaptureFileReader(path: path)
         if let problem = try reader.readHeader() { throw CaptureError(path: path, problem: problem) }
+        // A file too short to tell: what it is does not matter, reading it fails at its end.
+        format = reader.format ?? .btsnoop(.h4)
         if let index = controllerIndex, reader.datalink != .linuxMonitor {
-            logger.notice(
-                "--index \(index) ignored: \(path) is \(reader.datalink?.description ?? "btsnoop"), one controller")
+            logger.notice("--index \(index) ignored: \(path) is \(format), one controller")
         }
     }
 
-    public var name: String { "btsnoop:\(path)" }
+    public var name: String { "\(prefix):\(path)" }
 
     public var isLive: Bool { false }
 

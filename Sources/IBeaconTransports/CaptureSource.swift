@@ -273,6 +273,7 @@ public struct CaptureSightingSource: SightingSource {
                 break scanning
             }
             if replay.followScanEnable(in: record) { continue }
+            if let packet = record.packet, packet.type == .event, packet.body.first == 0xFF { replay.vendorEvents += 1 }
             guard let packet = record.packet, packet.type == .event, record.direction == .received,
                 Self.isAdvertisingReport(packet.body)
             else { continue }
@@ -293,6 +294,15 @@ public struct CaptureSightingSource: SightingSource {
         }
         if !stopped { _ = try await request.tick(replay.time) }
         replay.warnAboutSkippedReports(in: path, logger: logger)
+        if case .packetLogger = format, replay.reports == 0, replay.vendorEvents > 0 {
+            // An iPhone's controller may filter scans itself and hand results over in its own
+            // vendor events, which no one documents (Wireshark does not decode them either).
+            let message =
+                "\(path) holds no LE advertising report, but \(replay.vendorEvents) vendor-specific event(s): this "
+                + "phone's controller may have passed what it heard in its own undocumented format, which is not "
+                + "read (docs/CALIBRATION.md, an iPhone's capture)"
+            logger.warning("\(message)")
+        }
         if let problem {
             throw CaptureError(path: path, problem: problem, records: reader.recordsRead, reports: replay.reports)
         }
@@ -317,6 +327,8 @@ private struct CaptureReplay {
     var recorded: Set<UInt16> = []
     var reports = 0
     var malformed = 0
+    /// Vendor-specific events (0xFF) seen: where an iPhone's offloaded scanning reports.
+    var vendorEvents = 0
     /// One array for every event's sightings: `receive` does not keep it, so it stays unique and
     /// is refilled in place.
     var sightings: [Sighting] = []

@@ -37,6 +37,11 @@ struct CalibrateCommand: AsyncParsableCommand {
             for a receiver that reads a known number of dB weaker (positive) or stronger \
             (negative) than a reference phone.
 
+            With the phone in the pocket: --device btsnoop:FILE (Android's HCI snoop log) or \
+            pklg:FILE (an iPhone's PacketLogger trace from a sysdiagnose), recorded 1 m from the \
+            beacon, is read as the receiver and written the same way; the record names the \
+            receiver's kind and the span of capture time read, never an address (README).
+
             Interrupted (SIGINT, SIGTERM), it writes nothing and exits 130 or 143.
             """)
 
@@ -102,17 +107,18 @@ struct CalibrateCommand: AsyncParsableCommand {
     /// a read-only or broken profile fails in a second, not after 30 s of measuring; then the
     /// measurement, the report, and the profile written (or why not).
     func calibrate(logger: Logger) async throws {
-        try refuseWritingACapture()
         let destination = try CalibrationDestination.open(profile ?? write, mustExist: profile != nil, dryRun: dryRun)
         defer { destination.close() }
         let target = try calibrationTarget(existing: destination.existing)
-        let (result, receiverAddress) = try await measure(target, protecting: destination.path, logger: logger)
+        let (result, receiverAddress, capture) = try await measure(target, protecting: destination.path, logger: logger)
+        // From a phone's capture: its kind and span, and no address of the phone or anyone.
         let record = CalibrationRecord(
             timestamp: iso8601(unixSeconds: ProcessContext.unixTime, milliseconds: false),
             samples: result.sampleCount, estimate: result.estimate, interval95: result.halfWidth95,
-            spread: result.spread, method: result.method, receiver: device.deviceText,
-            receiverAddress: receiverAddress?.description ?? "unknown", offset: offset,
-            txPower: destination.existing?.txPower.map { Int($0) })
+            spread: result.spread, method: result.method, receiver: capture?.receiver ?? device.deviceText,
+            receiverAddress: device.isCapture
+                ? CalibrationCaptureRecord.withheldAddress : receiverAddress?.description ?? "unknown",
+            offset: offset, txPower: destination.existing?.txPower.map { Int($0) }, capture: capture?.record)
         let reason = result.refusal(precision: precision, duration: duration, capture: device.isCapture)
         let refusal = force ? nil : reason
         if json {
@@ -144,17 +150,6 @@ struct CalibrateCommand: AsyncParsableCommand {
         try write(result, record: record, target: target, to: path, destination: destination)
     }
 
-    /// A capture was recorded by some receiver at some time: its measurement can be shown, but
-    /// written into a profile it would pass for a calibration made here and now.
-    func refuseWritingACapture() throws {
-        if try device.spec().isCapture, !dryRun {
-            throw CLIError(
-                "calibrate reads \(device.deviceText) only with --dry-run: a capture's measurement is shown, "
-                    + "not written into a profile (calibrate with a live receiver to write measuredPower)",
-                code: Exit.usage)
-        }
-    }
-
     /// The beacon to listen to: the profile's, or --uuid/--major/--minor's.
     func calibrationTarget(existing: Profile?) throws -> CalibrationTarget {
         if let existing {
@@ -181,7 +176,7 @@ struct CalibrateCommand: AsyncParsableCommand {
     /// Scans until the calibrator has its result, showing the estimate as it goes on a terminal.
     func measure(
         _ target: CalibrationTarget, protecting path: String?, logger: Logger
-    ) async throws -> (CalibrationResult, receiverAddress: BDAddress?) {
+    ) async throws -> (CalibrationResult, receiverAddress: BDAddress?, capture: CaptureCalibrationEvidence?) {
         let source = try await device.opener(logger: logger, writing: path).openSightingSource()
         let receiverAddress: BDAddress?
         do {
@@ -208,9 +203,10 @@ struct CalibrateCommand: AsyncParsableCommand {
             await source.close()
             throw error
         }
+        let evidence = try? (source as? CaptureSightingSource)?.calibrationEvidence(seconds: result.seconds)
         await source.close()
         if live { printOut("") }
-        return (result, receiverAddress)
+        return (result, receiverAddress, evidence ?? nil)
     }
 
     /// --json: the result as one object.

@@ -1,0 +1,43 @@
+import IBeaconCore
+import IBeaconHost
+
+/// What a calibration from a capture records about the capture: the receiver's kind, the span of
+/// capture time read, and the capture named by its file name alone (no directory, which may
+/// hold a person's name). Never an address (`CalibrationCaptureRecord`).
+public struct CaptureCalibrationEvidence: Sendable, Equatable {
+    public var record: CalibrationCaptureRecord
+    /// `pklg:bluetoothd-hci-latest.pklg`: the record's `receiver`.
+    public var receiver: String
+}
+
+extension CaptureSightingSource {
+    /// The evidence of a calibration that read `seconds` of this capture's time (counted, as
+    /// `scan` counts it, from the first advertising report of the controller read); nil when
+    /// the capture holds no advertising report.
+    public func calibrationEvidence(seconds: Double) throws -> CaptureCalibrationEvidence? {
+        guard let first = try firstReportUnixMicros() else { return nil }
+        let file = path.split(separator: "/").last.map(String.init) ?? path
+        return CaptureCalibrationEvidence(
+            record: CalibrationCaptureRecord(kind: format.receiverKind, firstReportUnixMicros: first, seconds: seconds),
+            receiver: "\(prefix):\(file)")
+    }
+
+    /// The time (µs since 1970) of the first advertising report event `scan` takes: of the
+    /// controller given with `--index`, else of any (the first one heard is the one read); a
+    /// malformed event does not count, as in `scan`.
+    func firstReportUnixMicros() throws -> Int64? {
+        var reader = try CaptureFileReader(path: path)
+        var sightings: [Sighting] = []
+        while let result = try reader.next() {
+            guard case .success(let record) = result else { return nil }
+            guard let packet = record.packet, packet.type == .event, record.direction == .received,
+                Self.isAdvertisingReport(packet.body)
+            else { continue }
+            if let wanted = controllerIndex, let index = record.controllerIndex, index != wanted { continue }
+            sightings.removeAll(keepingCapacity: true)
+            guard (try? Sighting.append(fromEvent: packet.body, to: &sightings)) != nil else { continue }
+            return record.unixMicroseconds
+        }
+        return nil
+    }
+}

@@ -107,8 +107,12 @@ public struct CaptureDecoder: Sendable {
         case .btsnoop: try btsnoop.finish()
         case nil:
             let magic = min(pending.count, BTSnoop.magic.count)
-            if magic > 0, pending[..<magic].elementsEqual(BTSnoop.magic[..<magic]) || pending.count < 4 {
+            if pending.isEmpty || pending[..<magic].elementsEqual(BTSnoop.magic[..<magic]) {
                 throw .truncatedHeader(available: pending.count)
+            }
+            guard pending.count >= 4 else {
+                throw .truncatedRecord(
+                    index: 0, offset: 0, needed: PacketLogger.recordHeaderLength, available: pending.count)
             }
             // A PacketLogger record's start, cut before its header ended, if its length can be one.
             let big = PacketLogger.isBigEndian(firstLength: pending)

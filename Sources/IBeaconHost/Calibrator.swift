@@ -23,7 +23,7 @@ public struct CalibrationTarget: Sendable, Equatable {
         self.address = address
     }
 
-    func matches(_ beacon: IBeacon) -> Bool {
+    public func matches(_ beacon: IBeacon) -> Bool {
         beacon.proximityUUID == proximityUUID && beacon.major == major && beacon.minor == minor
     }
 

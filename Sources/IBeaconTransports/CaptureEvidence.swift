@@ -11,6 +11,19 @@ public struct CaptureCalibrationEvidence: Sendable, Equatable {
 }
 
 extension CaptureSightingSource {
+    /// This capture read for a calibration of `target`: its time starts at the beacon's first
+    /// report (a phone's log may hold minutes of other devices before it), so --duration and the
+    /// minimum time count from there.
+    public func calibrating(_ target: CalibrationTarget) -> CaptureSightingSource {
+        var source = self
+        source.startsAt = { sightings in
+            sightings.contains { s in
+                s.beacon.map { target.matches($0) && (target.address == nil || target.address == s.address) } ?? false
+            }
+        }
+        return source
+    }
+
     /// The evidence of a calibration that read `seconds` of this capture's time (counted, as
     /// `scan` counts it, from the first advertising report of the controller read); nil when
     /// the capture holds no advertising report.
@@ -23,8 +36,8 @@ extension CaptureSightingSource {
     }
 
     /// The time (µs since 1970) of the first advertising report event `scan` takes: of the
-    /// controller given with `--index`, else of any (the first one heard is the one read); a
-    /// malformed event does not count, as in `scan`.
+    /// controller given with `--index`, else of any (the first one heard is the one read), and
+    /// one `startsAt` accepts; a malformed event does not count, as in `scan`.
     func firstReportUnixMicros() throws -> Int64? {
         var reader = try CaptureFileReader(path: path)
         var sightings: [Sighting] = []
@@ -35,7 +48,9 @@ extension CaptureSightingSource {
             else { continue }
             if let wanted = controllerIndex, let index = record.controllerIndex, index != wanted { continue }
             sightings.removeAll(keepingCapacity: true)
-            guard (try? Sighting.append(fromEvent: packet.body, to: &sightings)) != nil else { continue }
+            guard (try? Sighting.append(fromEvent: packet.body, to: &sightings)) != nil,
+                startsAt?(sightings) ?? true
+            else { continue }
             return record.unixMicroseconds
         }
         return nil

@@ -171,6 +171,10 @@ public struct CaptureSightingSource: SightingSource {
     public let format: CaptureFormat
     /// How `--device` named it (`btsnoop:`, `pklg:` or `capture:`); messages use it.
     public let prefix: String
+    /// When set, the capture's time starts at the first advertising report event whose reports
+    /// it accepts, and nothing before that event is delivered: a calibration from a phone's log
+    /// starts at the beacon, not minutes earlier at another device (nil: the first report).
+    public var startsAt: (@Sendable ([Sighting]) -> Bool)?
 
     /// Opens `path` and checks its header: a file that is not a btsnoop capture (or of a datalink
     /// that carries no HCI packets) fails here, before any scanning.
@@ -255,7 +259,7 @@ public struct CaptureSightingSource: SightingSource {
         var replay = CaptureReplay(
             tracker: request.receptionTracker(),
             interval: max(request.tickInterval.seconds, 0.001),
-            controllerIndex: controllerIndex)
+            controllerIndex: controllerIndex, startsAt: startsAt)
         var problem: BTSnoopError?
         var stopped = false
         scanning: while true {
@@ -333,7 +337,10 @@ private struct CaptureReplay {
     /// is refilled in place.
     var sightings: [Sighting] = []
 
-    init(tracker: ReceptionTracker, interval: Double, controllerIndex: UInt16?) {
+    let startsAt: (@Sendable ([Sighting]) -> Bool)?
+
+    init(tracker: ReceptionTracker, interval: Double, controllerIndex: UInt16?, startsAt: (@Sendable ([Sighting]) -> Bool)?) {
+        self.startsAt = startsAt
         self.tracker = tracker
         self.interval = interval
         self.nextTick = interval
@@ -402,7 +409,10 @@ private struct CaptureReplay {
                 return false
             }
         }
-        if start == nil { start = micros }
+        if start == nil {
+            guard startsAt?(sightings) ?? true else { return false }
+            start = micros
+        }
         reports += sightings.count
         tracker.heard(at: time)
         return true

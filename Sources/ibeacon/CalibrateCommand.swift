@@ -177,7 +177,8 @@ struct CalibrateCommand: AsyncParsableCommand {
     func measure(
         _ target: CalibrationTarget, protecting path: String?, logger: Logger
     ) async throws -> (CalibrationResult, receiverAddress: BDAddress?, capture: CaptureCalibrationEvidence?) {
-        let source = try await device.opener(logger: logger, writing: path).openSightingSource()
+        var source = try await device.opener(logger: logger, writing: path).openSightingSource()
+        if let capture = source as? CaptureSightingSource { source = capture.calibrating(target) }
         let receiverAddress: BDAddress?
         do {
             receiverAddress = try await source.receiverAddress()

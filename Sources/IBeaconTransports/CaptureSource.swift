@@ -304,7 +304,7 @@ public struct CaptureSightingSource: SightingSource {
             let message =
                 "\(path) holds no LE advertising report, but \(replay.vendorEvents) vendor-specific event(s): this "
                 + "phone's controller may have passed what it heard in its own undocumented format, which is not "
-                + "read (docs/CALIBRATION.md, an iPhone's capture)"
+                + "read (docs/CALIBRATION.md, \"A phone's own log\")"
             logger.warning("\(message)")
         }
         if let problem {

@@ -180,7 +180,8 @@ public enum BTSnoopError: Error, Equatable, Sendable, CustomStringConvertible {
             return "not a btsnoop file: it starts with \(bytes.hexString(separator: " ")), "
                 + "a btsnoop capture starts with \"btsnoop\\0\" (62 74 73 6E 6F 6F 70 00)"
         case .unknownFormat(let bytes):
-            return "not a btsnoop file nor a PacketLogger (.pklg) file: it starts with \(bytes.hexString(separator: " ")); "
+            return
+                "not a btsnoop file nor a PacketLogger (.pklg) file: it starts with \(bytes.hexString(separator: " ")); "
                 + "a btsnoop capture starts with \"btsnoop\\0\", a PacketLogger record with its length (8…65535)"
         case .unsupportedVersion(let v):
             return "btsnoop version \(v) at byte 8 is not supported (only version 1 exists)"

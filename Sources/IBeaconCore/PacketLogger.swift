@@ -186,7 +186,8 @@ public struct PacketLoggerDecoder: Sendable {
             throw fail(
                 .invalidRecord(
                     index: recordsRead, offset: offset,
-                    reason: "claims \(length) bytes, more than the largest HCI packet's record (\(PacketLogger.maximumLength))"
+                    reason:
+                        "claims \(length) bytes, more than the largest HCI packet's record (\(PacketLogger.maximumLength))"
                 ))
         }
         let total = 4 + length

@@ -339,7 +339,10 @@ private struct CaptureReplay {
 
     let startsAt: (@Sendable ([Sighting]) -> Bool)?
 
-    init(tracker: ReceptionTracker, interval: Double, controllerIndex: UInt16?, startsAt: (@Sendable ([Sighting]) -> Bool)?) {
+    init(
+        tracker: ReceptionTracker, interval: Double, controllerIndex: UInt16?,
+        startsAt: (@Sendable ([Sighting]) -> Bool)?
+    ) {
         self.startsAt = startsAt
         self.tracker = tracker
         self.interval = interval

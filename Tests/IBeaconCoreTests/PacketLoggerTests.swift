@@ -89,14 +89,17 @@ struct PacketLoggerTests {
                     packet: packet, direction: direction, unixMicroseconds: 1_700_000_000_999_999 + Int64(k),
                     bigEndian: bigEndian))
         }
-        bytes += PacketLogger.encodeRecord(type: .note, data: Array("hello".utf8), unixMicroseconds: 0)
+        bytes += PacketLogger.encodeRecord(
+            type: .note, data: Array("hello".utf8), unixMicroseconds: 0, bigEndian: bigEndian)
         let (records, error) = Self.decodeAll(bytes)
         #expect(error == nil)
         #expect(records.prefix(6).map { $0.packet } == packets.map { $0.0 })
         #expect(records.prefix(6).map(\.direction) == packets.map { $0.1 })
         #expect(records[1].unixMicroseconds == 1_700_000_001_000_000)
         #expect(records.count == 7 && records[6].packet == nil)
-        #expect(PacketLogger.encodeRecord(packet: H4Packet(type: .iso, body: []), direction: .sent, unixMicroseconds: 0) == nil)
+        #expect(
+            PacketLogger.encodeRecord(packet: H4Packet(type: .iso, body: []), direction: .sent, unixMicroseconds: 0)
+                == nil)
     }
 
     @Test func recognitionFollowsWireshark() {

@@ -56,3 +56,26 @@ extension CaptureSightingSource {
         return nil
     }
 }
+
+/// The beacon is nowhere in the capture read for its calibration: said as such, not as a live
+/// receiver's "not heard in 0 s — … within range" (exit 68 all the same).
+public struct CaptureBeaconAbsent: ClassifiedError, Sendable {
+    public var capture: String
+    public var target: String
+    public var failureKind: FailureKind { .notHeard }
+
+    public var description: String {
+        "the beacon \(target) is not in \(capture): no advertising report of it — check the profile's uuid, major "
+            + "and minor, that the phone's log was recorded near the beacon while an app scanned, and README, "
+            + "\"Calibrating a spot\""
+    }
+
+    /// `error` as the calibration of `source` should say it: a capture's `notHeard` before the
+    /// beacon's first report becomes this; anything else is returned as it is.
+    public static func explained(_ error: any Error, source: any SightingSource) -> any Error {
+        guard let capture = source as? CaptureSightingSource, capture.startsAt != nil,
+            case .notHeard(let target, _) = error as? CalibrationError
+        else { return error }
+        return CaptureBeaconAbsent(capture: capture.name, target: target)
+    }
+}

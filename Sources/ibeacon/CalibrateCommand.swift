@@ -202,7 +202,7 @@ struct CalibrateCommand: AsyncParsableCommand {
         } catch {
             if live { printOut("") }
             await source.close()
-            throw error
+            throw CaptureBeaconAbsent.explained(error, source: source)
         }
         let evidence = try? (source as? CaptureSightingSource)?.calibrationEvidence(seconds: result.seconds)
         await source.close()

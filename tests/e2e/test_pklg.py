@@ -293,3 +293,17 @@ def test_hostile_pklg_files(ibeacon_bin: Path, tmp_path: Path) -> None:
                       + pklg_record(0x01, event, 1_700_000_001_000_000, False))
     ours, result = scan_reports(ibeacon_bin, f'pklg:{notes}')
     assert result.returncode == 0 and len(ours) == 1, result.stderr
+
+
+def test_calibrating_from_an_iphone_trace_without_reports_says_why(ibeacon_bin: Path, tmp_path: Path) -> None:
+    """The real iPhone trace holds what its controller heard only in vendor events: calibrate says
+    the beacon is not in the capture and why that may be (exit 68), and the profile is unchanged."""
+    profile = tmp_path / 'spot.json'
+    profile.write_text(json.dumps({'uuid': BEACON[0], 'major': BEACON[1], 'minor': BEACON[2],
+                                   'measuredPower': -40}) + '\n')
+    before = profile.read_bytes()
+    result = run(ibeacon_bin, 'calibrate', '--profile', str(profile), '--device', f'pklg:{IPHONE}', timeout=60)
+    assert result.returncode == 68, result.stderr
+    assert f'is not in pklg:{IPHONE}' in result.stderr and 'within range' not in result.stderr, result.stderr
+    assert 'vendor-specific event(s)' in result.stderr, result.stderr
+    assert profile.read_bytes() == before

@@ -81,7 +81,8 @@ public struct CaptureDecoder: Sendable {
             pending = []
             return true
         case .no:
-            let error = BTSnoopError.unknownFormat(Array(pending.prefix(16)))
+            // The 12 bytes the decision needed at least: the same however the file arrives.
+            let error = BTSnoopError.unknownFormat(Array(pending.prefix(PacketLogger.recordHeaderLength)))
             failure = error
             throw error
         }

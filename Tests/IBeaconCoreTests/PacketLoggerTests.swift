@@ -182,6 +182,12 @@ struct PacketLoggerTests {
             #expect(read(snoop, chunk: chunk) == (.btsnoop(.h4), 3, nil))
             let junk = read(Array("PK\u{3}\u{4} a zip file".utf8), chunk: chunk)
             #expect(junk.0 == nil && junk.1 == 0)
+            // The same error however the bytes arrive (the fuzzer's first find: "bts" then junk).
+            for bytes in [
+                Array("PK\u{3}\u{4} a zip file".utf8), Array("bts".utf8) + [UInt8](repeating: 0xEC, count: 40),
+            ] {
+                #expect(read(bytes, chunk: chunk) == read(bytes, chunk: bytes.count))
+            }
             guard case .unknownFormat = junk.2 else {
                 Issue.record("junk: \(String(describing: junk.2))")
                 continue

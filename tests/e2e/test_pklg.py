@@ -12,6 +12,8 @@ import json
 import random
 import re
 import struct
+import subprocess
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -139,7 +141,7 @@ def apple_one_hz_mean(reports: list[dict], seconds: float) -> float:
 def addresses_in(capture: Path) -> set[str]:
     """Every Bluetooth address tshark finds anywhere in the capture (reports, commands, replies,
     the PacketLogger notes), with and without colons."""
-    text = __import__('subprocess').run(['tshark', '-r', str(capture), '-V'], capture_output=True, text=True,
+    text = subprocess.run(['tshark', '-r', str(capture), '-V'], capture_output=True, text=True,
                                         timeout=120).stdout
     found = {m.upper() for m in re.findall(r'\b(?:[0-9A-Fa-f]{2}:){5}[0-9A-Fa-f]{2}\b', text)}
     return found | {a.replace(':', '') for a in found}
@@ -182,10 +184,10 @@ def test_calibrate_from_a_phone_capture_writes_apple_1hz_mean(
     assert record['receiver'] == f'pklg:{capture.name}'
     # tshark: seconds since the file's first record
     first = next(r['t'] for r in theirs if r['ibeacon'] and r['ibeacon'][:3] == BEACON)
-    epoch = float(__import__('subprocess').run(
+    epoch = float(subprocess.run(
         ['tshark', '-r', str(capture), '-c', '1', '-T', 'fields', '-e', 'frame.time_epoch'],
         capture_output=True, text=True).stdout)
-    from datetime import datetime, timezone
+
     def iso(s: float) -> str:
         return datetime.fromtimestamp(round(s, 3), timezone.utc).strftime('%Y-%m-%dT%H:%M:%S.%f')[:-3] + 'Z'
     assert record['capture']['first'] == iso(epoch + first), record
@@ -225,7 +227,7 @@ def test_calibrate_from_an_android_capture_withholds_the_phones_address(ibeacon_
     written = json.loads(profile.read_text())
     assert written['measuredPower'] == round(apple_one_hz_mean(tshark_reports(capture), out['seconds']))
     assert written['calibration']['capture']['kind'] == 'android-btsnoop'
-    phone = __import__('subprocess').run(
+    phone = subprocess.run(
         ['tshark', '-r', str(capture), '-Y', 'bthci_evt.opcode == 0x1009',
          '-T', 'fields', '-e', 'bthci_evt.bd_addr'], capture_output=True, text=True).stdout.split()
     assert phone, 'the capture holds the phone address (Read BD_ADDR reply)'

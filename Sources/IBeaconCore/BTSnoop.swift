@@ -143,6 +143,8 @@ public enum BTSnoopError: Error, Equatable, Sendable, CustomStringConvertible {
     case truncatedHeader(available: Int)
     /// The file does not start with `btsnoop\0`: its first bytes, up to the first that differs.
     case badMagic([UInt8])
+    /// Neither a btsnoop nor a PacketLogger capture (`CaptureDecoder`): its first bytes.
+    case unknownFormat([UInt8])
     case unsupportedVersion(UInt32)
     case unsupportedDatalink(UInt32)
     /// Record number `index` (0-based) at byte `offset` needs `needed` octets, `available` are left.
@@ -155,7 +157,7 @@ public enum BTSnoopError: Error, Equatable, Sendable, CustomStringConvertible {
     public var isDamagedTail: Bool {
         switch self {
         case .truncatedHeader, .truncatedRecord, .invalidRecord: true
-        case .badMagic, .unsupportedVersion, .unsupportedDatalink: false
+        case .badMagic, .unknownFormat, .unsupportedVersion, .unsupportedDatalink: false
         }
     }
 
@@ -163,7 +165,7 @@ public enum BTSnoopError: Error, Equatable, Sendable, CustomStringConvertible {
     public var offset: Int {
         switch self {
         case .truncatedHeader(let available): available
-        case .badMagic: 0
+        case .badMagic, .unknownFormat: 0
         case .unsupportedVersion: 8
         case .unsupportedDatalink: 12
         case .truncatedRecord(_, let offset, _, _), .invalidRecord(_, let offset, _): offset
@@ -177,6 +179,10 @@ public enum BTSnoopError: Error, Equatable, Sendable, CustomStringConvertible {
         case .badMagic(let bytes):
             return "not a btsnoop file: it starts with \(bytes.hexString(separator: " ")), "
                 + "a btsnoop capture starts with \"btsnoop\\0\" (62 74 73 6E 6F 6F 70 00)"
+        case .unknownFormat(let bytes):
+            return
+                "not a btsnoop file nor a PacketLogger (.pklg) file: it starts with \(bytes.hexString(separator: " ")); "
+                + "a btsnoop capture starts with \"btsnoop\\0\", a PacketLogger record with its length (8…65535)"
         case .unsupportedVersion(let v):
             return "btsnoop version \(v) at byte 8 is not supported (only version 1 exists)"
         case .unsupportedDatalink(let d):

@@ -460,11 +460,15 @@ public struct CalibrationRecord: Sendable, Equatable {
     public var offset: Double
     /// Transmit power in dBm the beacon used while calibrating, nil when unknown.
     public var txPower: Int?
+    /// Calibrated from a phone's capture: its kind and span (no address); nil for a live receiver.
+    public var capture: CalibrationCaptureRecord?
 
     public init(
         timestamp: String, samples: Int, estimate: Double, interval95: Double, spread: Double, method: String,
-        receiver: String, receiverAddress: String, offset: Double, txPower: Int?
+        receiver: String, receiverAddress: String, offset: Double, txPower: Int?,
+        capture: CalibrationCaptureRecord? = nil
     ) {
+        self.capture = capture
         self.timestamp = timestamp
         self.samples = samples
         self.estimate = estimate
@@ -490,6 +494,7 @@ public struct CalibrationRecord: Sendable, Equatable {
         o["receiverAddress"] = .string(receiverAddress)
         o["offset"] = .decimal(offset, fractionDigits: 2)
         o["txPower"] = txPower.map { .integer(Int64($0)) } ?? .null
+        if let capture { o["capture"] = capture.json }
         return .object(o)
     }
 
@@ -547,6 +552,7 @@ public struct CalibrationRecord: Sendable, Equatable {
         receiverAddress = string("receiverAddress")
         offset = number("offset")
         txPower = integer("txPower")
+        capture = o["capture"].flatMap(CalibrationCaptureRecord.init(json:))
         if !issues.isEmpty { throw .invalid(file: "calibration", issues: issues) }
     }
 }

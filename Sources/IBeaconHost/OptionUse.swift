@@ -21,7 +21,8 @@ extension DeviceUse {
     public static var deviceHelp: String {
         "Controller: hciN (through the kernel's management interface when the kernel manages it), raw:hciN "
             + "(raw HCI always), serial:PATH[,BAUD][,rtscts], tcp:HOST:PORT"
-            + (readsCaptures ? "; or a capture to read, btsnoop:FILE" : "") + " (default: $IBEACON_DEVICE, else hci0)."
+            + (readsCaptures ? "; or a capture to read, btsnoop:FILE or pklg:FILE" : "")
+            + " (default: $IBEACON_DEVICE, else hci0)."
     }
 
     /// Why `--index` is refused by a command that programs a controller (nil: it is taken).

@@ -5,7 +5,7 @@ import Logging
 /// The one place that turns `--device` into an `Adapter`, and that holds the rule choosing the
 /// path: `hciN` goes through the kernel's management interface when the kernel serves it
 /// (`ControllerPath.forListedAdapter`), `raw:hciN`, `serial:` and `tcp:` over HCI this host
-/// speaks, and `btsnoop:FILE` is a capture, read as a `SightingSource`.
+/// speaks, and `btsnoop:FILE` (`pklg:FILE`, `capture:FILE`) is a capture, read as a `SightingSource`.
 public struct AdapterOpener: Sendable {
     /// `--device` as the user wrote it (messages name it so).
     public var device: String
@@ -50,8 +50,8 @@ public struct AdapterOpener: Sendable {
     public func open() async throws -> any Adapter {
         let spec = try spec()
         switch spec {
-        case .btsnoop(let path):
-            return CaptureAdapter(path: path, opener: self, controller: controllerAdapter(spec))
+        case .capture(let path, let prefix):
+            return CaptureAdapter(path: path, prefix: prefix, opener: self, controller: controllerAdapter(spec))
         case .hci(let index, raw: false):
             if let kernel = try await kernelAdapter(index: index, spec: spec) { return kernel }
         default:
@@ -201,10 +201,11 @@ public struct AdapterOpener: Sendable {
 
 struct CaptureAdapter: Adapter {
     let path: String
+    let prefix: CapturePrefix
     let opener: AdapterOpener
     let controller: ControllerAdapter
 
-    var name: String { "btsnoop:\(path)" }
+    var name: String { "\(prefix.rawValue):\(path)" }
 
     func advertise(
         _ request: AdvertisingRequest, onReady: @escaping @Sendable (AdvertisingStatus) -> Void,
@@ -230,7 +231,8 @@ struct CaptureAdapter: Adapter {
                 .badSpecification,
                 "--btsnoop records the packets of a controller; \(name) is a capture, read as it is: drop --btsnoop")
         }
-        return try CaptureSightingSource(path: path, controllerIndex: opener.captureIndex, logger: opener.logger)
+        return try CaptureSightingSource(
+            path: path, controllerIndex: opener.captureIndex, prefix: prefix.rawValue, logger: opener.logger)
     }
 }
 
@@ -239,13 +241,13 @@ extension DeviceSpec {
     /// adapter is shared with the kernel; a capture is only read.
     public var isExclusive: Bool {
         switch self {
-        case .hci, .btsnoop: false
+        case .hci, .capture: false
         case .serial, .tcp: true
         }
     }
 
     /// A capture read from a file rather than a controller.
     public var isCapture: Bool {
-        if case .btsnoop = self { true } else { false }
+        if case .capture = self { true } else { false }
     }
 }

@@ -27,7 +27,7 @@ public struct CaptureError: ClassifiedError, Sendable {
     public var description: String {
         guard problem.isDamagedTail else {
             return "\(path): \(problem); give a btsnoop capture (Android's HCI snoop log, btmon -w, "
-                + "Wireshark's BTSnoop format, or ibeacon --btsnoop)"
+                + "Wireshark's BTSnoop format, or ibeacon --btsnoop) or a PacketLogger .pklg (an iPhone's sysdiagnose)"
         }
         return "\(path): \(problem) (byte offset \(problem.offset)); read the \(records) complete record(s) "
             + "before it (\(reports) advertising report(s)) — the recording was cut short or damaged"
@@ -39,7 +39,7 @@ public struct CaptureError: ClassifiedError, Sendable {
 struct CaptureFileReader: ~Copyable {
     let path: String
     private let fd: FileDescriptor
-    private var decoder = BTSnoopDecoder()
+    private var decoder = CaptureDecoder()
     private var chunk: [UInt8]
     private var atEnd = false
 
@@ -91,6 +91,7 @@ struct CaptureFileReader: ~Copyable {
     }
 
     var datalink: BTSnoopDatalink? { decoder.datalink }
+    var format: CaptureFormat? { decoder.format }
     var recordsRead: Int { decoder.recordsRead }
 
     /// Reads until the file header is complete; throws if the file is not a btsnoop capture.
@@ -166,22 +167,32 @@ public struct CaptureSightingSource: SightingSource {
     public let path: String
     public let controllerIndex: UInt16?
     public let logger: Logger
+    /// What the file's content says it is (btsnoop of a datalink, or PacketLogger).
+    public let format: CaptureFormat
+    /// How `--device` named it (`btsnoop:`, `pklg:` or `capture:`); messages use it.
+    public let prefix: String
+    /// When set, the capture's time starts at the first advertising report event whose reports
+    /// it accepts, and nothing before that event is delivered: a calibration from a phone's log
+    /// starts at the beacon, not minutes earlier at another device (nil: the first report).
+    public var startsAt: (@Sendable ([Sighting]) -> Bool)?
 
     /// Opens `path` and checks its header: a file that is not a btsnoop capture (or of a datalink
     /// that carries no HCI packets) fails here, before any scanning.
-    public init(path: String, controllerIndex: UInt16? = nil, logger: Logger) throws {
+    public init(path: String, controllerIndex: UInt16? = nil, prefix: String = "btsnoop", logger: Logger) throws {
         self.path = path
         self.controllerIndex = controllerIndex
         self.logger = logger
+        self.prefix = prefix
         var reader = try CaptureFileReader(path: path)
         if let problem = try reader.readHeader() { throw CaptureError(path: path, problem: problem) }
+        // A file too short to tell: what it is does not matter, reading it fails at its end.
+        format = reader.format ?? .btsnoop(.h4)
         if let index = controllerIndex, reader.datalink != .linuxMonitor {
-            logger.notice(
-                "--index \(index) ignored: \(path) is \(reader.datalink?.description ?? "btsnoop"), one controller")
+            logger.notice("--index \(index) ignored: \(path) is \(format), one controller")
         }
     }
 
-    public var name: String { "btsnoop:\(path)" }
+    public var name: String { "\(prefix):\(path)" }
 
     public var isLive: Bool { false }
 
@@ -248,7 +259,7 @@ public struct CaptureSightingSource: SightingSource {
         var replay = CaptureReplay(
             tracker: request.receptionTracker(),
             interval: max(request.tickInterval.seconds, 0.001),
-            controllerIndex: controllerIndex)
+            controllerIndex: controllerIndex, startsAt: startsAt)
         var problem: BTSnoopError?
         var stopped = false
         scanning: while true {
@@ -266,6 +277,7 @@ public struct CaptureSightingSource: SightingSource {
                 break scanning
             }
             if replay.followScanEnable(in: record) { continue }
+            if let packet = record.packet, packet.type == .event, packet.body.first == 0xFF { replay.vendorEvents += 1 }
             guard let packet = record.packet, packet.type == .event, record.direction == .received,
                 Self.isAdvertisingReport(packet.body)
             else { continue }
@@ -286,6 +298,15 @@ public struct CaptureSightingSource: SightingSource {
         }
         if !stopped { _ = try await request.tick(replay.time) }
         replay.warnAboutSkippedReports(in: path, logger: logger)
+        if case .packetLogger = format, replay.reports == 0, replay.vendorEvents > 0 {
+            // An iPhone's controller may filter scans itself and hand results over in its own
+            // vendor events, which no one documents (Wireshark does not decode them either).
+            let message =
+                "\(path) holds no LE advertising report, but \(replay.vendorEvents) vendor-specific event(s): this "
+                + "phone's controller may have passed what it heard in its own undocumented format, which is not "
+                + "read (docs/CALIBRATION.md, \"A phone's own log\")"
+            logger.warning("\(message)")
+        }
         if let problem {
             throw CaptureError(path: path, problem: problem, records: reader.recordsRead, reports: replay.reports)
         }
@@ -310,11 +331,19 @@ private struct CaptureReplay {
     var recorded: Set<UInt16> = []
     var reports = 0
     var malformed = 0
+    /// Vendor-specific events (0xFF) seen: where an iPhone's offloaded scanning reports.
+    var vendorEvents = 0
     /// One array for every event's sightings: `receive` does not keep it, so it stays unique and
     /// is refilled in place.
     var sightings: [Sighting] = []
 
-    init(tracker: ReceptionTracker, interval: Double, controllerIndex: UInt16?) {
+    let startsAt: (@Sendable ([Sighting]) -> Bool)?
+
+    init(
+        tracker: ReceptionTracker, interval: Double, controllerIndex: UInt16?,
+        startsAt: (@Sendable ([Sighting]) -> Bool)?
+    ) {
+        self.startsAt = startsAt
         self.tracker = tracker
         self.interval = interval
         self.nextTick = interval
@@ -383,7 +412,10 @@ private struct CaptureReplay {
                 return false
             }
         }
-        if start == nil { start = micros }
+        if start == nil {
+            guard startsAt?(sightings) ?? true else { return false }
+            start = micros
+        }
         reports += sightings.count
         tracker.heard(at: time)
         return true

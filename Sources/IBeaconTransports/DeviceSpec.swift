@@ -1,6 +1,14 @@
 import IBeaconHost
 import Logging
 
+/// How `--device` names a capture file. All three read btsnoop (Android, Wireshark, `btmon -w`)
+/// and PacketLogger (`.pklg`, an iPhone's sysdiagnose) alike: the content decides.
+public enum CapturePrefix: String, Sendable, Hashable, CaseIterable {
+    case btsnoop
+    case pklg
+    case capture
+}
+
 /// Whether a serial line uses hardware flow control.
 public enum SerialFlowControl: Sendable, Hashable {
     case none
@@ -11,7 +19,8 @@ public enum SerialFlowControl: Sendable, Hashable {
 /// Which controller to talk to, as the user wrote it with `--device`.
 ///
 /// Accepted forms: `hciN` (or plain `N`), `raw:hciN`, `serial:PATH[,BAUD][,rtscts]`,
-/// `tcp:HOST:PORT` (`tcp:[::1]:PORT` for IPv6), `btsnoop:FILE` (a capture, read as a receiver).
+/// `tcp:HOST:PORT` (`tcp:[::1]:PORT` for IPv6), `btsnoop:FILE`, `pklg:FILE` or `capture:FILE` (a
+/// capture, read as a receiver: btsnoop, btmon or PacketLogger, told apart by the file's content).
 public enum DeviceSpec: Sendable, Hashable, CustomStringConvertible {
     /// A BlueZ adapter. `advertise`, `stop`, `info` reach it through the kernel's management
     /// interface when the kernel manages it; `raw` (spelled `raw:hciN`) forces the raw HCI socket.
@@ -20,8 +29,12 @@ public enum DeviceSpec: Sendable, Hashable, CustomStringConvertible {
     case serial(path: String, baudRate: Int, flowControl: SerialFlowControl)
     /// An H4 controller behind a TCP socket (e.g. Bumble's `tcp-server:` transport).
     case tcp(host: String, port: UInt16)
-    /// A btsnoop capture, read as a receiver (`CaptureSightingSource`); it cannot be programmed.
-    case btsnoop(path: String)
+    /// A capture, read as a receiver (`CaptureSightingSource`); it cannot be programmed. Whichever
+    /// `prefix` named it, the file's content says whether it is btsnoop or PacketLogger.
+    case capture(path: String, prefix: CapturePrefix)
+
+    /// `btsnoop:FILE`.
+    public static func btsnoop(path: String) -> DeviceSpec { .capture(path: path, prefix: .btsnoop) }
 
     /// The serial speed when none is given.
     public static let defaultBaudRate = 115_200
@@ -34,7 +47,8 @@ public enum DeviceSpec: Sendable, Hashable, CustomStringConvertible {
 
     /// What every error message lists.
     public static let acceptedForms =
-        "hciN (e.g. hci0), raw:hciN, serial:/dev/ttyACM0[,BAUD][,rtscts], tcp:HOST:PORT or btsnoop:FILE"
+        "hciN (e.g. hci0), raw:hciN, serial:/dev/ttyACM0[,BAUD][,rtscts], tcp:HOST:PORT, or a capture: "
+        + "btsnoop:FILE, pklg:FILE or capture:FILE"
 
     /// Parses a device specification. Throws `TransportError(.badSpecification, …)` naming the
     /// accepted forms.
@@ -85,9 +99,10 @@ public enum DeviceSpec: Sendable, Hashable, CustomStringConvertible {
                 let port = Int(portText), (1...65535).contains(port)
             else { throw bad("the port must be a number from 1 to 65535") }
             self = .tcp(host: String(host), port: UInt16(port))
-        } else if let rest = text.strippingPrefix("btsnoop:") {
+        } else if let prefix = CapturePrefix.allCases.first(where: { text.hasPrefix("\($0.rawValue):") }) {
+            let rest = text.dropFirst(prefix.rawValue.count + 1)
             guard !rest.isEmpty else { throw bad("the capture file name is missing") }
-            self = .btsnoop(path: String(rest))
+            self = .capture(path: String(rest), prefix: prefix)
         } else {
             let raw = text.hasPrefix("raw:")
             let name = text.strippingPrefix("raw:").map(String.init) ?? text
@@ -108,8 +123,8 @@ public enum DeviceSpec: Sendable, Hashable, CustomStringConvertible {
             return "serial:\(path),\(baudRate)" + (flowControl == .rtsCts ? ",rtscts" : "")
         case .tcp(let host, let port):
             return host.contains(":") ? "tcp:[\(host)]:\(port)" : "tcp:\(host):\(port)"
-        case .btsnoop(let path):
-            return "btsnoop:\(path)"
+        case .capture(let path, let prefix):
+            return "\(prefix.rawValue):\(path)"
         }
     }
 }
@@ -135,9 +150,9 @@ public func openTransport(_ spec: DeviceSpec, logger: Logger) throws(TransportEr
             path: path, baudRate: baudRate, flowControl: flowControl, logger: logger)
     case .tcp(let host, let port):
         return try H4StreamTransport.connectTCP(host: host, port: port, logger: logger)
-    case .btsnoop(let path):
+    case .capture:
         throw TransportError(
-            .badSpecification, "btsnoop:\(path) is a capture, not a controller: it can be scanned, not programmed",
+            .badSpecification, "\(spec) is a capture, not a controller: it can be scanned, not programmed",
             hint: "use it with scan, monitor or calibrate --dry-run, or give a controller (hciN, serial:, tcp:)")
     }
 }

@@ -37,6 +37,11 @@ struct CalibrateCommand: AsyncParsableCommand {
             for a receiver that reads a known number of dB weaker (positive) or stronger \
             (negative) than a reference phone.
 
+            With the phone in the pocket: --device btsnoop:FILE (Android's HCI snoop log) or \
+            pklg:FILE (an iPhone's PacketLogger trace from a sysdiagnose), recorded 1 m from the \
+            beacon, is read as the receiver and written the same way; the record names the \
+            receiver's kind and the span of capture time read, never an address (README).
+
             Interrupted (SIGINT, SIGTERM), it writes nothing and exits 130 or 143.
             """)
 
@@ -102,7 +107,6 @@ struct CalibrateCommand: AsyncParsableCommand {
     /// a read-only or broken profile fails in a second, not after 30 s of measuring; then the
     /// measurement, the report, and the profile written (or why not).
     func calibrate(logger: Logger) async throws {
-        try refuseWritingACapture()
         try await CalibrationDestination.withOpened(profile ?? write, mustExist: profile != nil, dryRun: dryRun) {
             try await calibrate(into: $0, logger: logger)
         }
@@ -110,10 +114,11 @@ struct CalibrateCommand: AsyncParsableCommand {
 
     func calibrate(into destination: CalibrationDestination, logger: Logger) async throws {
         let target = try calibrationTarget(existing: destination.existing)
-        let (result, receiverAddress) = try await measure(target, protecting: destination.path, logger: logger)
+        let (result, receiverAddress, capture) = try await measure(target, protecting: destination.path, logger: logger)
+        // From a phone's capture: its kind and span, and no address of the phone or anyone.
         let record = destination.record(
-            of: result, receiver: device.deviceText, receiverAddress: receiverAddress, unixTime: ProcessContext.unixTime
-        )
+            of: result, receiver: capture?.receiver ?? device.deviceText, receiverAddress: receiverAddress,
+            capture: capture?.record, addressWithheld: device.isCapture, unixTime: ProcessContext.unixTime)
         let reason = result.refusal(precision: precision, duration: duration, capture: device.isCapture)
         let refusal = force ? nil : reason
         if json {
@@ -149,17 +154,6 @@ struct CalibrateCommand: AsyncParsableCommand {
         try write(result, record: record, target: target, to: path, destination: destination)
     }
 
-    /// A capture was recorded by some receiver at some time: its measurement can be shown, but
-    /// written into a profile it would pass for a calibration made here and now.
-    func refuseWritingACapture() throws {
-        if try device.spec().isCapture, !dryRun {
-            throw CLIError(
-                "calibrate reads \(device.deviceText) only with --dry-run: a capture's measurement is shown, "
-                    + "not written into a profile (calibrate with a live receiver to write measuredPower)",
-                code: Exit.usage)
-        }
-    }
-
     /// The beacon to listen to: the profile's, or --uuid/--major/--minor's.
     func calibrationTarget(existing: Profile?) throws -> CalibrationTarget {
         CalibrationTarget(
@@ -170,23 +164,31 @@ struct CalibrateCommand: AsyncParsableCommand {
     /// Scans until the calibrator has its result, showing the estimate as it goes on a terminal.
     func measure(
         _ target: CalibrationTarget, protecting path: String?, logger: Logger
-    ) async throws -> (CalibrationResult, receiverAddress: BDAddress?) {
+    ) async throws -> (CalibrationResult, receiverAddress: BDAddress?, capture: CaptureCalibrationEvidence?) {
         let settings = CalibrationSettings(duration: duration, precision: precision, offset: offset, method: method)
         let calibrator = Calibrator(target: target, settings: settings, logger: logger)
         let live = stdoutIsTerminal && !json
         let (offset, precision, duration, capture) = (self.offset, self.precision, self.duration, device.isCapture)
-        return try await device.opener(logger: logger, writing: path).withSightingSource { source in
+        return try await device.opener(logger: logger, writing: path).withSightingSource { opened in
+            // A capture is read from the beacon's first report on (a phone's log may start minutes before).
+            let source = (opened as? CaptureSightingSource)?.calibrating(target) ?? opened
             let receiverAddress = try await source.receiverAddress()
             if !json { printOut(CalibrationProgress.startLine(target, device: device.deviceText, capture: capture)) }
             defer { if live { printOut("") } }
-            let result = try await calibrator.run(on: source) { collector, elapsed in
-                guard live else { return }
-                let line = CalibrationProgress.line(
-                    samples: collector.sampleCount, elapsed: elapsed.seconds, estimate: collector.current(),
-                    offset: offset, precision: precision, maximumDuration: duration, capture: capture)
-                printTerminalControl("\r\u{1B}[K", line, terminator: "")
+            let result: CalibrationResult
+            do {
+                result = try await calibrator.run(on: source) { collector, elapsed in
+                    guard live else { return }
+                    let line = CalibrationProgress.line(
+                        samples: collector.sampleCount, elapsed: elapsed.seconds, estimate: collector.current(),
+                        offset: offset, precision: precision, maximumDuration: duration, capture: capture)
+                    printTerminalControl("\r\u{1B}[K", line, terminator: "")
+                }
+            } catch {
+                throw CaptureBeaconAbsent.explained(error, source: source)
             }
-            return (result, receiverAddress)
+            let evidence = try? (source as? CaptureSightingSource)?.calibrationEvidence(seconds: result.seconds)
+            return (result, receiverAddress, evidence ?? nil)
         }
     }
 

@@ -19,8 +19,10 @@ struct IBeaconCommand: AsyncParsableCommand {
               raw:hciN                     BlueZ adapter through the raw HCI socket
               serial:PATH[,BAUD][,rtscts]  H4 over a UART (HCI-UART firmware; 115200)
               tcp:HOST:PORT                H4 over TCP (emulators such as Bumble)
-              btsnoop:FILE                 a capture, read as a receiver (scan, monitor,
-                                           calibrate --dry-run)
+              btsnoop:FILE, pklg:FILE      a capture, read as a receiver (scan, monitor,
+                                           calibrate): Android's HCI snoop log, btmon -w,
+                                           an iPhone's PacketLogger .pklg; told apart by
+                                           content (capture:FILE says neither)
 
             \(Exit.helpText)
             """,

@@ -392,6 +392,12 @@ final class Delivered: Sendable {
         (HandmadeBTSnoop.header(datalink: 1003), "datalink HCI BCSP (1003) at byte 12 is not supported", false),
         (Array(HandmadeBTSnoop.header().prefix(8)), "truncated: the file ends after 8 of the 16 bytes", true),
         ([], "truncated: the file ends after 0 of the 16 bytes", true),
+        // Neither format: a length of 0x7F454C46 ("\x7FELF") is no PacketLogger record's.
+        ([0x7F, 0x45, 0x4C, 0x46] + [UInt8](repeating: 0, count: 40), "nor a PacketLogger (.pklg) file", false),
+        // A PacketLogger record whose type is unknown (0x42): not recognised either.
+        ([0, 0, 0, 10, 0, 0, 0, 1, 0, 0, 0, 1, 0x42, 0], "nor a PacketLogger (.pklg) file", false),
+        // The start of a PacketLogger record, cut inside its header.
+        ([0, 0, 0, 12, 0, 0], "truncated: record 1 at byte 0 needs 16 byte(s), the file has 6 left", true),
     ]
 
     @Test(arguments: badFiles)

@@ -21,6 +21,8 @@ import Testing
         ("tcp:[::1]:65535", .tcp(host: "::1", port: 65535)),
         ("btsnoop:/tmp/scan.btsnoop", .btsnoop(path: "/tmp/scan.btsnoop")),
         ("btsnoop:relative/cap.log", .btsnoop(path: "relative/cap.log")),
+        ("pklg:bluetoothd-hci-latest.pklg", .capture(path: "bluetoothd-hci-latest.pklg", prefix: .pklg)),
+        ("capture:/tmp/x:y.log", .capture(path: "/tmp/x:y.log", prefix: .capture)),
     ])
     func parsesGoodSpecifications(text: String, expected: DeviceSpec) throws {
         let spec = try DeviceSpec(parsing: text)
@@ -40,6 +42,8 @@ import Testing
         #expect(DeviceSpec.tcp(host: "::1", port: 9).description == "tcp:[::1]:9")
         #expect(DeviceSpec.tcp(host: "example.org", port: 7000).description == "tcp:example.org:7000")
         #expect(DeviceSpec.btsnoop(path: "a.log").description == "btsnoop:a.log")
+        #expect(DeviceSpec.capture(path: "a.pklg", prefix: .pklg).description == "pklg:a.pklg")
+        #expect(DeviceSpec.capture(path: "a.pklg", prefix: .pklg).isCapture)
     }
 
     @Test(arguments: [
@@ -50,6 +54,8 @@ import Testing
         ("hciX", "unrecognised device"),
         ("usb0", "unrecognised device"),
         ("/dev/ttyACM0", "unrecognised device"),
+        ("pklg:", "capture file name is missing"),
+        ("capture:", "capture file name is missing"),
         ("serial:", "path is missing"),
         ("serial:,115200", "path is missing"),
         ("serial:/dev/ttyACM0,115201", "unsupported baud rate 115201"),

@@ -54,13 +54,16 @@ public struct CalibrationDestination {
     /// the calibrator applied to it (once: the record states it, nothing adds it again), the
     /// receiver, when (`unixTime`, to the second), and the TX power the profile gives.
     public func record(
-        of result: CalibrationResult, receiver: String, receiverAddress: BDAddress?, unixTime: Double
+        of result: CalibrationResult, receiver: String, receiverAddress: BDAddress?,
+        capture: CalibrationCaptureRecord? = nil, addressWithheld: Bool = false, unixTime: Double
     ) -> CalibrationRecord {
         CalibrationRecord(
             timestamp: iso8601(unixSeconds: unixTime, milliseconds: false), samples: result.sampleCount,
             estimate: result.estimate, interval95: result.halfWidth95, spread: result.spread, method: result.method,
-            receiver: receiver, receiverAddress: receiverAddress?.description ?? "unknown", offset: result.offset,
-            txPower: existing?.txPower.map { Int($0) })
+            receiver: receiver,
+            receiverAddress: addressWithheld
+                ? CalibrationCaptureRecord.withheldAddress : receiverAddress?.description ?? "unknown",
+            offset: result.offset, txPower: existing?.txPower.map { Int($0) }, capture: capture)
     }
 
     /// Writes measured power and the record: into the locked profile, read again so that edits

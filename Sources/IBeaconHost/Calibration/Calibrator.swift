@@ -24,7 +24,7 @@ public struct CalibrationTarget: Sendable, Equatable {
     }
 
     /// The one beacon calibrated: all three parts of its identity.
-    var pattern: BeaconIdentityPattern {
+    public var pattern: BeaconIdentityPattern {
         BeaconIdentityPattern(proximityUUID: proximityUUID, major: major, minor: minor)
     }
 

@@ -98,3 +98,30 @@ public enum CalibrationProgress {
         return "  \(samples) samples, \(elapsed.fixed(1)) s: \(value) (target ±\(precision.clean) dB\(left))"
     }
 }
+
+extension CalibrationResult {
+    /// The record written with measured power (`receiver`: the device as given, `address` its
+    /// Bluetooth address; `txPower`: the profile's, when it has one), made at `unixTime`.
+    public func record(at unixTime: Double, receiver: String, address: BDAddress?, txPower: Int8?) -> CalibrationRecord
+    {
+        CalibrationRecord(
+            timestamp: iso8601(unixSeconds: unixTime, milliseconds: false), samples: sampleCount, estimate: estimate,
+            interval95: halfWidth95, spread: spread, method: method, receiver: receiver,
+            receiverAddress: address?.description ?? "unknown", offset: offset, txPower: txPower.map { Int($0) })
+    }
+
+    /// A warning when the samples spread over 8 dB (reflections, obstacles); nil otherwise.
+    public var spreadWarning: String? {
+        guard spread > 8 else { return nil }
+        return "the RSSI spread is \(spread.fixed(1)) dB (over 8 dB): reflections or obstacles; "
+            + "move to a clearer spot and calibrate again"
+    }
+}
+
+extension CalibrationDestination {
+    /// What `calibrate` says once it wrote `measuredPower`.
+    public func writtenLine(_ measuredPower: Int) -> String {
+        let was = existing.map { " (was \($0.measuredPower) dBm)" } ?? ""
+        return "wrote measuredPower \(measuredPower) dBm to \(path ?? "")\(was)"
+    }
+}

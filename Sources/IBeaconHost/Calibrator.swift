@@ -30,6 +30,23 @@ public struct CalibrationTarget: Sendable, Equatable {
     public var identity: String { "\(proximityUUID.uuidString) major \(major) minor \(minor)" }
 }
 
+extension CalibrationTarget {
+    /// The beacon `calibrate` listens to: the profile's (`existing`), else the one given by
+    /// UUID, major and minor (a random UUID and 0, 0 for what is not given); `address`: only
+    /// that transmitter.
+    public static func chosen(
+        existing: Profile?, uuid: UUID?, major: UInt16?, minor: UInt16?, address: String?
+    ) -> CalibrationTarget {
+        let only = address.flatMap(BDAddress.init)
+        if let existing {
+            return CalibrationTarget(
+                proximityUUID: existing.proximityUUID, major: existing.major, minor: existing.minor, address: only)
+        }
+        return CalibrationTarget(
+            proximityUUID: uuid ?? ProximityUUID.random().uuid, major: major ?? 0, minor: minor ?? 0, address: only)
+    }
+}
+
 public struct CalibrationSettings: Sendable {
     /// Give up after this long (the estimate so far is used if it has enough samples).
     public var maximumDuration: Duration = .seconds(180)
@@ -71,6 +88,16 @@ public struct CalibrationSettings: Sendable {
     public var unavailableAfter: Int = 5
 
     public init() {}
+
+    /// `calibrate`'s options: stop by `duration` seconds, at ± `precision` dB; give up on a beacon
+    /// not heard within 10 s (or `duration`, when shorter).
+    public init(duration: Double, precision: Double, offset: Double, method: CalibrationMethod) {
+        maximumDuration = .seconds(duration)
+        self.precision = precision
+        self.offset = offset
+        self.method = method
+        notHeardTimeout = .seconds(min(duration, 10))
+    }
 }
 
 /// Why a calibration did not produce a measured power.

@@ -37,6 +37,11 @@ struct CalibrateCommand: AsyncParsableCommand {
             for a receiver that reads a known number of dB weaker (positive) or stronger \
             (negative) than a reference phone.
 
+            --apply-to NAME sends the result, with its evidence, to the box that advertises the \
+            profile NAME (advertise --mqtt-control under --mqtt-base) instead of writing a \
+            profile here: that box applies it, writes it into its profile and confirms; no \
+            confirmation within --confirm-timeout exits 82, a refusal 83.
+
             Interrupted (SIGINT, SIGTERM), it writes nothing and exits 130 or 143.
             """)
 
@@ -67,6 +72,13 @@ struct CalibrateCommand: AsyncParsableCommand {
     var dryRun = false
     @Flag(help: "Print the result as one JSON object.")
     var json = false
+    @Option(
+        help: ArgumentHelp(
+            "Send the result to the box advertising this profile (needs --mqtt, --mqtt-base).", valueName: "name"))
+    var applyTo: String?
+    @Option(help: ArgumentHelp("With --apply-to: wait this long for the box to confirm.", valueName: "seconds"))
+    var confirmTimeout: Double = 10
+    @OptionGroup var mqtt: MQTTOptions<CalibrateMQTT>
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
@@ -77,10 +89,13 @@ struct CalibrateCommand: AsyncParsableCommand {
             guard identity.uuid != nil, identity.major != nil, identity.minor != nil else {
                 throw ValidationError("give --profile FILE, or --uuid, --major, --minor and --write FILE")
             }
-            if write == nil && !dryRun {
-                throw ValidationError("--uuid/--major/--minor need --write FILE (or --dry-run)")
+            if write == nil && !dryRun && applyTo == nil {
+                throw ValidationError("--uuid/--major/--minor need --write FILE (or --apply-to NAME, or --dry-run)")
             }
         }
+        let apply = (applyTo, mqtt.url != nil, mqtt.base != nil, write)
+        if let problem = CalibrationHandover.optionProblem(apply) { throw ValidationError(problem) }
+        try validateSeconds("--confirm-timeout", confirmTimeout, 0.1...600)
         try validateSeconds("--duration", duration, 0.001...3600)
         if let problem = CalibrationSettings.precisionProblem(precision) { throw ValidationError(problem) }
         guard abs(offset) <= 40 else { throw ValidationError("--offset must be within -40…40 dB") }
@@ -103,29 +118,30 @@ struct CalibrateCommand: AsyncParsableCommand {
     /// measurement, the report, and the profile written (or why not).
     func calibrate(logger: Logger) async throws {
         try refuseWritingACapture()
-        let destination = try CalibrationDestination.open(profile ?? write, mustExist: profile != nil, dryRun: dryRun)
+        // With --apply-to the profile here is only read: the box that advertises keeps the value.
+        let destination = try CalibrationDestination.open(
+            profile ?? write, mustExist: profile != nil, dryRun: dryRun || applyTo != nil)
         defer { destination.close() }
-        let target = try calibrationTarget(existing: destination.existing)
+        let target = CalibrationTarget.chosen(
+            existing: destination.existing, uuid: try identity.uuid?.checked().uuid, major: identity.major?.value,
+            minor: identity.minor?.value, address: address)
         let (result, receiverAddress) = try await measure(target, protecting: destination.path, logger: logger)
-        let record = CalibrationRecord(
-            timestamp: iso8601(unixSeconds: ProcessContext.unixTime, milliseconds: false),
-            samples: result.sampleCount, estimate: result.estimate, interval95: result.halfWidth95,
-            spread: result.spread, method: result.method, receiver: device.deviceText,
-            receiverAddress: receiverAddress?.description ?? "unknown", offset: offset,
-            txPower: destination.existing?.txPower.map { Int($0) })
+        let record = result.record(
+            at: ProcessContext.unixTime, receiver: device.deviceText, address: receiverAddress,
+            txPower: destination.existing?.txPower)
         let reason = result.refusal(precision: precision, duration: duration, capture: device.isCapture)
         let refusal = force ? nil : reason
         if json {
-            let written = !dryRun && destination.path != nil && refusal == nil
-            printJSON(result, target: target, destination: destination, refusal: refusal, written: written)
+            let written = !dryRun && applyTo == nil && destination.path != nil && refusal == nil
+            printOut(
+                result.json(
+                    target: target, refusal: refusal, forced: force, previous: destination.existing?.measuredPower,
+                    written: written, file: destination.path))
         } else {
-            printText(result)
+            let lines = result.textLines(precision: precision, maximumDuration: duration, capture: device.isCapture)
+            printOut(lines.joined(separator: "\n"))
         }
-        if result.spread > 8 {
-            logger.warning(
-                "the RSSI spread is \(result.spread.fixed(1)) dB (over 8 dB): reflections or obstacles; move to a clearer spot and calibrate again"
-            )
-        }
+        if let warning = result.spreadWarning { logger.warning("\(warning)") }
         // A signal during the measurement: the result is partial, and nothing may be written.
         try Task.checkCancellation()
         if let refusal {
@@ -137,11 +153,13 @@ struct CalibrateCommand: AsyncParsableCommand {
         if force && !json, let reason {
             logger.warning("\(reason.forcedWarning(measuredPower: result.measuredPower, writing: !dryRun))")
         }
-        guard !dryRun, let path = destination.path else {
+        if let applyTo, !dryRun { return try await send(result.measuredPower, record, to: applyTo, logger: logger) }
+        guard !dryRun, destination.path != nil else {
             if !json { printOut("measured power \(result.measuredPower) dBm (dry run: nothing written)") }
             return
         }
-        try write(result, record: record, target: target, to: path, destination: destination)
+        try destination.write(measuredPower: result.measuredPower, record: record, target: target)
+        if !json { printOut(destination.writtenLine(result.measuredPower)) }
     }
 
     /// A capture was recorded by some receiver at some time: its measurement can be shown, but
@@ -155,27 +173,8 @@ struct CalibrateCommand: AsyncParsableCommand {
         }
     }
 
-    /// The beacon to listen to: the profile's, or --uuid/--major/--minor's.
-    func calibrationTarget(existing: Profile?) throws -> CalibrationTarget {
-        if let existing {
-            return CalibrationTarget(
-                proximityUUID: existing.proximityUUID, major: existing.major, minor: existing.minor,
-                address: address.flatMap(BDAddress.init))
-        }
-        return CalibrationTarget(
-            proximityUUID: try identity.uuid?.checked().uuid ?? ProximityUUID.random().uuid,
-            major: identity.major?.value ?? 0, minor: identity.minor?.value ?? 0,
-            address: address.flatMap(BDAddress.init))
-    }
-
     var settings: CalibrationSettings {
-        var settings = CalibrationSettings()
-        settings.maximumDuration = .seconds(duration)
-        settings.precision = precision
-        settings.offset = offset
-        settings.method = method
-        settings.notHeardTimeout = .seconds(min(duration, 10))
-        return settings
+        CalibrationSettings(duration: duration, precision: precision, offset: offset, method: method)
     }
 
     /// Scans until the calibrator has its result, showing the estimate as it goes on a terminal.
@@ -213,35 +212,17 @@ struct CalibrateCommand: AsyncParsableCommand {
         return (result, receiverAddress)
     }
 
-    /// --json: the result as one object.
-    func printJSON(
-        _ result: CalibrationResult, target: CalibrationTarget, destination: CalibrationDestination,
-        refusal: CalibrationRefusal?, written: Bool
-    ) {
-        printOut(
-            result.json(
-                target: target, refusal: refusal, forced: force, previous: destination.existing?.measuredPower,
-                written: written, file: destination.path))
-    }
-
-    /// The result for a person: the histogram, the estimate, and what the estimators saw.
-    func printText(_ result: CalibrationResult) {
-        printOut(
-            result.textLines(precision: precision, maximumDuration: duration, capture: device.isCapture).joined(
-                separator: "\n"))
-    }
-
-    /// Writes measured power and the record into the profile (the profile store re-reads a
-    /// locked one, so edits made while measuring are kept) and says so.
-    func write(
-        _ result: CalibrationResult, record: CalibrationRecord, target: CalibrationTarget, to path: String,
-        destination: CalibrationDestination
-    ) throws {
-        try destination.write(measuredPower: result.measuredPower, record: record, target: target)
-        if !json {
-            let was = destination.existing.map { " (was \($0.measuredPower) dBm)" } ?? ""
-            printOut("wrote measuredPower \(result.measuredPower) dBm to \(path)\(was)")
+    /// --apply-to: sends measured power and its record to the box and says whether it confirmed.
+    func send(_ measuredPower: Int, _ record: CalibrationRecord, to name: String, logger: Logger) async throws {
+        let handover = CalibrationHandover(
+            beacon: name, measuredPower: measuredPower, record: record, base: mqtt.baseTopic)
+        guard let opener = try mqtt.prepare(command: "calibrate", logger: logger) else { return }
+        let outcome = try await opener.calibrationSender(handover, logger: logger).run(
+            timeout: .seconds(confirmTimeout))
+        if let problem = outcome.problem(handover, timeout: .seconds(confirmTimeout)) {
+            throw CLIError(problem, code: outcome.refusedByBox ? Exit.applyRefused : Exit.applyUnconfirmed)
         }
+        if !json { printOut("\(name) under \(handover.base): \(outcome)") }
     }
 }
 

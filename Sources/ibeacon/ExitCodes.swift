@@ -35,6 +35,10 @@ enum Exit {
     static let calibrationImprecise: Int32 = 80
     /// calibrate: the level drifted during the run; nothing written (not a sysexits code).
     static let calibrationDrift: Int32 = 81
+    /// calibrate --apply-to: no box confirmed the value (not a sysexits code).
+    static let applyUnconfirmed: Int32 = 82
+    /// calibrate --apply-to: the box refused the value (not a sysexits code).
+    static let applyRefused: Int32 = 83
 
     static let helpText = """
         EXIT CODES
@@ -61,6 +65,9 @@ enum Exit {
               (hold still, run longer, or --force)
           81  calibrate: the level moved during the run (a person, a door);
               nothing written (calibrate again, or --force)
+          82  calibrate --apply-to: no box confirmed the value in time (or the
+              broker refused or was not reached)
+          83  calibrate --apply-to: the box refused the value (its reason is shown)
           128+N  stopped by signal N after cleaning up: calibrate interrupted
               (130 SIGINT, 143 SIGTERM; nothing written), advertise or scan ended by
               SIGHUP (129), SIGUSR1 (138), ... (SIGINT/SIGTERM end those with 0)

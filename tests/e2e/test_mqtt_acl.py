@@ -1,0 +1,94 @@
+"""Who may steer is the broker's decision: mosquitto run with the ACL of docs/examples/mosquitto-acl
+(the one docs/SECURITY.md gives) and a password file made with mosquitto_passwd. A user the ACL
+gives no write access, and a box writing to another box's command topics, deliver nothing; the
+operator does; `calibrate --apply-to` run as a user without the right says the broker refused.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+from mqtt_broker import Broker
+from support import wait_until
+from test_calibrate_apply import BoxStandIn, applied, calibrate
+from test_profile_store import BEACON, PROFILE_TEXT
+
+ACL = Path(__file__).resolve().parents[2] / 'docs' / 'examples' / 'mosquitto-acl'
+USERS = {'operator': 'op-secret', 'box-store12': 'pw12', 'box-store13': 'pw13', 'guest': 'guest-pw'}
+
+
+def fnv_digest(base: str) -> str:
+    """MQTTLayout.baseDigest, written again here: FNV-1a 64 and MurmurHash3's finalizer."""
+    mask = (1 << 64) - 1
+    h = 0xcbf29ce484222325
+    for b in base.encode():
+        h = ((h ^ b) * 0x100000001b3) & mask
+    h = ((h ^ (h >> 33)) * 0xff51afd7ed558ccd) & mask
+    h = ((h ^ (h >> 33)) * 0xc4ceb9fe1a85ec53) & mask
+    return f'{(h ^ (h >> 33)) >> 32:08x}'
+
+
+def acl_broker(tmp_path: Path) -> Broker:
+    """mosquitto with the documented ACL (the NODE placeholders filled as a box's log would say)."""
+    acl = tmp_path / 'acl'
+    acl.write_text(ACL.read_text().replace('NODE-OF-STORE12', f'node_{fnv_digest("chain/store12")}')
+                   .replace('NODE-OF-STORE13', f'node_{fnv_digest("chain/store13")}'))
+    return Broker(tmp_path, users=USERS, acl=acl)
+
+
+def publish(broker: Broker, user: str, topic: str, payload: str) -> subprocess.CompletedProcess[str]:
+    return broker.publish(topic, payload, user=user, mqtt5_qos1=True, check=False)
+
+
+def test_only_the_operator_and_the_box_itself_reach_a_boxs_command_topics(tmp_path: Path) -> None:
+    assert fnv_digest('chain/store12') == '164b5f65'  # the Swift tests pin the same value
+    broker = acl_broker(tmp_path)
+    try:
+        # Store 12's box listens to its command topics, as advertise --mqtt-control does.
+        with broker.subscribe('chain/store12/beacon/+/set/+', user='box-store12') as box12, \
+                broker.subscribe('chain/#', user='operator') as everything:
+            time.sleep(0.5)
+            topic = 'chain/store12/beacon/door/set/measured_power'
+            for user, payload in (('guest', '-40'), ('box-store13', '-41')):
+                publish(broker, user, topic, payload)  # mosquitto takes it and drops it
+            publish(broker, 'box-store12', 'chain/store13/beacon/door/set/measured_power', '-42')
+            publish(broker, 'guest', 'chain/store12/beacon/door/settings', '{"measured_power":-43}')
+            publish(broker, 'operator', topic, '-60')
+            publish(broker, 'box-store12', 'chain/store12/beacon/door/settings', '{"measured_power":-60}')
+            assert wait_until(lambda: box12.on(topic) == ['-60'], 5), box12.all()
+            assert wait_until(lambda: len(everything.all()) >= 2, 5), everything.all()
+            time.sleep(0.5)
+            seen = [(t, p) for _, t, p, _ in everything.all()]
+        # Only the operator's command and the box's own settings were delivered, to anyone.
+        assert seen == [(topic, '-60'), ('chain/store12/beacon/door/settings', '{"measured_power":-60}')], seen
+        assert box12.on(topic) == ['-60']
+        # The operator may not write states, only commands.
+        publish(broker, 'operator', 'chain/store12/beacon/door/settings', '{"measured_power":-44}')
+        assert 'chain/store12/beacon/door/settings' not in broker.retained('chain/#')
+    finally:
+        broker.close()
+
+
+def test_calibrate_apply_to_as_a_user_without_the_right_is_refused_by_the_broker(
+        ibeacon_bin: Path, harness_factory, tmp_path: Path) -> None:
+    h = harness_factory('--beacon', BEACON, '--rssi', 'constant:-59')
+    profile = tmp_path / 'door.json'
+    profile.write_text(PROFILE_TEXT)
+    broker = acl_broker(tmp_path)
+    box = BoxStandIn(broker, applied, user='box-store12')
+    try:
+        with broker.subscribe('chain/#', user='operator') as everything:
+            r = calibrate(ibeacon_bin, h, profile, broker, '--confirm-timeout', '3', user='box-store13')
+            assert r.returncode == 82, (r.returncode, r.stderr)
+            assert 'the broker refused the command' in r.stderr and 'Not authorized' in r.stderr, r.stderr
+            assert not box.received and not everything.all(), (box.received, everything.all())
+            r = calibrate(ibeacon_bin, h, profile, broker, '--confirm-timeout', '10', user='operator')
+            assert r.returncode == 0, (r.returncode, r.stderr)
+            assert 'door under chain/store12: applied, confirmed by measured_power -59' in r.stdout, r.stdout
+            assert len(box.received) == 1
+        assert profile.read_text() == PROFILE_TEXT
+    finally:
+        box.close()
+        broker.close()

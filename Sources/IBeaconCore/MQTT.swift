@@ -354,6 +354,8 @@ public struct MQTTLayout: Sendable, Equatable {
     public var adapter: String?
     public var room: String
     public var roomTopic: String
+    /// `advertise --mqtt-control`: the beacons take commands on their `set` topics.
+    public var control = false
 
     public init(
         base: String, command: String, discoveryPrefix: String?, node: String, adapter: String? = nil,
@@ -418,6 +420,9 @@ public struct MQTTLayout: Sendable, Equatable {
         let legacy = discoveryPrefix.map { prefix in earlierNodes.map { "\(prefix)/+/\($0)/+/config" } } ?? []
         return [homeAssistantStatusTopic, ownDiscoveryFilter].compactMap { $0 } + legacy + [boxTopic]
     }
+
+    /// The command topics subscribed to (with `control` only; QoS 1, retain flag as published).
+    public var commandSubscriptions: [String] { control ? [beaconCommandFilter] : [] }
 
     public func regionStateTopic(_ name: String) -> String { "\(base)/region/\(MQTTTopic.level(name))/state" }
     public func regionAttributesTopic(_ name: String) -> String {

@@ -110,6 +110,7 @@ public struct Profile: Sendable, Equatable {
     public static let requiredKeys = ["uuid", "major", "minor", "measuredPower"]
     public static let knownKeys = [
         "name", "uuid", "major", "minor", "measuredPower", "intervalMs", "txPower", "address", "calibration",
+        "advertising",
     ]
 
     // MARK: loading
@@ -172,6 +173,14 @@ public struct Profile: Sendable, Equatable {
                 ProfileIssue(
                     key: "calibration", found: calibration.description, problem: .wrongType,
                     allowed: "an object (written by `ibeacon calibrate`)", note: "remove the key to clear it"))
+        }
+
+        if let v = doc["advertising"], case .bool = v {
+        } else if let v = doc["advertising"] {
+            issues.append(
+                ProfileIssue(
+                    key: "advertising", found: v.description, problem: .wrongType,
+                    allowed: "true or false (false: kept off the air, as switched from Home Assistant)", note: nil))
         }
 
         guard issues.isEmpty, let uuid, let major, let minor, let power else {

@@ -117,11 +117,17 @@ public struct AdvertisingRequest: Sendable {
     public var mode: AdvertisingMode
     /// How often to check that a controller this host programs still answers; nil disables it.
     public var healthCheckInterval: Duration?
+    /// Beacons that replace these while advertising (`advertise --mqtt-control`); nil: none.
+    public var updates: AdvertisingUpdates?
 
-    public init(beacons: [BeaconSpec], mode: AdvertisingMode, healthCheckInterval: Duration?) {
+    public init(
+        beacons: [BeaconSpec], mode: AdvertisingMode, healthCheckInterval: Duration?,
+        updates: AdvertisingUpdates? = nil
+    ) {
         self.beacons = beacons
         self.mode = mode
         self.healthCheckInterval = healthCheckInterval
+        self.updates = updates
     }
 }
 
@@ -227,10 +233,11 @@ public struct ControllerAdapter: Adapter {
         onLost: @escaping @Sendable (String) -> Void, onRestored: @escaping @Sendable (AdvertisingStatus?) -> Void
     ) async throws {
         let logger = self.logger
-        let session = AdvertisingSession(
+        var session = AdvertisingSession(
             advertiser: Advertiser(
                 beacons: request.beacons, mode: request.mode, ownsController: ownsController, logger: logger),
             connect: connect, healthCheckInterval: request.healthCheckInterval, logger: logger)
+        session.updates = request.updates
         try await session.run(
             onReady: { status in
                 for w in status.warnings { logger.warning("\(w)") }

@@ -31,7 +31,8 @@ extension AdvertisingStatus {
     /// The status line of each beacon on the air: on a controller this host programs, or as an
     /// advertising instance of the kernel's (whose interval and TX power the kernel may choose).
     public func lines(device: String, json: Bool) -> String {
-        beacons.map { b in
+        if beacons.isEmpty { return Self.allSwitchedOff(device: device, json: json) }
+        return beacons.map { b in
             switch b.placement {
             case .controller(let address, _):
                 return controllerLine(b, address: address, commandSet: commandSet, device: device, json: json)
@@ -41,6 +42,18 @@ extension AdvertisingStatus {
                     connectable: connectable, device: device, json: json)
             }
         }.joined(separator: "\n")
+    }
+}
+
+extension AdvertisingStatus {
+    /// The status line when every profile says `"advertising": false` (switched off from Home
+    /// Assistant): nothing is on the air until a command switches one on.
+    static func allSwitchedOff(device: String, json: Bool) -> String {
+        let why = "every profile says \"advertising\": false (switched off); nothing on the air until switched on"
+        guard json else { return "advertising nothing on \(device): \(why)" }
+        return JSONValue.object(
+            JSONObject([("device", .string(device)), ("status", .string("off")), ("reason", .string(why))])
+        ).compactText()
     }
 }
 

@@ -159,6 +159,10 @@ public struct Advertiser: Sendable {
         let address = try await client.execute(ReadBDAddr())
         let features = try await client.execute(LEReadLocalSupportedFeatures())
         let chosen = try chooseCommandSet(features: features)
+        if beacons.isEmpty {  // every beacon switched off (`advertise --mqtt-control`)
+            await stop(on: client, commandSet: chosen)
+            return AdvertisingStatus(commandSet: chosen, beacons: [], warnings: [])
+        }
         do {
             switch chosen {
             case .extended: return try await startExtended(on: client, controllerAddress: address)

@@ -22,6 +22,8 @@ public struct AdvertisingSession: Sendable {
     /// Longest wait between reconnection attempts.
     public var maximumBackoff: Duration
     public var logger: Logger
+    /// New beacons while running (`advertise --mqtt-control`); nil: none come.
+    public var updates: AdvertisingUpdates?
 
     public init(
         advertiser: Advertiser, connect: @escaping Connect, clock: any Clock<Duration> = ContinuousClock(),
@@ -44,6 +46,8 @@ public struct AdvertisingSession: Sendable {
         case adapterUp
         case linkClosed(TransportError?)
         case healthCheck
+        /// New beacons wait in `updates`.
+        case reconfigure
     }
 
     /// Runs until the task is cancelled. Setup errors before the first successful start are
@@ -56,6 +60,7 @@ public struct AdvertisingSession: Sendable {
         onRecovered: @Sendable (AdvertisingStatus) -> Void = { _ in }
     ) async throws {
         var client = try await connect()
+        var advertiser = self.advertiser
         var status: AdvertisingStatus
         do {
             status = try await advertiser.start(on: client)
@@ -68,10 +73,15 @@ public struct AdvertisingSession: Sendable {
         let watch = TriggerWatch(healthCheckInterval: healthCheckInterval, clock: clock)
         watch.watch(client)
         defer { watch.finish() }
+        updates?.attach(watch.poke)
+        defer { updates?.detach() }
 
-        for await (trigger, g) in watch.triggers where g == watch.generation {
+        for await (trigger, g) in watch.triggers where g == watch.generation || trigger.isReconfigure {
             announce(trigger, on: client, onLost: onLost)
             switch trigger {
+            case .reconfigure:
+                status = await reconfigure(&advertiser, on: client, status: status)
+                continue
             case .adapterDown:
                 continue
             case .controllerReset, .adapterUp:
@@ -83,12 +93,15 @@ public struct AdvertisingSession: Sendable {
                 watch.watch(client)
             }
             if Task.isCancelled { break }
-            if let (s, elapsed) = await reapply(on: client) {
+            if let (s, elapsed) = await reapply(advertiser, on: client) {
                 status = s
                 logger.notice("advertising resumed after \(elapsed.formattedSeconds)")
                 onRecovered(s)
             }
+            // A change that waited while the controller was lost (its wake-up coalesced away).
+            status = await reconfigure(&advertiser, on: client, status: status)
         }
+        for change in updates?.take() ?? [] { change.done(.failure(CancellationError())) }
         await advertiser.stop(on: client, commandSet: status.commandSet ?? .legacy)
         await client.close()
     }
@@ -112,6 +125,8 @@ public struct AdvertisingSession: Sendable {
         case .healthCheck:
             logger.warning("the controller stopped answering; reconnecting")
             onLost("the controller stopped answering")
+        case .reconfigure:
+            break
         }
     }
 
@@ -158,7 +173,9 @@ public struct AdvertisingSession: Sendable {
 
     /// Waits for the controller to settle, then starts advertising again (`reapplyPolicy`);
     /// returns the status and the time it took, nil when cancelled or refused for good.
-    private func reapply(on client: ControllerClient) async -> (AdvertisingStatus, Duration)? {
+    private func reapply(_ advertiser: Advertiser, on client: ControllerClient) async
+        -> (AdvertisingStatus, Duration)?
+    {
         let logger = self.logger
         return try? await reapplyPolicy.run(on: clock) {
             try await advertiser.start(on: client)
@@ -173,6 +190,30 @@ public struct AdvertisingSession: Sendable {
         }
     }
 
+    /// Puts the latest waiting change on the air in place of the current beacons, on the same
+    /// connection (`Advertiser.start` stops what is advertising before it programs the new, so
+    /// old and new are never on the air together); when the controller refuses it, the previous
+    /// beacons go back and the change is answered with the error. Nothing waiting: `status`.
+    private func reconfigure(_ advertiser: inout Advertiser, on client: ControllerClient, status: AdvertisingStatus)
+        async -> AdvertisingStatus
+    {
+        let changes = updates?.take() ?? []
+        guard let latest = changes.last else { return status }
+        let previous = advertiser.beacons
+        advertiser.beacons = latest.beacons.compactMap { $0 }
+        do {
+            let applied = try await advertiser.start(on: client)
+            for change in changes { change.done(.success(applied)) }
+            return applied
+        } catch {
+            logger.warning("the changed advertising was refused (\(error)); putting the previous back")
+            advertiser.beacons = previous
+            let back = try? await advertiser.start(on: client)
+            for change in changes { change.done(.failure(error)) }
+            return back ?? status
+        }
+    }
+
     /// Reconnects (`reconnectPolicy`); nil when cancelled.
     private func reconnect() async -> ControllerClient? {
         let logger = self.logger
@@ -183,6 +224,10 @@ public struct AdvertisingSession: Sendable {
             return true
         }.value
     }
+}
+
+extension AdvertisingSession.Trigger {
+    var isReconfigure: Bool { if case .reconfigure = self { true } else { false } }
 }
 
 /// Every client's events (and its health check) feed one stream of triggers, tagged with the
@@ -249,6 +294,12 @@ private final class TriggerWatch {
                 // Any answer, even an error status, means the controller is alive.
             }
         }
+    }
+
+    /// Tells the loop that a change waits (from any thread).
+    var poke: @Sendable () -> Void {
+        let (sink, current) = (sink, current)
+        return { sink.yield((.reconfigure, current.value.load(ordering: .relaxed))) }
     }
 
     /// Cancels every watcher and ends the trigger stream.

@@ -97,6 +97,13 @@ public final class CalibrationSender: MQTTConnectionHandler {
         state.withLock { s in if s.outcome == nil { s.outcome = .refusedByBroker(reason) } }
     }
 
+    /// A message from the broker's retained store is the box's state from before the command,
+    /// whenever it arrives: never an answer.
+    public func received(topic: String, payload: String, retained: Bool) {
+        guard !retained else { return }
+        received(topic: topic, payload: payload)
+    }
+
     public func received(topic: String, payload: String) {
         guard state.withLock({ $0.acknowledged && $0.outcome == nil }),
             let answer = handover.answer(topic: topic, payload: payload)

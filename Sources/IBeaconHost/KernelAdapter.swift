@@ -67,10 +67,11 @@ public struct KernelAdapter: Adapter {
         let adapter = name
         let logger = self.logger
         let address = try await client.execute(MgmtReadControllerInfo(), index: mgmtIndex).address
-        let session = MgmtAdvertisingSession(
+        var session = MgmtAdvertisingSession(
             advertiser: MgmtAdvertiser(beacons: request.beacons, index: mgmtIndex, logger: logger),
             client: client, logger: logger, clock: clock,
             onInstancesChanged: { records.saveInstances($0, adapter: adapter, address: "\(address)", logger: logger) })
+        session.updates = request.updates
         startGuardian(adapter)
         try await session.run(
             onReady: { status in

@@ -42,6 +42,8 @@ public protocol MQTTConnectionHandler: AnyObject, Sendable {
     func brokerRefused(_ reason: String)
     /// A message arrived on a subscribed topic.
     func received(topic: String, payload: String)
+    /// The same, with the message's retain flag (set when the broker replays it from its store).
+    func received(topic: String, payload: String, retained: Bool)
     /// The client's loop came round: time to hand it what is waiting.
     func idle()
 }
@@ -49,6 +51,7 @@ public protocol MQTTConnectionHandler: AnyObject, Sendable {
 extension MQTTConnectionHandler {
     /// The publisher sends nothing at QoS 1: nothing to do.
     public func brokerRefused(_ reason: String) {}
+    public func received(topic: String, payload: String, retained: Bool) { received(topic: topic, payload: payload) }
 }
 
 /// A connection to a broker that never blocks its caller (libmosquitto in IBeaconTransports).
@@ -311,6 +314,8 @@ public final class MQTTPublisher: MQTTConnectionHandler {
         ([], [], false, []))
     /// Retained states of removed entities, emptied once Home Assistant has had time to drop the
     /// entity (an empty payload on a topic it still reads is "Erroneous JSON" in its log).
+    /// Where commands go (`advertise --mqtt-control`): topic, payload, retain flag.
+    private let commands = Mutex<(@Sendable (String, String, Bool) -> Void)?>(nil)
     private let laterRemovals = Mutex<[(due: ContinuousClock.Instant, topics: [String])]>([])
     let removalDelay: Duration
     /// At most this many states wait in `laterRemovals`, and other boxes are remembered.
@@ -423,6 +428,22 @@ public final class MQTTPublisher: MQTTConnectionHandler {
         }
     }
 
+    /// The commands that arrive on the beacons' `set` topics go to `handler` (from the client's
+    /// thread); announces each beacon's switch and numbers to Home Assistant.
+    public func acceptCommands(for names: [String], _ handler: @escaping @Sendable (String, String, Bool) -> Void) {
+        commands.withLock { $0 = handler }
+        let discovery = names.flatMap { layout.beaconControlDiscovery($0) }
+        own.withLock { o in for d in discovery { o.discovery.insert(d.topic) } }
+        outbox.withLock { box in for d in discovery { box.setRetained(d.topic, d.payload) } }
+        pump()
+    }
+
+    /// A beacon's applied settings (retained), published once they are on the air and in its profile.
+    public func publishBeaconSettings(_ name: String, _ settings: BeaconSettings) {
+        outbox.withLock { $0.setRetained(layout.beaconSettingsTopic(name), settings.json) }
+        pump()
+    }
+
     /// An advertised beacon's status (discovery is sent with its first status).
     public func publishBeaconStatus(_ status: AdvertisedBeaconStatus) {
         outbox.withLock { box in
@@ -501,6 +522,14 @@ public final class MQTTPublisher: MQTTConnectionHandler {
 
     public func delivered() {
         outbox.withLock { $0.delivered() }
+    }
+
+    public func received(topic: String, payload: String, retained: Bool) {
+        if layout.control, layout.commandTarget(topic) != nil || topic.hasPrefix(layout.base + "/beacon/") {
+            if let handler = commands.withLock({ $0 }) { handler(topic, payload, retained) }
+            return
+        }
+        received(topic: topic, payload: payload)
     }
 
     public func received(topic: String, payload: String) {

@@ -170,6 +170,8 @@ public struct MgmtAdvertisingSession: Sendable {
     public var onInstancesChanged: @Sendable ([UInt8]) -> Void
     /// Time on `clock` since the session was made (for the connection log's windows).
     private let elapsed: @Sendable () -> Duration
+    /// New beacons while running (`advertise --mqtt-control`); nil: none come.
+    public var updates: AdvertisingUpdates?
 
     public init(
         advertiser: MgmtAdvertiser, client: MgmtClient, logger: Logger, clock: any Clock<Duration> = ContinuousClock(),
@@ -185,6 +187,8 @@ public struct MgmtAdvertisingSession: Sendable {
 
     /// Our beacons, by position in `advertiser.beacons`, with their instance when registered.
     struct State {
+        /// The beacons advertised now (`advertiser.beacons` until a change replaces them).
+        var beacons: [BeaconSpec]
         var registered: [MgmtInstance?]
         var powered: Bool
         var present = true
@@ -236,12 +240,17 @@ public struct MgmtAdvertisingSession: Sendable {
             feed.finish()
         }
         defer { pump.cancel() }
+        updates?.attach { feed.yield(.reconfigure) }
+        defer { updates?.detach() }
         for await input in inputs {
             if Task.isCancelled { break }
             let event: MgmtEvent
             switch input {
             case .quiet(let generation):
                 centralsGone(&state, generation: generation, onRestored: onRestored)
+                continue
+            case .reconfigure:
+                await reconfigure(&state)
                 continue
             case .event(let e): event = e
             }
@@ -256,6 +265,7 @@ public struct MgmtAdvertisingSession: Sendable {
                 onRestored()
             }
         }
+        for change in updates?.take() ?? [] { change.done(.failure(CancellationError())) }
         if let error = await client.linkError { throw error }
         await advertiser.remove(state.instances, on: client)
         onInstancesChanged([])
@@ -266,6 +276,61 @@ public struct MgmtAdvertisingSession: Sendable {
     enum Input: Sendable {
         case event(MgmtEvent)
         case quiet(generation: Int)
+        /// A change waits in `updates`.
+        case reconfigure
+    }
+
+    /// Puts the latest waiting change on the air. A beacon that stays (same label) and changed
+    /// is added again under its own instance number, which updates the instance in place
+    /// (mgmt-api.txt, Add Advertising: "an existing instance … will be updated"), so the old and
+    /// the new advertisement are never both on the air and the beacon is never off; one switched
+    /// off is removed, one switched on is added under a free number. A refused change puts the
+    /// previous beacons back and is answered with the error.
+    private func reconfigure(_ state: inout State) async {
+        let changes = updates?.take() ?? []
+        guard let latest = changes.last else { return }
+        let previous = state
+        do {
+            try await place(latest.beacons.compactMap { $0 }, &state)
+            let beacons = state.registered.compactMap { $0 }.map { i in
+                AdvertisingStatus.Beacon(
+                    spec: i.spec,
+                    placement: .kernelInstance(
+                        i.instance, method: i.method, connectable: i.connectable, address: i.address),
+                    txPower: i.txPower)
+            }
+            let status = AdvertisingStatus(commandSet: nil, beacons: beacons, warnings: [])
+            for change in changes { change.done(.success(status)) }
+        } catch {
+            logger.warning("the changed advertising was refused (\(error)); putting the previous back")
+            let wanted = previous.beacons
+            try? await place(wanted, &state)
+            for change in changes { change.done(.failure(error)) }
+        }
+    }
+
+    /// Makes the registered instances those of `beacons` (matched to the current ones by label).
+    private func place(_ beacons: [BeaconSpec], _ state: inout State) async throws {
+        var old: [String: MgmtInstance] = [:]
+        for r in state.registered.compactMap({ $0 }) { old[r.spec.label] = r }
+        let staying = Set(beacons.map(\.label))
+        let gone = old.values.filter { !staying.contains($0.spec.label) }.map(\.instance)
+        if !gone.isEmpty {
+            await advertiser.remove(gone, on: client)
+            for label in old.keys where !staying.contains(label) { old[label] = nil }
+        }
+        state.beacons = beacons
+        state.registered = beacons.map { old[$0.label] }
+        onInstancesChanged(state.instances)
+        for (slot, spec) in beacons.enumerated() {
+            if let current = state.registered[slot] {
+                if current.spec != spec { try await add(slot, number: current.instance, again: true, &state, why: nil) }
+            } else {
+                let features = try await client.execute(MgmtReadAdvertisingFeatures(), index: index)
+                let number = try MgmtAdvertiser.freeInstances(1, features: features, reserved: Set(state.instances))[0]
+                try await add(slot, number: number, again: false, &state, why: nil)
+            }
+        }
     }
 
     /// How long no central may have been connected before the status says "advertising" again
@@ -356,7 +421,7 @@ public struct MgmtAdvertisingSession: Sendable {
             throw AdvertisingError("\(name) does not support Bluetooth Low Energy; it cannot advertise an iBeacon")
         }
         return State(
-            registered: Array(repeating: nil, count: advertiser.beacons.count),
+            beacons: advertiser.beacons, registered: Array(repeating: nil, count: advertiser.beacons.count),
             powered: info.currentSettings.contains(.powered), adapter: MgmtAdapterAddressing(info))
     }
 
@@ -550,7 +615,7 @@ public struct MgmtAdvertisingSession: Sendable {
     /// advertiser killed at any point leaves a record of everything it may have added) and
     /// recorded again after.
     private func add(_ slot: Int, number: UInt8, again: Bool, _ state: inout State, why: String?) async throws {
-        let spec = advertiser.beacons[slot]
+        let spec = state.beacons[slot]
         onInstancesChanged(Array(Set(state.instances + [number])).sorted())
         let added: MgmtInstance
         do {

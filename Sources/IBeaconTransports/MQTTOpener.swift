@@ -47,7 +47,7 @@ public struct MQTTOpener: Sendable {
         MQTTClientSettings(
             url: broker, user: user, password: password, caFile: caFile, certFile: certFile, keyFile: keyFile,
             clientID: clientID, will: MQTTMessage(topic: layout.availabilityTopic, payload: "offline", kind: .retained),
-            subscriptions: layout.subscriptions)
+            subscriptions: layout.subscriptions, commandSubscriptions: layout.commandSubscriptions)
     }
 
     /// The publisher, not yet started. Throws when libmosquitto cannot use a TLS file.

@@ -19,6 +19,9 @@ public struct MQTTClientSettings: Sendable {
     /// QoS 1); nil: none (a client that only sends a command).
     public var will: MQTTMessage?
     public var subscriptions: [String]
+    /// Topics whose messages are commands: subscribed with QoS 1 and (MQTT 5) "retain as
+    /// published", so a command published retained is seen as such even live, and refused.
+    public var commandSubscriptions: [String]
     /// Seconds between keep-alive pings; the broker drops (and sends the Will) after 1.5 times that.
     public var keepalive: Int32
     /// Seconds to wait for the broker's CONNACK before trying again.
@@ -26,7 +29,8 @@ public struct MQTTClientSettings: Sendable {
 
     public init(
         url: MQTTBrokerURL, user: String?, password: String?, caFile: String?, certFile: String?, keyFile: String?,
-        clientID: String, will: MQTTMessage?, subscriptions: [String], keepalive: Int32 = 30,
+        clientID: String, will: MQTTMessage?, subscriptions: [String], commandSubscriptions: [String] = [],
+        keepalive: Int32 = 30,
         connectTimeout: Double = 10
     ) {
         self.url = url
@@ -38,6 +42,7 @@ public struct MQTTClientSettings: Sendable {
         self.clientID = clientID
         self.will = will
         self.subscriptions = subscriptions
+        self.commandSubscriptions = commandSubscriptions
         self.keepalive = keepalive
         self.connectTimeout = connectTimeout
     }
@@ -57,6 +62,7 @@ private final class MosquittoCallbacks: @unchecked Sendable {
     /// MQTT 5 is spoken (until `wantsMQTT311` is acted on).
     let mqtt5 = Atomic(true)
     var subscriptions: [String] = []
+    var commandSubscriptions: [String] = []
 }
 
 /// An MQTT connection through libmosquitto (Eclipse Mosquitto's C client) that never blocks
@@ -138,6 +144,14 @@ public final class MosquittoConnection: MQTTConnection, @unchecked Sendable {
             if rc == 0 {
                 // Subscribed again on every connect: a clean session forgets them.
                 for topic in cb.subscriptions { _ = mosquitto_subscribe(m, nil, topic, 0) }
+                for topic in cb.commandSubscriptions {
+                    if mqtt5 {
+                        let options = Int32(MQTT_SUB_OPT_RETAIN_AS_PUBLISHED.rawValue)
+                        _ = mosquitto_subscribe_v5(m, nil, topic, 1, options, nil)
+                    } else {
+                        _ = mosquitto_subscribe(m, nil, topic, 1)
+                    }
+                }
                 cb.connected.store(true, ordering: .sequentiallyConsistent)
                 cb.handler?.connectionUp()
             } else if mqtt5 && rc == Int32(MQTT_RC_UNSUPPORTED_PROTOCOL_VERSION.rawValue) {
@@ -180,7 +194,9 @@ public final class MosquittoConnection: MQTTConnection, @unchecked Sendable {
                 message.pointee.payload.map {
                     Array(UnsafeRawBufferPointer(start: $0, count: count))
                 } ?? []
-            cb.handler?.received(topic: String(cString: topic), payload: String(decoding: bytes, as: UTF8.self))
+            cb.handler?.received(
+                topic: String(cString: topic), payload: String(decoding: bytes, as: UTF8.self),
+                retained: message.pointee.retain)
         }
     }
 
@@ -220,6 +236,7 @@ public final class MosquittoConnection: MQTTConnection, @unchecked Sendable {
         guard !started.exchange(true, ordering: .sequentiallyConsistent) else { return }
         callbacks.handler = handler
         callbacks.subscriptions = settings.subscriptions
+        callbacks.commandSubscriptions = settings.commandSubscriptions
         do throws(Errno) {
             try Sys.spawnThread { self.run() }.detach()
         } catch {

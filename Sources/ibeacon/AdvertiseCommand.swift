@@ -52,11 +52,14 @@ struct AdvertiseCommand: AsyncParsableCommand {
     var json = false
 
     @OptionGroup var mqtt: MQTTOptions<AdvertiseMQTT>
+    @Flag(name: .customLong("mqtt-control"), help: "Take commands on BASE/beacon/NAME/set/KEY (README).")
+    var mqttControl = false
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
         if profile.isEmpty { throw ValidationError("give at least one --profile FILE") }
         try validateSeconds("--check-interval", checkInterval, 0.1...86400, zeroAllowed: "disable the check")
+        if mqttControl && mqtt.url == nil { throw ValidationError("--mqtt-control needs --mqtt URL (the broker)") }
     }
 
     func run() async throws {
@@ -68,7 +71,8 @@ struct AdvertiseCommand: AsyncParsableCommand {
             try await device.opener(logger: logger, reading: profile).withAdapter { adapter in
                 let status = try await mqttStatus(mqtt, specs, adapter: adapter, logger: logger)
                 do {
-                    try await advertise(specs, on: adapter, mqtt: status)
+                    let initial = try status.startingControl(mqttControl, paths: profile, specs: specs, logger: logger)
+                    try await advertise(initial, on: adapter, mqtt: status)
                 } catch {
                     await status?.finish()
                     throw error
@@ -80,7 +84,8 @@ struct AdvertiseCommand: AsyncParsableCommand {
 
     /// `--mqtt` checked, its files read, the beacons' names checked; nil without --mqtt.
     private func mqttOpener(_ specs: [BeaconSpec], logger: Logger) throws -> MQTTOpener? {
-        guard let prepared = try mqtt.prepare(command: "advertise", logger: logger) else { return nil }
+        guard var prepared = try mqtt.prepare(command: "advertise", logger: logger) else { return nil }
+        if mqttControl { prepared.layout = { [layout = prepared.layout] in layout($0).controlled() } }
         do {
             try mqtt.layout(command: "advertise").checkBeaconNames(specs.map(AdvertiseStatus.name(of:)))
         } catch {
@@ -89,7 +94,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
         return prepared
     }
 
-    /// The beacons' MQTT status, connecting; nil without --mqtt. The adapter's address (which
+    /// The beacons' MQTT status, not connected yet; nil without --mqtt. The adapter's address (which
     /// keeps boxes of one host name apart in Home Assistant) is read first.
     private func mqttStatus(_ prepared: MQTTOpener?, _ specs: [BeaconSpec], adapter: any Adapter, logger: Logger)
         async throws -> AdvertiseStatus?
@@ -104,7 +109,6 @@ struct AdvertiseCommand: AsyncParsableCommand {
         let publisher = try prepared.publisherForCLI(adapter: address, logger: logger)
         let status = AdvertiseStatus(
             publisher: publisher, specs: specs, device: device.deviceText, wallClock: { ProcessContext.unixTime })
-        publisher.start()
         return status
     }
 
@@ -117,8 +121,8 @@ struct AdvertiseCommand: AsyncParsableCommand {
         let json = self.json
         let onTheAir = "advertising \(specs.count) beacon(s) on \(adapter.name.escapedForTerminal)"
         try await untilStopped {
-            try await adapter.advertise(
-                request,
+            try await mqtt.advertise(
+                on: adapter, request,
                 onReady: { status in
                     printOut(status.lines(device: adapter.name, json: json))
                     mqtt?.update(.advertising, status: status)

@@ -144,6 +144,38 @@ private final class ScriptedBroker: MQTTConnection, Sendable {
         #expect(none.problem(handover, timeout: .milliseconds(100))?.contains("no box confirmed it") == true)
     }
 
+    /// The box side (BeaconControl, advertise --mqtt-control) takes exactly what is sent, on the
+    /// topic its layout subscribes to, and its events read as the answers they are.
+    @Test func theBoxsOwnCodeTakesTheCommandAndItsEventsAnswer() throws {
+        let layout = MQTTLayout(
+            base: "chain/store12", command: "advertise", discoveryPrefix: nil, node: "box", room: "box"
+        ).controlled()
+        #expect(layout.beaconCommandTopic("front-door", .calibration) == handover.commandTopic)
+        #expect(layout.beaconSettingsTopic("front-door") == handover.settingsTopic)
+        #expect(layout.commandTarget(handover.commandTopic)?.key == "calibration")
+        let command = try BeaconCommand.parse(key: "calibration", payload: Array(handover.payload.utf8))
+        #expect(command == .calibration(measuredPower: -61, record: Self.record))
+        let before = BeaconSettings(
+            advertising: true, measuredPower: -59, txPower: nil, intervalMs: 100, major: 1, minor: 2)
+        let after = command.applied(to: before)
+        #expect(handover.answer(topic: handover.settingsTopic, payload: after.json) != nil)
+        #expect(handover.answer(topic: handover.settingsTopic, payload: before.json) == nil)
+        func event(_ refusal: CommandRefusal?, new: JSONValue) -> String {
+            BeaconCommandEvent(
+                beacon: "front-door", key: "calibration", source: "mqtt:" + handover.commandTopic,
+                old: .integer(-59), new: new, refusal: refusal, time: "2026-11-29T05:00:00.000Z"
+            ).json
+        }
+        let applied = event(nil, new: after.value(of: .calibration))
+        #expect(
+            handover.answer(topic: handover.eventTopic, payload: applied)
+                == .confirmed(
+                    "an accepted change to -61 dBm in chain/store12/event"))
+        let refused = event(CommandRefusal(.rateLimited, "more than 4 commands a second"), new: .string("{…"))
+        #expect(
+            handover.answer(topic: handover.eventTopic, payload: refused) == .refused("more than 4 commands a second"))
+    }
+
     @Test func theOptionsOfApplyTo() {
         #expect(CalibrationHandover.optionProblem((nil, false, false, nil)) == nil)
         #expect(CalibrationHandover.optionProblem(("door", true, true, nil)) == nil)

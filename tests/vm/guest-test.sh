@@ -56,6 +56,7 @@ SCENARIOS=(
   kernel_hidden_instances
   kernel_stable_address
   kernel_mqtt
+  kernel_mqtt_control
   kernel_scan_discovery
   kernel_legacy_rotation
   ibeacon_planted_symlink

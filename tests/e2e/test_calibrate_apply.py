@@ -11,9 +11,11 @@ import json
 import os
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 from mqtt_broker import Broker
+from support import start_advertising, stop_process, wait_until
 from test_profile_store import BEACON, PROFILE_TEXT
 
 BASE = 'chain/store12'
@@ -142,3 +144,38 @@ def test_apply_to_needs_the_broker_and_the_boxs_base(ibeacon_bin: Path, tmp_path
     r = subprocess.run([*base[:-2], '--mqtt', 'mqtt://127.0.0.1'], capture_output=True, text=True, timeout=10)
     assert r.returncode == 64 and '--mqtt is for --apply-to' in r.stderr, r.stderr
     assert profile.read_text() == PROFILE_TEXT
+
+
+def test_a_real_box_applies_the_calibration_and_keeps_the_evidence(ibeacon_bin: Path, harness_factory,
+                                                                  tmp_path: Path) -> None:
+    """The whole path: calibrate here (a beacon heard at -59 dBm), the box (advertise --mqtt-control
+    on its own emulated controller) puts -59 on the air, writes it and the record into its profile,
+    and confirms; what a scanner next to the box hears changes."""
+    measured = harness_factory('--beacon', BEACON, '--rssi', 'constant:-59')
+    box_radio = harness_factory('--scanner')
+    box_profile = tmp_path / 'box' / 'door.json'
+    box_profile.parent.mkdir()
+    box_profile.write_text(PROFILE_TEXT)  # measuredPower -65
+    laptop_copy = tmp_path / 'door.json'
+    laptop_copy.write_text(PROFILE_TEXT)
+    broker = Broker(tmp_path)
+    box = start_advertising(ibeacon_bin, box_radio, box_profile, '--mqtt', broker.url, '--mqtt-base', BASE,
+                            '--mqtt-control')
+    try:
+        settings = f'{BASE}/beacon/door/settings'
+        assert wait_until(lambda: settings in broker.retained(f'{BASE}/#'), 10), broker.retained()
+        r = calibrate(ibeacon_bin, measured, laptop_copy, broker, '--json')
+        assert r.returncode == 0, r.stderr
+        result = json.loads(r.stdout)
+        doc = json.loads(box_profile.read_text())
+        assert doc['measuredPower'] == result['measuredPower'] == -59, doc
+        assert doc['calibration']['samples'] == result['samples'] and doc['calibration']['method'] == result['method']
+        assert doc['calibration']['receiver'] == measured.device_spec and doc['installer'] == {'who': 'x'}
+        t = time.monotonic()
+        assert wait_until(lambda: {e['ibeacon']['power'] for e in box_radio.adv_events(since=t)
+                                   if e.get('ibeacon')} == {-59}, 3)
+        assert json.loads(broker.retained(settings)[settings])['measured_power'] == -59
+        assert laptop_copy.read_text() == PROFILE_TEXT
+    finally:
+        stop_process(box, 15)
+        broker.close()

@@ -20,6 +20,7 @@ from home_assistant import HomeAssistant
 from mqtt_broker import Broker
 from support import BEACON_UUID, MAJOR, MINOR, wait_until
 from test_monitor import Monitor
+from test_mqtt_acl import fnv_digest
 
 BEACON = f'{BEACON_UUID},{MAJOR},{MINOR},-59,100,D0:00:00:00:00:01'
 REGION = f'{BEACON_UUID}:{MAJOR}:{MINOR}'
@@ -203,7 +204,8 @@ def test_the_receivers_health_is_a_diagnostic_entity_that_goes_deaf(
     m = Monitor(ibeacon_bin, '--device', h.device_spec, '--region', f'aisle={REGION}', '--exit-after', '1',
                 '--watchdog', '2', '--mqtt', broker.url, '--mqtt-base', 'ha/health')
     try:
-        receiver, reports = entity(ha, 'c03200000005_monitor_receiver'), entity(ha, 'c03200000005_monitor_reports')
+        node = f'c03200000005_{fnv_digest("ha/health")}'  # the address, then the base's digest
+        receiver, reports = entity(ha, f'{node}_monitor_receiver'), entity(ha, f'{node}_monitor_reports')
         assert wait_until(lambda: ha_state(ha, receiver) == 'hearing', 10), ha.state(receiver)
         # The emulated beacon advertises every 100 ms: hundreds of reports a minute.
         assert wait_until(lambda: (ha_state(ha, reports) or '').isdigit() and int(ha_state(ha, reports)) >= 100, 15), \

@@ -46,8 +46,8 @@ def make_ca(directory: Path, san: str = 'DNS:localhost,IP:127.0.0.1') -> dict[st
 class Subscription:
     """`mosquitto_sub -v -F '%r|%t|%p'` in the background: every message with its retained flag."""
 
-    def __init__(self, broker: 'Broker', topic: str) -> None:
-        self.proc = subprocess.Popen(['mosquitto_sub', *broker.client_args(), '-t', topic, '-F', '%r|%t|%p'],
+    def __init__(self, broker: 'Broker', topic: str, user: str | None = None) -> None:
+        self.proc = subprocess.Popen(['mosquitto_sub', *broker.client_args(user), '-t', topic, '-F', '%r|%t|%p'],
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.messages: list[tuple[bool, str, str, float]] = []
         self._lock = threading.Lock()
@@ -82,8 +82,9 @@ class Subscription:
 
 class Broker:
     def __init__(self, directory: Path, tls: bool = False, users: dict[str, str] | None = None,
-                 start: bool = True, san: str = 'DNS:localhost,IP:127.0.0.1') -> None:
+                 start: bool = True, san: str = 'DNS:localhost,IP:127.0.0.1', acl: Path | None = None) -> None:
         self.dir = directory
+        self.acl = acl
         self.port = free_port()
         self.tls = make_ca(directory, san) if tls else None
         self.users = users or {}
@@ -109,18 +110,29 @@ class Broker:
                 subprocess.run(['mosquitto_passwd', '-b', passwords, user, password], check=True,
                                capture_output=True)
             lines += [f'password_file {passwords}', 'allow_anonymous false']
+            if self.acl:
+                lines.append(f'acl_file {self.acl}')
         else:
             lines.append('allow_anonymous true')
         self.config.write_text('\n'.join(lines) + '\n')
 
-    def client_args(self) -> list[str]:
+    def client_args(self, user: str | None = None) -> list[str]:
+        """mosquitto_sub/pub's arguments, as `user` (default: the first of `users`)."""
         args = ['-h', '127.0.0.1', '-p', str(self.port), '-v']
         if self.tls:
             args += ['--cafile', str(self.tls['ca'])]
         if self.users:
-            user, password = next(iter(self.users.items()))
-            args += ['-u', user, '-P', password]
+            user = user or next(iter(self.users))
+            args += ['-u', user, '-P', self.users[user]]
         return args
+
+    def publish(self, topic: str, payload: str, user: str | None = None, retain: bool = False,
+                mqtt5_qos1: bool = False, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """mosquitto_pub as `user`; `mqtt5_qos1`: over MQTT 5 at QoS 1 (the broker answers a refusal)."""
+        args = [a for a in self.client_args(user) if a != '-v']
+        extra = (['-r'] if retain else []) + (['-V', '5', '-q', '1'] if mqtt5_qos1 else [])
+        return subprocess.run(['mosquitto_pub', *args, *extra, '-t', topic, '-m', payload],
+                              capture_output=True, text=True, timeout=10, check=check)
 
     def start(self) -> None:
         self.log = open(self.dir / 'mosquitto.log', 'a')
@@ -152,13 +164,8 @@ class Broker:
             store[t] = payload
         return store
 
-    def publish(self, topic: str, payload: str, retain: bool = False) -> None:
-        args = [a for a in self.client_args() if a != '-v']
-        subprocess.run(['mosquitto_pub', *args, '-t', topic, '-m', payload, *(['-r'] if retain else [])],
-                       check=True, timeout=10)
-
-    def subscribe(self, topic: str = '#') -> Subscription:
-        return Subscription(self, topic)
+    def subscribe(self, topic: str = '#', user: str | None = None) -> Subscription:
+        return Subscription(self, topic, user)
 
     def close(self) -> None:
         self.kill()

@@ -187,3 +187,14 @@ class Monitor:
         self._out.join(timeout=5)
         self._err.join(timeout=5)
         return rc
+
+
+def fnv_digest(base: str) -> str:
+    """MQTTLayout.baseDigest, written again here: FNV-1a 64 and MurmurHash3's finalizer."""
+    mask = (1 << 64) - 1
+    h = 0xcbf29ce484222325
+    for b in base.encode():
+        h = ((h ^ b) * 0x100000001b3) & mask
+    h = ((h ^ (h >> 33)) * 0xff51afd7ed558ccd) & mask
+    h = ((h ^ (h >> 33)) * 0xc4ceb9fe1a85ec53) & mask
+    return f'{(h ^ (h >> 33)) >> 32:08x}'

@@ -258,6 +258,17 @@ public struct BDAddress: Hashable, Sendable, CustomStringConvertible, Comparable
     return UInt8(ascii: "0") &+ v &+ letter &* 7
 }
 
+/// FNV-1a, 64 bit: stable across runs and platforms (Swift's Hasher is seeded per process).
+/// Not a cryptographic hash: for names that must stay apart and stay put, not for secrets.
+func fnv1a64(_ bytes: [UInt8]) -> UInt64 {
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    for b in bytes {
+        hash ^= UInt64(b)
+        hash &*= 0x0000_0100_0000_01B3
+    }
+    return hash
+}
+
 extension BDAddress {
     /// A static random device address derived stably from `seed` (the same seed always gives
     /// the same address), so a beacon keeps one address across restarts.
@@ -265,12 +276,7 @@ extension BDAddress {
     /// Core 5.4 Vol 6 Part B §1.3.2.1: the two most significant bits are 0b11, and the random
     /// part shall not be all zeros nor all ones.
     public static func staticRandom(derivedFrom seed: [UInt8]) -> BDAddress {
-        // FNV-1a, 64 bit: stable across runs and platforms (Swift's Hasher is seeded per process).
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for b in seed {
-            hash ^= UInt64(b)
-            hash &*= 0x0000_0100_0000_01B3
-        }
+        let hash = fnv1a64(seed)
         var bytes = (0..<6).map { UInt8(truncatingIfNeeded: hash >> (8 * UInt64($0))) }
         bytes[5] |= 0xC0
         let random = bytes[0..<5].allSatisfy { $0 == 0 } && bytes[5] & 0x3F == 0

@@ -332,8 +332,14 @@ public enum ProgramInfo {
 /// ```
 ///
 /// The node (this box in Home Assistant: its device, its discovery topics, its entities'
-/// `unique_id`) is the host name and the adapter's Bluetooth address: boxes cloned from one
-/// image share the host name (and /etc/machine-id), never the adapter's address.
+/// `unique_id`) is the host name, the adapter's Bluetooth address and a digest of the base
+/// topic (`box-1_lan_f0f1f2f3f40a_1a2b3c4d`). Neither the host name nor the address tells
+/// boxes apart: images cloned onto many boxes share the host name, and cheap CSR-clone dongles
+/// share one address (00:1A:7D:DA:71:13). The base is what the operator gives each box (a shared
+/// one is reported on `boxTopic`), so two boxes under chain/store12 and chain/store13 never
+/// publish one discovery config — with steering, that would send one store's command to the
+/// other's beacon. The digest, not the base itself: a base may be 200 bytes, and
+/// `MQTTTopic.identifier` would fold `a/b` and `a_b` into one.
 public struct MQTTLayout: Sendable, Equatable {
     public var base: String
     /// The command publishing (`monitor`, `advertise`, `scan`): each has its own availability.
@@ -360,10 +366,40 @@ public struct MQTTLayout: Sendable, Equatable {
         self.discoveryPrefix = discoveryPrefix
         self.host = node
         self.adapter = adapter
-        let suffix = adapter.map { "_" + MQTTTopic.identifier($0.filter { $0 != ":" }.lowercased()) } ?? ""
-        self.node = MQTTTopic.identifier(node) + suffix
+        self.node = Self.node(host: node, adapter: adapter) + "_" + Self.baseDigest(base)
         self.room = room
         self.roomTopic = roomTopic
+    }
+
+    /// The host name and the adapter's address as one identifier (the node before the base
+    /// digest, and the whole node of earlier versions).
+    static func node(host: String, adapter: String?) -> String {
+        MQTTTopic.identifier(host)
+            + (adapter.map { "_" + MQTTTopic.identifier($0.filter { $0 != ":" }.lowercased()) } ?? "")
+    }
+
+    /// Eight hex digits of FNV-1a (64 bit) over the base topic's UTF-8, mixed by MurmurHash3's
+    /// 64-bit finalizer (FNV alone changes only a few top bits for bases that differ in their
+    /// last character: store12 and store13). Stable across runs, versions and machines, so the
+    /// node (and every `unique_id`) never changes while the base does not. 32 bits: a fleet of
+    /// 1,000 bases shares one with a chance of about 1 in 10,000.
+    public static func baseDigest(_ base: String) -> String {
+        var h = fnv1a64(Array(base.utf8))
+        h = (h ^ (h >> 33)) &* 0xff51_afd7_ed55_8ccd
+        h = (h ^ (h >> 33)) &* 0xc4ce_b9fe_1a85_ec53
+        h ^= h >> 33
+        let digits = String(UInt32(truncatingIfNeeded: h >> 32), radix: 16)
+        return String(repeating: "0", count: 8 - digits.count) + digits
+    }
+
+    /// Where earlier versions put this box's discovery configs: under the host name and the
+    /// adapter's address, and before that under the host name alone. Subscribed to, so that
+    /// configs left there (those of this base: `staleDiscovery` checks the availability topic)
+    /// are removed.
+    public var earlierNodes: [String] {
+        let withAdapter = Self.node(host: host, adapter: adapter)
+        let hostOnly = MQTTTopic.identifier(host)
+        return withAdapter == hostOnly ? [hostOnly] : [withAdapter, hostOnly]
     }
 
     public var availabilityTopic: String { "\(base)/\(command)/availability" }
@@ -378,11 +414,11 @@ public struct MQTTLayout: Sendable, Equatable {
     public var rangingTopic: String { "\(roomTopic)/\(MQTTTopic.level(room))" }
 
     /// The topics to subscribe to: Home Assistant's status, this box's own discovery configs (to
-    /// remove what it no longer has; also those under the host name alone, where earlier
-    /// versions put them) and the box topic (to notice another box there).
+    /// remove what it no longer has; also those under `earlierNodes`, where earlier versions put
+    /// them) and the box topic (to notice another box there).
     public var subscriptions: [String] {
-        let legacy = adapter != nil ? discoveryPrefix.map { "\($0)/+/\(MQTTTopic.identifier(host))/+/config" } : nil
-        return [homeAssistantStatusTopic, ownDiscoveryFilter, legacy, boxTopic].compactMap { $0 }
+        let legacy = discoveryPrefix.map { prefix in earlierNodes.map { "\(prefix)/+/\($0)/+/config" } } ?? []
+        return [homeAssistantStatusTopic, ownDiscoveryFilter].compactMap { $0 } + legacy + [boxTopic]
     }
 
     /// The command topics subscribed to (with `control` only; QoS 1, retain flag as published).
@@ -470,7 +506,7 @@ public struct MQTTLayout: Sendable, Equatable {
         .object(
             JSONObject([
                 ("identifiers", .array([.string("ibeacon_\(node)")])),
-                ("name", .string("ibeacon \(host)" + (adapter.map { " \($0)" } ?? ""))),
+                ("name", .string("ibeacon \(host)" + (adapter.map { " \($0)" } ?? "") + " (\(base))")),
                 ("manufacturer", .string(ProgramInfo.name)),
                 ("model", .string("ibeacon (Linux)")),
                 ("sw_version", .string(ProgramInfo.version)),

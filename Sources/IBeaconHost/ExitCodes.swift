@@ -34,6 +34,10 @@ public enum Exit {
     public static let calibrationDrift: Int32 = 81
     /// status: something is off (a beacon off the air, a process gone without cleaning up).
     public static let statusOff: Int32 = 82
+    /// calibrate --apply-to: no box confirmed the value (not a sysexits code).
+    public static let applyUnconfirmed: Int32 = 83
+    /// calibrate --apply-to: the box refused the value (not a sysexits code).
+    public static let applyRefused: Int32 = 84
 
     public static let helpText = """
         EXIT CODES
@@ -62,6 +66,9 @@ public enum Exit {
               nothing written (calibrate again, or --force)
           82  status: something is off (a beacon off the air, leftovers of a
               process gone); the output says what
+          83  calibrate --apply-to: no box confirmed the value in time (or the
+              broker refused or was not reached)
+          84  calibrate --apply-to: the box refused the value (its reason is shown)
           128+N  stopped by signal N after cleaning up: calibrate interrupted
               (130 SIGINT, 143 SIGTERM; nothing written), advertise or scan ended by
               SIGHUP (129), SIGUSR1 (138), ... (SIGINT/SIGTERM end those with 0)

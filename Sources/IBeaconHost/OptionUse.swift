@@ -40,12 +40,26 @@ public protocol MQTTUse {
 
 extension MQTTUse {
     public static var publishesRooms: Bool { command == "scan" }
+    /// Publishes states (and Home Assistant discovery): all but `calibrate`.
+    public static var publishesStates: Bool { command != "calibrate" }
+
+    /// Why `--no-mqtt-discovery` or `--mqtt-name` is refused (nil: taken).
+    public static func stateOptionProblem(noDiscovery: Bool, name: String?) -> String? {
+        guard !publishesStates, let given = noDiscovery ? "--no-mqtt-discovery" : name.map({ _ in "--mqtt-name" })
+        else { return nil }
+        return "\(given) is for the commands that publish states; \(command) sends one command: drop it"
+    }
 
     /// Why `--mqtt-room` is refused (nil: it is taken).
     public static func roomProblem(_ room: String?) -> String? {
         guard room != nil, !publishesRooms else { return nil }
         return "--mqtt-room is scan's (the room of its mqtt_room presence); \(command) publishes no room: drop it"
     }
+}
+
+/// `calibrate --apply-to`: sends one command, publishes no state (no discovery, no name).
+public enum CalibrateMQTT: MQTTUse {
+    public static let command = "calibrate"
 }
 
 public enum ScanMQTT: MQTTUse {

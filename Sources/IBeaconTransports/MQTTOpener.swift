@@ -60,6 +60,20 @@ public struct MQTTOpener: Sendable {
     }
 }
 
+extension MQTTOpener {
+    /// The client of `calibrate --apply-to`: no Last Will (it publishes no state), subscribed
+    /// to the box's answers before it sends. Throws when libmosquitto cannot use a TLS file.
+    public func calibrationSender(
+        _ handover: CalibrationHandover, logger: Logger
+    ) throws(MQTTSettingError) -> CalibrationSender {
+        var settings = settings(layout(nil))
+        settings.will = nil
+        settings.subscriptions = CalibrationSender.subscriptions(for: handover)
+        return CalibrationSender(
+            handover: handover, connection: try MosquittoConnection(settings: settings), logger: logger)
+    }
+}
+
 /// The random part of this process's MQTT client id (`MQTTOpener.clientID`).
 let mqttClientNonce = makeClientNonce()
 

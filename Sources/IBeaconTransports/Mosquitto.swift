@@ -15,8 +15,9 @@ public struct MQTTClientSettings: Sendable {
     public var certFile: String?
     public var keyFile: String?
     public var clientID: String
-    /// Published by the broker when the connection ends without a clean disconnect (retained, QoS 1).
-    public var will: MQTTMessage
+    /// Published by the broker when the connection ends without a clean disconnect (retained,
+    /// QoS 1); nil: none (a client that only sends a command).
+    public var will: MQTTMessage?
     public var subscriptions: [String]
     /// Topics whose messages are commands: subscribed with QoS 1 and (MQTT 5) "retain as
     /// published", so a command published retained is seen as such even live, and refused.
@@ -28,7 +29,7 @@ public struct MQTTClientSettings: Sendable {
 
     public init(
         url: MQTTBrokerURL, user: String?, password: String?, caFile: String?, certFile: String?, keyFile: String?,
-        clientID: String, will: MQTTMessage, subscriptions: [String], commandSubscriptions: [String] = [],
+        clientID: String, will: MQTTMessage?, subscriptions: [String], commandSubscriptions: [String] = [],
         keepalive: Int32 = 30,
         connectTimeout: Double = 10
     ) {
@@ -117,8 +118,10 @@ public final class MosquittoConnection: MQTTConnection, @unchecked Sendable {
         if settings.user != nil || settings.password != nil {
             _ = mosquitto_username_pw_set(m, settings.user, settings.password)
         }
-        let will = Array(settings.will.payload.utf8)
-        _ = mosquitto_will_set(m, settings.will.topic, Int32(will.count), will, 1, true)
+        if let will = settings.will {
+            let payload = Array(will.payload.utf8)
+            _ = mosquitto_will_set(m, will.topic, Int32(payload.count), payload, 1, true)
+        }
         if settings.url.tls {
             let rc = mosquitto_tls_set(
                 m, settings.caFile, settings.caFile == nil ? "/etc/ssl/certs" : nil, settings.certFile,
@@ -171,9 +174,15 @@ public final class MosquittoConnection: MQTTConnection, @unchecked Sendable {
                 cb.handler?.connectionDown("connection lost (\(MosquittoConnection.describe(rc)))")
             }
         }
-        mosquitto_publish_callback_set(m) { _, obj, _ in
+        // The v5 callback (also called over MQTT 3.1.1, reason 0) carries the PUBACK's reason code.
+        mosquitto_publish_v5_callback_set(m) { _, obj, _, reason, _ in
             guard let obj else { return }
-            Unmanaged<MosquittoCallbacks>.fromOpaque(obj).takeUnretainedValue().handler?.delivered()
+            let handler = Unmanaged<MosquittoCallbacks>.fromOpaque(obj).takeUnretainedValue().handler
+            if reason >= 0x80 {
+                let text = mosquitto_reason_string(reason).map { String(cString: $0) } ?? "reason code \(reason)"
+                handler?.brokerRefused("\(text) (MQTT reason code 0x\(String(reason, radix: 16)))")
+            }
+            handler?.delivered()
         }
         mosquitto_message_callback_set(m) { _, obj, message in
             guard let obj, let message, let topic = message.pointee.topic else { return }
@@ -239,7 +248,8 @@ public final class MosquittoConnection: MQTTConnection, @unchecked Sendable {
     public func publish(_ message: MQTTMessage) -> Bool {
         guard callbacks.connected.load(ordering: .sequentiallyConsistent) else { return false }
         let payload = Array(message.payload.utf8)
-        let rc = mosquitto_publish(mosq, nil, message.topic, Int32(payload.count), payload, 0, message.retain)
+        let rc = mosquitto_publish(
+            mosq, nil, message.topic, Int32(payload.count), payload, message.atLeastOnce ? 1 : 0, message.retain)
         return rc == MOSQ_ERR_SUCCESS.rawValue
     }
 

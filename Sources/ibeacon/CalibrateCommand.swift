@@ -42,6 +42,11 @@ struct CalibrateCommand: AsyncParsableCommand {
             beacon, is read as the receiver and written the same way; the record names the \
             receiver's kind and the span of capture time read, never an address (README).
 
+            --apply-to NAME sends the result, with its evidence, to the box that advertises the \
+            profile NAME (advertise --mqtt-control under --mqtt-base) instead of writing a \
+            profile here: that box applies it, writes it into its profile and confirms; no \
+            confirmation within --confirm-timeout exits 83, a refusal 84.
+
             Interrupted (SIGINT, SIGTERM), it writes nothing and exits 130 or 143.
             """)
 
@@ -72,6 +77,13 @@ struct CalibrateCommand: AsyncParsableCommand {
     var dryRun = false
     @Flag(help: "Print the result as one JSON object.")
     var json = false
+    @Option(
+        help: ArgumentHelp(
+            "Send the result to the box advertising this profile (needs --mqtt, --mqtt-base).", valueName: "name"))
+    var applyTo: String?
+    @Option(help: ArgumentHelp("With --apply-to: wait this long for the box to confirm.", valueName: "seconds"))
+    var confirmTimeout: Double = 10
+    @OptionGroup var mqtt: MQTTOptions<CalibrateMQTT>
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
@@ -82,10 +94,13 @@ struct CalibrateCommand: AsyncParsableCommand {
             guard identity.uuid != nil, identity.major != nil, identity.minor != nil else {
                 throw ValidationError("give --profile FILE, or --uuid, --major, --minor and --write FILE")
             }
-            if write == nil && !dryRun {
-                throw ValidationError("--uuid/--major/--minor need --write FILE (or --dry-run)")
+            if write == nil && !dryRun && applyTo == nil {
+                throw ValidationError("--uuid/--major/--minor need --write FILE (or --apply-to NAME, or --dry-run)")
             }
         }
+        let apply = (applyTo, mqtt.url != nil, mqtt.base != nil, write)
+        if let problem = CalibrationHandover.optionProblem(apply) { throw ValidationError(problem) }
+        try validateSeconds("--confirm-timeout", confirmTimeout, 0.1...600)
         try validateSeconds("--duration", duration, 0.001...3600)
         if let problem = CalibrationSettings.precisionProblem(precision) { throw ValidationError(problem) }
         guard abs(offset) <= 40 else { throw ValidationError("--offset must be within -40…40 dB") }
@@ -107,7 +122,9 @@ struct CalibrateCommand: AsyncParsableCommand {
     /// a read-only or broken profile fails in a second, not after 30 s of measuring; then the
     /// measurement, the report, and the profile written (or why not).
     func calibrate(logger: Logger) async throws {
-        try await CalibrationDestination.withOpened(profile ?? write, mustExist: profile != nil, dryRun: dryRun) {
+        // With --apply-to the profile here is only read: the box that advertises keeps the value.
+        let destinationDryRun = dryRun || applyTo != nil
+        try await CalibrationDestination.withOpened(profile ?? write, mustExist: profile != nil, dryRun: destinationDryRun) {
             try await calibrate(into: $0, logger: logger)
         }
     }
@@ -125,17 +142,14 @@ struct CalibrateCommand: AsyncParsableCommand {
             printOut(
                 result.json(
                     target: target, refusal: refusal, forced: force, previous: destination.existing?.measuredPower,
-                    written: !dryRun && destination.path != nil && refusal == nil, file: destination.path))
+                    written: !dryRun && applyTo == nil && destination.path != nil && refusal == nil,
+                    file: destination.path))
         } else {
             // The histogram, the estimate, and what the estimators saw.
             let lines = result.textLines(precision: precision, maximumDuration: duration, capture: device.isCapture)
             printOut(lines.joined(separator: "\n"))
         }
-        if result.spread > 8 {
-            logger.warning(
-                "the RSSI spread is \(result.spread.fixed(1)) dB (over 8 dB): reflections or obstacles; move to a clearer spot and calibrate again"
-            )
-        }
+        if let warning = result.spreadWarning { logger.warning("\(warning)") }
         // A signal during the measurement: the result is partial, and nothing may be written.
         try Task.checkCancellation()
         if let refusal {
@@ -147,11 +161,13 @@ struct CalibrateCommand: AsyncParsableCommand {
         if force && !json, let reason {
             logger.warning("\(reason.forcedWarning(measuredPower: result.measuredPower, writing: !dryRun))")
         }
-        guard !dryRun, let path = destination.path else {
+        if let applyTo, !dryRun { return try await send(result.measuredPower, record, to: applyTo, logger: logger) }
+        guard !dryRun, destination.path != nil else {
             if !json { printOut("measured power \(result.measuredPower) dBm (dry run: nothing written)") }
             return
         }
-        try write(result, record: record, target: target, to: path, destination: destination)
+        try destination.write(measuredPower: result.measuredPower, record: record, target: target)
+        if !json { printOut(destination.writtenLine(result.measuredPower)) }
     }
 
     /// The beacon to listen to: the profile's, or --uuid/--major/--minor's.
@@ -192,17 +208,17 @@ struct CalibrateCommand: AsyncParsableCommand {
         }
     }
 
-    /// Writes measured power and the record into the profile (the profile store re-reads a
-    /// locked one, so edits made while measuring are kept) and says so.
-    func write(
-        _ result: CalibrationResult, record: CalibrationRecord, target: CalibrationTarget, to path: String,
-        destination: CalibrationDestination
-    ) throws {
-        try destination.write(measuredPower: result.measuredPower, record: record, target: target)
-        if !json {
-            let was = destination.existing.map { " (was \($0.measuredPower) dBm)" } ?? ""
-            printOut("wrote measuredPower \(result.measuredPower) dBm to \(path)\(was)")
+    /// --apply-to: sends measured power and its record to the box and says whether it confirmed.
+    func send(_ measuredPower: Int, _ record: CalibrationRecord, to name: String, logger: Logger) async throws {
+        let handover = CalibrationHandover(
+            beacon: name, measuredPower: measuredPower, record: record, base: mqtt.baseTopic)
+        guard let opener = try mqtt.prepare(command: "calibrate", logger: logger) else { return }
+        let outcome = try await opener.calibrationSender(handover, logger: logger).run(
+            timeout: .seconds(confirmTimeout))
+        if let problem = outcome.problem(handover, timeout: .seconds(confirmTimeout)) {
+            throw CLIError(problem, code: outcome.refusedByBox ? Exit.applyRefused : Exit.applyUnconfirmed)
         }
+        if !json { printOut("\(name) under \(handover.base): \(outcome)") }
     }
 }
 

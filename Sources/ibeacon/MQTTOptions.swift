@@ -42,17 +42,19 @@ struct MQTTOptions<Use: MQTTUse>: ParsableArguments {
 
     @Option(
         name: .customLong("mqtt-discovery-prefix"),
-        help: ArgumentHelp("Home Assistant discovery prefix.", valueName: "topic"))
+        help: ArgumentHelp("Home Assistant discovery prefix.", valueName: "topic", visibility: Use.states))
     var discoveryPrefix: String = "homeassistant"
 
-    @Flag(name: .customLong("no-mqtt-discovery"), help: "Do not publish Home Assistant discovery.")
+    @Flag(
+        name: .customLong("no-mqtt-discovery"),
+        help: ArgumentHelp("Do not publish Home Assistant discovery.", visibility: Use.states))
     var noDiscovery = false
 
     @Option(
         name: .customLong("mqtt-name"),
         help: ArgumentHelp(
             "This process in topics: BASE/NAME/availability (default: the command; ignored without --mqtt).",
-            valueName: "name"))
+            valueName: "name", visibility: Use.states))
     var processName: String?
 
     @Option(
@@ -104,7 +106,9 @@ struct MQTTOptions<Use: MQTTUse>: ParsableArguments {
         if (certFile == nil) != (keyFile == nil) {
             throw ValidationError("--mqtt-cert and --mqtt-key go together (the client certificate and its key)")
         }
-        if let problem = Use.roomProblem(room) { throw ValidationError(problem) }
+        if let problem = Use.roomProblem(room) ?? Use.stateOptionProblem(noDiscovery: noDiscovery, name: name) {
+            throw ValidationError(problem)
+        }
         if let room, room.isEmpty { throw ValidationError("--mqtt-room is empty") }
         if let room, let bad = MQTTTopic.noncharacter(in: room) {
             throw ValidationError(
@@ -157,6 +161,11 @@ struct MQTTOptions<Use: MQTTUse>: ParsableArguments {
     func makePublisher(command: String, logger: Logger) throws -> MQTTPublisher? {
         try prepare(command: command, logger: logger)?.publisherForCLI(adapter: nil, logger: logger)
     }
+}
+
+extension MQTTUse {
+    /// The options only the commands that publish states show.
+    static var states: ArgumentVisibility { publishesStates ? .default : .private }
 }
 
 extension MQTTOpener {

@@ -185,18 +185,18 @@ import Testing
         let configs = layout.beaconControlDiscovery("bakery")
         #expect(
             configs.map(\.topic) == [
-                "homeassistant/switch/box_001a7dda7113/beacon_bakery_advertising/config",
-                "homeassistant/number/box_001a7dda7113/beacon_bakery_measured_power/config",
-                "homeassistant/number/box_001a7dda7113/beacon_bakery_tx_power/config",
-                "homeassistant/number/box_001a7dda7113/beacon_bakery_interval/config",
-                "homeassistant/number/box_001a7dda7113/beacon_bakery_major/config",
-                "homeassistant/number/box_001a7dda7113/beacon_bakery_minor/config",
+                "homeassistant/switch/box_001a7dda7113_164b5f65/beacon_bakery_advertising/config",
+                "homeassistant/number/box_001a7dda7113_164b5f65/beacon_bakery_measured_power/config",
+                "homeassistant/number/box_001a7dda7113_164b5f65/beacon_bakery_tx_power/config",
+                "homeassistant/number/box_001a7dda7113_164b5f65/beacon_bakery_interval/config",
+                "homeassistant/number/box_001a7dda7113_164b5f65/beacon_bakery_major/config",
+                "homeassistant/number/box_001a7dda7113_164b5f65/beacon_bakery_minor/config",
             ])
         let power = try #require(try JSONValue.parse(Array(configs[1].payload.utf8)).objectValue)
         #expect(power["command_topic"] == .string("chain/store12/beacon/bakery/set/measured_power"))
         #expect(power["state_topic"] == .string("chain/store12/beacon/bakery/settings"))
         #expect(power["min"] == .integer(-127) && power["max"] == .integer(-1))
-        #expect(power["unique_id"] == .string("ibeacon_box_001a7dda7113_beacon_bakery_measured_power"))
+        #expect(power["unique_id"] == .string("ibeacon_box_001a7dda7113_164b5f65_beacon_bakery_measured_power"))
         #expect(power["retain"] == .bool(false))
         var none = layout
         none.discoveryPrefix = nil

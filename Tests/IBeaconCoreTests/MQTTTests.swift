@@ -99,30 +99,30 @@ import Testing
         #expect(layout.eventTopic == "ibeacon/box1/event")
         #expect(layout.rangingTopic == "room_presence/kitchen_2")
         #expect(layout.homeAssistantStatusTopic == "homeassistant/status")
-        #expect(layout.node == "box-1_lan")
+        #expect(layout.node == "box-1_lan_0131469e")
     }
 
     /// The keys and values Home Assistant's binary_sensor discovery reads (FIELD.md).
     @Test func regionDiscoveryIsAPresenceBinarySensorOfThisBox() throws {
         let d = try #require(layout.regionDiscovery("a/b"))
-        #expect(d.topic == "homeassistant/binary_sensor/box-1_lan/region_a_b/config")
+        #expect(d.topic == "homeassistant/binary_sensor/box-1_lan_0131469e/region_a_b/config")
         let config = try #require(try JSONValue.parse(Array(d.payload.utf8)).objectValue)
         // State and attributes in one message: Home Assistant records each change once.
         #expect(config["state_topic"] == .string("ibeacon/box1/region/a_b/attributes"))
         #expect(config["value_template"] == .string(RegionPresence.valueTemplate))
-        #expect(config["unique_id"] == .string("ibeacon_box-1_lan_region_a_b"))
+        #expect(config["unique_id"] == .string("ibeacon_box-1_lan_0131469e_region_a_b"))
         #expect(config["device_class"] == .string("presence"))
         #expect(config["payload_on"] == .string("ON") && config["payload_off"] == .string("OFF"))
         #expect(config["availability_topic"] == .string("ibeacon/box1/monitor/availability"))
         #expect(config["json_attributes_topic"] == .string("ibeacon/box1/region/a_b/attributes"))
         let device = try #require(config["device"]?.objectValue)
-        #expect(device["identifiers"] == .array([.string("ibeacon_box-1_lan")]))
+        #expect(device["identifiers"] == .array([.string("ibeacon_box-1_lan_0131469e")]))
         #expect(device["sw_version"] == .string(ProgramInfo.version))
         #expect(
             config["origin"]
                 == .object(JSONObject([("name", .string("ibeacon")), ("sw_version", .string(ProgramInfo.version))])))
         let beacon = try #require(layout.beaconDiscovery("front door"))
-        #expect(beacon.topic == "homeassistant/binary_sensor/box-1_lan/beacon_front_door/config")
+        #expect(beacon.topic == "homeassistant/binary_sensor/box-1_lan_0131469e/beacon_front_door/config")
         #expect(beacon.payload.contains(#""device_class":"running""#))
         var off = layout
         off.discoveryPrefix = nil
@@ -131,6 +131,40 @@ import Testing
 
     /// Boxes cloned from one image share the host name, not the adapter: the node (device,
     /// discovery topics, unique ids) carries the adapter's address.
+    /// Cloned images share the host name and CSR-clone dongles share 00:1A:7D:DA:71:13: two such
+    /// boxes under their own bases are two nodes — two devices, other discovery topics and
+    /// unique ids, one never removing the other's entities.
+    @Test func theBaseKeepsBoxesOfOneHostNameAndOneAddressApart() throws {
+        func box(_ base: String) -> MQTTLayout {
+            MQTTLayout(
+                base: base, command: "advertise", discoveryPrefix: "homeassistant", node: "store-pi",
+                adapter: "00:1A:7D:DA:71:13", room: "r")
+        }
+        let (s12, s13) = (box("chain/store12"), box("chain/store13"))
+        #expect(s12.node == "store-pi_001a7dda7113_164b5f65")
+        #expect(s13.node == "store-pi_001a7dda7113_3dd98a86")
+        let (d12, d13) = (try #require(s12.beaconDiscovery("door")), try #require(s13.beaconDiscovery("door")))
+        #expect(d12.topic != d13.topic)
+        let ids = try [d12, d13].map { d in
+            let config = try #require(try JSONValue.parse(Array(d.payload.utf8)).objectValue)
+            let device = try #require(config["device"]?.objectValue)
+            return (config["unique_id"], device["identifiers"], device["name"])
+        }
+        #expect(ids[0].0 != ids[1].0 && ids[0].1 != ids[1].1)
+        #expect(ids[0].2 == .string("ibeacon store-pi 00:1A:7D:DA:71:13 (chain/store12)"))
+        #expect(s12.healthDiscovery().map(\.topic) != s13.healthDiscovery().map(\.topic))
+        // Each box's cleanup takes only configs of its own base, also under the node they shared.
+        let shared = "homeassistant/binary_sensor/store-pi_001a7dda7113/beacon_door/config"
+        #expect(s12.subscriptions.contains("homeassistant/+/store-pi_001a7dda7113/+/config"))
+        let of13 = #"{"availability_topic":"chain/store13/advertise/availability"}"#
+        #expect(s12.staleDiscovery(topic: shared, payload: of13, current: []) == [])
+        #expect(s13.staleDiscovery(topic: shared, payload: of13, current: []) == [shared])
+        // Bases that identifier() would fold into one stay apart, and the digest is stable.
+        #expect(box("a/b").node != box("a_b").node)
+        #expect(MQTTLayout.baseDigest("chain/store12") == "164b5f65")
+        #expect(MQTTLayout.baseDigest("") == MQTTLayout.baseDigest(""))
+    }
+
     @Test func theAdapterKeepsBoxesOfOneHostNameApart() throws {
         let a = MQTTLayout(
             base: "ibeacon/box1", command: "monitor", discoveryPrefix: "homeassistant", node: "box-1.lan",
@@ -138,13 +172,17 @@ import Testing
         let b = MQTTLayout(
             base: "ibeacon/box1", command: "monitor", discoveryPrefix: "homeassistant", node: "box-1.lan",
             adapter: "F0:F1:F2:F3:F4:0B", room: "r")
-        #expect(a.node == "box-1_lan_f0f1f2f3f40a")
-        #expect(a.regionDiscovery("x")?.topic == "homeassistant/binary_sensor/box-1_lan_f0f1f2f3f40a/region_x/config")
+        #expect(a.node == "box-1_lan_f0f1f2f3f40a_0131469e")
+        #expect(
+            a.regionDiscovery("x")?.topic
+                == "homeassistant/binary_sensor/box-1_lan_f0f1f2f3f40a_0131469e/region_x/config")
         #expect(a.regionDiscovery("x")?.topic != b.regionDiscovery("x")?.topic)
+        #expect(a.subscriptions.contains("homeassistant/+/box-1_lan_f0f1f2f3f40a_0131469e/+/config"))
+        // Where earlier versions put them: under the host name and address, and the host name alone.
         #expect(a.subscriptions.contains("homeassistant/+/box-1_lan_f0f1f2f3f40a/+/config"))
-        #expect(a.subscriptions.contains("homeassistant/+/box-1_lan/+/config"))  // where earlier versions put them
+        #expect(a.subscriptions.contains("homeassistant/+/box-1_lan/+/config"))
         #expect(a.otherBox(inBoxPayload: a.boxPayload) == nil)
-        #expect(a.otherBox(inBoxPayload: b.boxPayload) == "box-1_lan_f0f1f2f3f40b")
+        #expect(a.otherBox(inBoxPayload: b.boxPayload) == "box-1_lan_f0f1f2f3f40b_0131469e")
         #expect(a.otherBox(inBoxPayload: "not json") == nil)
     }
 
@@ -185,8 +223,8 @@ import Testing
         let sensors = layout.healthDiscovery()
         #expect(
             sensors.map(\.topic) == [
-                "homeassistant/sensor/box-1_lan/monitor_receiver/config",
-                "homeassistant/sensor/box-1_lan/monitor_reports/config",
+                "homeassistant/sensor/box-1_lan_0131469e/monitor_receiver/config",
+                "homeassistant/sensor/box-1_lan_0131469e/monitor_reports/config",
             ])
         for s in sensors {
             let config = try #require(try JSONValue.parse(Array(s.payload.utf8)).objectValue)

@@ -165,7 +165,7 @@ private final class FakeConnection: MQTTConnection, Sendable {
         connection.connect()
         let sent = connection.sent.withLock { $0 }
         let topics = sent.map(\.topic)
-        #expect(topics.contains("ha/binary_sensor/box/region_deli/config"))
+        #expect(topics.contains("ha/binary_sensor/box_1869c382/region_deli/config"))
         #expect(sent.contains(retained("t/box/region/deli/state", "OFF")))
         #expect(sent.contains(retained("t/box/monitor/availability", "online")))
         #expect(sent.last == MQTTMessage(topic: "t/box/event", payload: #"{"event":"exit"}"#, kind: .event))
@@ -239,7 +239,9 @@ private final class FakeConnection: MQTTConnection, Sendable {
         #expect(log.messages.isEmpty)
         publisher.received(topic: a.boxTopic, payload: b.boxPayload)
         publisher.received(topic: a.boxTopic, payload: b.boxPayload)
-        let said = log.messages.filter { $0.contains("another box (box_c0000000000b) publishes under t/box too") }
+        let said = log.messages.filter {
+            $0.contains("another box (box_c0000000000b_1869c382) publishes under t/box too")
+        }
         #expect(said.count == 1, "\(log.messages)")
     }
 
@@ -353,7 +355,7 @@ private final class FakeConnection: MQTTConnection, Sendable {
         let payload =
             #"{"availability_topic":"t/box/monitor/availability","state_topic":"t/box/region/deli/state","#
             + #""json_attributes_topic":"t/box/monitor/availability","n":\#(n)}"#
-        return ("ha/binary_sensor/box/forged_\(n)/config", payload)
+        return ("ha/binary_sensor/\(layout.node)/forged_\(n)/config", payload)
     }
 
     fileprivate func running(_ log: RecordingLog) throws -> (MQTTPublisher, FakeConnection) {

@@ -19,11 +19,9 @@ import re
 import shlex
 import signal
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
 
 from support import wait_until
 

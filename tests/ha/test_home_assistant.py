@@ -18,7 +18,7 @@ from pathlib import Path
 
 from home_assistant import HomeAssistant
 from mqtt_broker import Broker
-from support import BEACON_UUID, MAJOR, MINOR, Monitor, wait_until
+from support import BEACON_UUID, MAJOR, MINOR, Monitor, fnv_digest, wait_until
 
 BEACON = f'{BEACON_UUID},{MAJOR},{MINOR},-59,100,D0:00:00:00:00:01'
 REGION = f'{BEACON_UUID}:{MAJOR}:{MINOR}'
@@ -202,7 +202,8 @@ def test_the_receivers_health_is_a_diagnostic_entity_that_goes_deaf(
     m = Monitor(ibeacon_bin, '--device', h.device_spec, '--region', f'aisle={REGION}', '--exit-after', '1',
                 '--watchdog', '2', '--mqtt', broker.url, '--mqtt-base', 'ha/health')
     try:
-        receiver, reports = entity(ha, 'c03200000005_monitor_receiver'), entity(ha, 'c03200000005_monitor_reports')
+        node = f'c03200000005_{fnv_digest("ha/health")}'  # the address, then the base's digest
+        receiver, reports = entity(ha, f'{node}_monitor_receiver'), entity(ha, f'{node}_monitor_reports')
         assert wait_until(lambda: ha_state(ha, receiver) == 'hearing', 10), ha.state(receiver)
         # The emulated beacon advertises every 100 ms: hundreds of reports a minute.
         assert wait_until(lambda: (ha_state(ha, reports) or '').isdigit() and int(ha_state(ha, reports)) >= 100, 15), \
@@ -224,3 +225,31 @@ def test_the_receivers_health_is_a_diagnostic_entity_that_goes_deaf(
         assert ha.state(receiver)['attributes']['lastRecoveryCause'] == attributes['reason']
     finally:
         assert m.stop(signal.SIGTERM) == 0, m.stderr
+
+
+def test_cloned_boxes_of_one_address_under_two_bases_are_two_devices(
+        ibeacon_bin: Path, harness_factory, broker: Broker, home_assistant: HomeAssistant) -> None:
+    """One host name (both run here, as cloned images do) and one adapter address (00:1A:7D:DA:71:13,
+    as CSR-clone dongles have): only the base tells chain/store12 from chain/store13. Each is its
+    own device, with its own entity showing its own state (before: one discovery config, and
+    Home Assistant showed store 13's state for store 12's region)."""
+    ha = home_assistant
+    a = harness_factory('--beacon', BEACON, '--scanner', '--address', '00:1A:7D:DA:71:13')
+    b = harness_factory('--scanner', '--address', '00:1A:7D:DA:71:13')
+    m12 = monitor(ibeacon_bin, a, broker, 'chain/store12', f'till7={REGION}', exit_after=3)
+    m13 = monitor(ibeacon_bin, b, broker, 'chain/store13', f'till7={REGION}', exit_after=3)
+    try:
+        assert (first_state(m12, 'till7'), first_state(m13, 'till7')) == ('inside', 'outside')
+        both = lambda: sorted(e for e in ha.entities() if 'region_till7' in e)  # noqa: E731
+        assert wait_until(lambda: len(both()) == 2, 15), (both(), ha.log_text()[-2000:])
+        # The node carries the base's digest (MQTTLayout.baseDigest, pinned in MQTTTests).
+        store12 = next(e for e in both() if '164b5f65' in e)
+        store13 = next(e for e in both() if '3dd98a86' in e)
+        assert wait_until(lambda: (ha_state(ha, store12), ha_state(ha, store13)) == ('on', 'off'), 10), \
+            (ha.state(store12), ha.state(store13))
+        devices = {ha.template(f"{{{{ device_id('{e}') }}}}") for e in (store12, store13)}
+        assert len(devices) == 2 and all(devices), devices
+        assert ha.template(f"{{{{ device_attr('{store12}', 'name') }}}}").endswith('(chain/store12)')
+    finally:
+        for m in (m12, m13):
+            m.stop(signal.SIGTERM)

@@ -98,3 +98,20 @@ public enum CalibrationProgress {
         return "  \(samples) samples, \(elapsed.fixed(1)) s: \(value) (target ±\(precision.clean) dB\(left))"
     }
 }
+
+extension CalibrationResult {
+    /// A warning when the samples spread over 8 dB (reflections, obstacles); nil otherwise.
+    public var spreadWarning: String? {
+        guard spread > 8 else { return nil }
+        return "the RSSI spread is \(spread.fixed(1)) dB (over 8 dB): reflections or obstacles; "
+            + "move to a clearer spot and calibrate again"
+    }
+}
+
+extension CalibrationDestination {
+    /// What `calibrate` says once it wrote `measuredPower`.
+    public func writtenLine(_ measuredPower: Int) -> String {
+        let was = existing.map { " (was \($0.measuredPower) dBm)" } ?? ""
+        return "wrote measuredPower \(measuredPower) dBm to \(path ?? "")\(was)"
+    }
+}

@@ -18,10 +18,13 @@ public struct MQTTMessage: Sendable, Equatable {
     public var kind: Kind
     /// Retained on the broker (MQTT RETAIN flag).
     public var retain: Bool { kind == .retained }
-    public init(topic: String, payload: String, kind: Kind) {
+    /// At least once (QoS 1: the broker acknowledges it, `delivered`), else at most once (QoS 0).
+    public var atLeastOnce: Bool
+    public init(topic: String, payload: String, kind: Kind, atLeastOnce: Bool = false) {
         self.topic = topic
         self.payload = payload
         self.kind = kind
+        self.atLeastOnce = atLeastOnce
     }
 }
 
@@ -31,8 +34,12 @@ public protocol MQTTConnectionHandler: AnyObject, Sendable {
     func connectionUp()
     /// The connection attempt failed or the connection was lost; `reason` says why.
     func connectionDown(_ reason: String)
-    /// A message handed to the client has left it (QoS 0: written to the socket).
+    /// A message handed to the client has left it (QoS 0: written to the socket; QoS 1: the
+    /// broker acknowledged it, `brokerRefused` first when it refused it).
     func delivered()
+    /// The broker acknowledged a QoS 1 message with a refusal (MQTT 5 PUBACK reason code 0x80 or
+    /// more, such as Not authorized, 0x87: mosquitto's ACL); `reason` says which.
+    func brokerRefused(_ reason: String)
     /// A message arrived on a subscribed topic.
     func received(topic: String, payload: String)
     /// The same, with the message's retain flag (set when the broker replays it from its store).
@@ -42,6 +49,8 @@ public protocol MQTTConnectionHandler: AnyObject, Sendable {
 }
 
 extension MQTTConnectionHandler {
+    /// The publisher sends nothing at QoS 1: nothing to do.
+    public func brokerRefused(_ reason: String) {}
     public func received(topic: String, payload: String, retained: Bool) { received(topic: topic, payload: payload) }
 }
 

@@ -103,3 +103,12 @@ public func exitCode(for kind: TransportError.Kind) -> Int32 {
     case .disconnected, .io: Exit.ioError
     }
 }
+
+extension CalibrationRefusal {
+    /// calibrate's exit code for this refusal: the level drifted (81), or the precision was not
+    /// reached (80).
+    public var exitCode: Int32 { kind == .drift ? Exit.calibrationDrift : Exit.calibrationImprecise }
+
+    /// The message, saying that the profile at `path` (nil: none would have been written) is unchanged.
+    public func message(leaving path: String?) -> String { message + (path.map { "; \($0) is unchanged" } ?? "") }
+}

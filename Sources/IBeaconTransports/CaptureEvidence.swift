@@ -18,7 +18,8 @@ extension CaptureSightingSource {
         var source = self
         source.startsAt = { sightings in
             sightings.contains { s in
-                s.beacon.map { target.pattern.matches($0) && (target.address == nil || target.address == s.address) } ?? false
+                s.beacon.map { target.pattern.matches($0) && (target.address == nil || target.address == s.address) }
+                    ?? false
             }
         }
         return source

@@ -52,13 +52,10 @@ struct CalibrateCommand: AsyncParsableCommand {
 
     @Option(help: ArgumentHelp("Profile of the beacon to calibrate; measuredPower is written back.", valueName: "file"))
     var profile: String?
-
     @OptionGroup var identity: IdentityOptions<CalibrationIdentityHelp>
     @Option(help: ArgumentHelp("With --uuid/--major/--minor: the profile file to create or update.", valueName: "file"))
     var write: String?
-
     @OptionGroup var device: DeviceOptions<ReadsReports>
-
     @Option(help: ArgumentHelp("Give up after this many seconds.", valueName: "seconds"))
     var duration: Double = 180
     @Option(help: ArgumentHelp("Stop when the 95 % interval is within ± this many dB.", valueName: "dB"))
@@ -98,8 +95,8 @@ struct CalibrateCommand: AsyncParsableCommand {
                 throw ValidationError("--uuid/--major/--minor need --write FILE (or --apply-to NAME, or --dry-run)")
             }
         }
-        let apply = (applyTo, mqtt.url != nil, mqtt.base != nil, write)
-        if let problem = CalibrationHandover.optionProblem(apply) { throw ValidationError(problem) }
+        let problem = CalibrationHandover.optionProblem((applyTo, mqtt.url != nil, mqtt.base != nil, write))
+        if let problem { throw ValidationError(problem) }
         try validateSeconds("--confirm-timeout", confirmTimeout, 0.1...600)
         try validateSeconds("--duration", duration, 0.001...3600)
         if let problem = CalibrationSettings.precisionProblem(precision) { throw ValidationError(problem) }
@@ -123,8 +120,8 @@ struct CalibrateCommand: AsyncParsableCommand {
     /// measurement, the report, and the profile written (or why not).
     func calibrate(logger: Logger) async throws {
         // With --apply-to the profile here is only read: the box that advertises keeps the value.
-        let destinationDryRun = dryRun || applyTo != nil
-        try await CalibrationDestination.withOpened(profile ?? write, mustExist: profile != nil, dryRun: destinationDryRun) {
+        let (path, readOnly) = (profile ?? write, dryRun || applyTo != nil)
+        try await CalibrationDestination.withOpened(path, mustExist: profile != nil, dryRun: readOnly) {
             try await calibrate(into: $0, logger: logger)
         }
     }
@@ -152,12 +149,8 @@ struct CalibrateCommand: AsyncParsableCommand {
         if let warning = result.spreadWarning { logger.warning("\(warning)") }
         // A signal during the measurement: the result is partial, and nothing may be written.
         try Task.checkCancellation()
-        if let refusal {
-            let path = destination.path
-            throw CLIError(
-                refusal.message + (path == nil || dryRun ? "" : "; \(path!) is unchanged"),
-                code: refusal.kind == .drift ? Exit.calibrationDrift : Exit.calibrationImprecise)
-        }
+        let unchanged = dryRun ? nil : destination.path
+        if let refusal { throw CLIError(refusal.message(leaving: unchanged), code: refusal.exitCode) }
         if force && !json, let reason {
             logger.warning("\(reason.forcedWarning(measuredPower: result.measuredPower, writing: !dryRun))")
         }

@@ -40,7 +40,7 @@ export DEBBOOT_CACHE
 # qemu-user) and the boot (QEMU; Debian's arm64 kernel is a plain Image, booted without firmware).
 DEBBOOT_QEMU_amd64 := qemu-system-x86
 DEBBOOT_QEMU_arm64 := qemu-system-arm qemu-user-static binfmt-support
-deb-boot-deps:
+deb-boot-deps: ## install the host packages deb-boot needs (mmdebstrap, QEMU; ARCH=arm64: qemu-system-arm, qemu-user)
 	$(call apt_install,mmdebstrap e2fsprogs qemu-utils python3 dpkg-dev $(DEBBOOT_QEMU_$(ARCH)))
 
 deb-boot-image: deb-boot-deps ## only the image deb-boot boots (ARCH=arm64: Debian 13 arm64), cached

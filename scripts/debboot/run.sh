@@ -90,9 +90,11 @@ for boot in 1 2; do
     -drive "file=$run/disk.qcow2,if=virtio,format=qcow2,cache=unsafe" \
     -virtfs "local,path=$run/share,mount_tag=debboot,security_model=none,readonly=on" \
     -device virtio-rng-pci </dev/null 2>"$run/qemu-$boot.err" |
-    sed -u -E 's/\r$//; s/^\[ *[0-9.]+\] (bash|guest\.sh)\[[0-9]+\]: //' | tee "$run/console-$boot.log" |
+    sed -u -E 's/\r$//; s/\x1b\[[?!0-9;]*[A-Za-z]//g; s/\x1b\][0-9;]*(\x07|\x1b\\)//g; s/^\[ *[0-9.]+\] (bash|guest\.sh)\[[0-9]+\]: //' |
+    tee "$run/console-$boot.log" |
     grep --line-buffered -aE '^(PASS|FAIL|DEBBOOT|  )'
-  rc=${PIPESTATUS[0]}  # the journal's console prefix ("[ 61.3] bash[284]: ") is cut above
+  rc=${PIPESTATUS[0]}  # the journal's console prefix ("[ 61.3] bash[284]: ") is cut above, and
+  # the terminal resets systemd 257 writes to the console (ESC [ ! p, ESC ] 104 BEL, ESC [ ? 7 h)
   set -e
   log "boot $boot: qemu exit $rc after $((SECONDS - t0)) s"
   [ "$rc" -eq 0 ] || { tail -5 "$run/qemu-$boot.err" >&2; }

@@ -55,16 +55,13 @@ scenario_kernel_own_link() {
   else
     pass "the advertiser does not take the box's own link for a central" "$(grep -c 'E0:E1:E2:E3:E4:B0' "$WORK/own-adv.txt") line(s) name it"
   fi
-  stop_pid "$l2" 15
-  # The link ends with l2test's channel. Until the controller has completed the disconnection the
-  # kernel's command queue waits on it (Bumble under TCG took up to 20 s), and a Remove Advertising
-  # sent meanwhile cannot be answered within the 1.5 s a signal's cleanup has; the shutdown is
-  # checked once the link is gone, as a box sees it.
-  if ! poll 30 sh -c "! hcitool -i $hci con | grep -q E0:E1:E2:E3:E4:B0"; then
-    fail "the box's own link ends with its channel" "no link to E0:E1:E2:E3:E4:B0" "$(hcitool -i "$hci" con | tr '\n' ' ')"
-  fi
-  exec 7>&-
+  # The advertiser is stopped while the box's link is still up. Stopped just after l2test, while
+  # the kernel tears the link down (Bumble under TCG is slow to complete it), the kernel's command
+  # queue waits on the disconnection and a Remove Advertising sent meanwhile was not answered
+  # within the 1.5 s a signal's cleanup has (exit 143, 3 of 5 runs; RELIABILITY.md).
   stop_advertiser "$adv" "$WORK/own-adv.txt"
+  stop_pid "$l2" 15
+  exec 7>&-
   tail -n 3 "$WORK/own-adv.txt" | sed 's/^/        advertiser: /'
   bluetoothd_stop
   stop_pid "$harness" 15

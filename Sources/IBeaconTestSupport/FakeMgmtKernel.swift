@@ -79,6 +79,7 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
     /// controller ends a connectable advertisement when it is connected; hci_event.c re-enables
     /// it in `hci_disconn_complete_evt`).
     private var _paused: Set<UInt8> = []
+    private var _pauses = 0
     /// Where the kernel's non-resolvable addresses come from (its get_random_bytes).
     private var _random = SplitMix64(seed: 0x1B)
 
@@ -191,6 +192,9 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
     public var links: Set<MgmtLink> { lock.withLock { _links } }
     /// Instances paused because a central is connected to them.
     public var pausedInstances: Set<UInt8> { lock.withLock { _paused } }
+    /// How many times a central's connection paused an instance, resumed or not since (a test
+    /// that checks `pausedInstances` right after a connection races the session's Disconnect).
+    public var pauses: Int { lock.withLock { _pauses } }
 
     /// A central (a phone) connects to `instance`, which must be advertised connectable (by
     /// its flag or the adapter's Connectable setting): the kernel pauses it and says Device
@@ -204,6 +208,7 @@ public final class FakeMgmtKernel: MgmtTransport, @unchecked Sendable {
             }
             _links.insert(link)
             _paused.insert(instance)
+            _pauses += 1
             return true
         }
         if connected { emit(.deviceConnected(index: Self.index, MgmtLink(link.address, link.addressType))) }

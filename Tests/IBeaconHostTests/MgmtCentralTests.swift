@@ -56,7 +56,7 @@ import Testing
             // A central that connects again as soon as it is dropped, eight times.
             for round in 1...8 {
                 #expect(kernel.centralConnects(Self.phone, to: 1))
-                #expect(kernel.pausedInstances == [1])
+                #expect(kernel.pauses == round)  // paused by the connection (the session may already have resumed it)
                 #expect(await eventually { kernel.links.isEmpty && kernel.pausedInstances.isEmpty })
                 #expect(await eventually { clock.sleeperCount == round })
             }

@@ -11,8 +11,12 @@ APT_PACKAGES := libbluetooth-dev libmosquitto-dev pkg-config
 TEST_APT_PACKAGES := tshark libcap2-bin mosquitto mosquitto-clients openssl
 VENV_APT_PACKAGES := python3 python3-venv
 # The shared third-party captures (btsnoop logs and their SOURCES.md) the capture tests, the unit
-# suite and deb-test read: this one setting, by default shared/captures beside the repository.
-IBEACON_CAPTURES ?= $(abspath $(REPO)/../shared/captures)
+# suite and deb-test read: this one setting, by default shared/captures beside the repository,
+# else beside the checkout this one was cloned from when that is a local path (a fresh-clone CI
+# run: `git clone . /tmp/x`); a test that cannot find them fails and says to set it.
+CAPTURES_BESIDE_ORIGIN := $(shell git -C $(REPO) remote get-url origin 2>/dev/null | sed -n 's|^file://||; /^\//s|$$|/../shared/captures|p')
+IBEACON_CAPTURES ?= $(abspath $(firstword $(wildcard $(REPO)/../shared/captures $(CAPTURES_BESIDE_ORIGIN)) \
+	$(REPO)/../shared/captures))
 export IBEACON_CAPTURES
 PROFILE ?= profiles/store12.json
 DEVICE ?= hci0

@@ -43,10 +43,10 @@ extension MQTTUse {
     /// Publishes states (and Home Assistant discovery): all but `calibrate`.
     public static var publishesStates: Bool { command != "calibrate" }
 
-    /// Why `--no-mqtt-discovery` or `--mqtt-name` is refused (nil: taken).
-    public static func stateOptionProblem(noDiscovery: Bool, name: String?) -> String? {
-        guard !publishesStates, let given = noDiscovery ? "--no-mqtt-discovery" : name.map({ _ in "--mqtt-name" })
-        else { return nil }
+    /// Why `--no-mqtt-discovery` or the state option `option` given (`--mqtt-name`,
+    /// `--mqtt-discovery-prefix`) is refused (nil: taken).
+    public static func stateOptionProblem(noDiscovery: Bool, name option: String?) -> String? {
+        guard !publishesStates, let given = noDiscovery ? "--no-mqtt-discovery" : option else { return nil }
         return "\(given) is for the commands that publish states; \(command) sends one command: drop it"
     }
 

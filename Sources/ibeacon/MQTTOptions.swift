@@ -42,8 +42,10 @@ struct MQTTOptions<Use: MQTTUse>: ParsableArguments {
 
     @Option(
         name: .customLong("mqtt-discovery-prefix"),
-        help: ArgumentHelp("Home Assistant discovery prefix.", valueName: "topic", visibility: Use.states))
-    var discoveryPrefix: String = "homeassistant"
+        help: ArgumentHelp(
+            "Home Assistant discovery prefix (default: homeassistant).", valueName: "topic", visibility: Use.states))
+    var discoveryPrefixOption: String?
+    var discoveryPrefix: String { discoveryPrefixOption ?? "homeassistant" }
 
     @Flag(
         name: .customLong("no-mqtt-discovery"),
@@ -80,6 +82,12 @@ struct MQTTOptions<Use: MQTTUse>: ParsableArguments {
                 "--mqtt-name \(name) must be one topic level: not empty, without / + # or control characters "
                     + "or Unicode noncharacters")
         }
+        // A command that publishes no state refuses them, with or without --mqtt.
+        let stateOption =
+            discoveryPrefixOption.map { _ in "--mqtt-discovery-prefix" } ?? name.map { _ in "--mqtt-name" }
+        if let problem = Use.stateOptionProblem(noDiscovery: noDiscovery, name: stateOption) {
+            throw ValidationError(problem)
+        }
         guard let url else {
             if let given = dependentOptions.first(where: \.1) {
                 throw ValidationError("\(given.0) needs --mqtt URL (the broker to publish to)")
@@ -106,7 +114,7 @@ struct MQTTOptions<Use: MQTTUse>: ParsableArguments {
         if (certFile == nil) != (keyFile == nil) {
             throw ValidationError("--mqtt-cert and --mqtt-key go together (the client certificate and its key)")
         }
-        if let problem = Use.roomProblem(room) ?? Use.stateOptionProblem(noDiscovery: noDiscovery, name: name) {
+        if let problem = Use.roomProblem(room) {
             throw ValidationError(problem)
         }
         if let room, room.isEmpty { throw ValidationError("--mqtt-room is empty") }

@@ -34,10 +34,10 @@ VALUE_NAMES = {
 #: Options whose value has a unit, and the unit its value name must say.
 UNITS = {
     '--measured-power': 'dBm', '--min-rssi': 'dBm',
-    '--offset': 'dB', '--precision': 'dB', '--hysteresis': 'dB',
+    '--offset': 'dB', '--precision': 'dB', '--hysteresis': 'dB', 
     '--interval-ms': 'ms',
     **{o: 'seconds' for o in ('--duration', '--timeout', '--check-interval', '--exit-after', '--forget-after',
-                              '--exec-timeout', '--watchdog', '--smoothing', '--state-every')},
+                              '--exec-timeout', '--watchdog', '--smoothing', '--state-every', '--confirm-timeout')},
 }
 
 DEAD = 'tcp:127.0.0.1:1'
@@ -158,6 +158,10 @@ TOGETHER = {
         '--no-mqtt-discovery', '--mqtt-room')},
     '--mqtt-cert': ['--mqtt', 'mqtts://127.0.0.1:1', '--mqtt-key', 'SECRET'],
     '--mqtt-key': ['--mqtt', 'mqtts://127.0.0.1:1', '--mqtt-cert', 'SECRET'],
+    # Steering needs the broker; calibrate's result goes to a box under a base.
+    '--mqtt-control': ['--mqtt', 'mqtt://127.0.0.1:1'],
+    '--apply-to': ['--mqtt', 'mqtt://127.0.0.1:1', '--mqtt-base', 'chain/store12'],
+    '--confirm-timeout': ['--apply-to', 'box12', '--mqtt', 'mqtt://127.0.0.1:1', '--mqtt-base', 'chain/store12'],
     # A region's major and minor narrow its UUID.
     '--major': ['--uuid', UUID], '--minor': ['--uuid', UUID, '--major', '1'],
 }
@@ -196,6 +200,9 @@ def test_every_documented_option_is_taken(ibeacon_bin: Path, helps, tmp_path: Pa
                 argv = argv + ['--dry-run']
             for extra in TOGETHER.get(option, []) if option not in argv else []:
                 argv = argv + [{'BTSNOOP': f['btsnoop'], 'SECRET': f['secret']}.get(extra, extra)]
+            if command == 'calibrate' and option.startswith('--mqtt'):  # calibrate's broker is for --apply-to
+                argv = argv + ['--apply-to', 'box12'] + ([] if '--mqtt-base' in argv else ['--mqtt-base', 'x/y'])
+                argv = argv + ([] if '--mqtt' in argv else ['--mqtt', 'mqtt://127.0.0.1:1'])
             if command == 'encode' and option == '--profile':  # the identity from a profile, or from options
                 argv = ['encode']
             if option == '--index':  # a controller of a capture: only with btsnoop:FILE

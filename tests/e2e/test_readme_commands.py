@@ -110,6 +110,16 @@ NOT_RUN: dict[str, tuple[str, object]] = {
     'IBEACON_MQTT_ARGS=--mqtt mqtts://box-store12@mqtt.chain.example --mqtt-base chain/store12': (
         'a line of /etc/default/ibeacon, not a command (its options are parsed in test_the_listed_settings_parse)',
         lambda etc: _default_variable('IBEACON_MQTT_ARGS')),
+    'sudo ibeacon calibrate --profile /etc/ibeacon/store12.json --device btsnoop:btsnoop_hci.log': (
+        'needs a phone\'s log of this beacon: test_captures.py and test_pklg.py calibrate from real phone logs and '
+        'PacketLogger files, writing the profile', lambda etc: (etc / 'store12.json').is_file()),
+    'sudo ibeacon calibrate --profile /etc/ibeacon/store12.json --device pklg:bluetoothd-hci-latest.pklg': (
+        'needs an iPhone\'s trace of this beacon: test_pklg.py calibrates from PacketLogger files',
+        lambda etc: (etc / 'store12.json').is_file()),
+    'IBEACON_MQTT_PASSWORD=… ibeacon calibrate --profile store12.json --mqtt mqtts://operator@mqtt.chain.example '
+    '--mqtt-base chain/store12 --apply-to store12': (
+        'needs a broker and a box that advertises with --mqtt-control: test_calibrate_apply.py runs it against a '
+        'real mosquitto and box', lambda etc: (etc / 'store12.json').is_file()),
     'IBEACON_MQTT_PASSWORD=…': ('a line of /etc/default/ibeacon (the password itself elided)',
                                 lambda etc: _default_variable('IBEACON_MQTT_PASSWORD')),
 }

@@ -396,3 +396,24 @@ ib() { timeout 60 "$IBEACON_BIN" "$@"; }   # foreground runs, bounded
 # calibrate with its default --duration (180 s): a run ends when ±1 dB is reached, usually in
 # 10-15 s, but a false alarm of the slow-variation test or a slow scan can take minutes.
 ib_calibrate() { timeout 240 "$IBEACON_BIN" calibrate "$@"; }
+
+# vhci_harness NAME PYTHON ROLE: a Bumble controller on /dev/vhci (tests/harness, --scanner and
+# --ROLE: central or peripheral) that bluetoothd powers, its stdin a fifo held open on fd 7, its
+# output in $WORK/NAME-vhci.out/.err. Sets VHCI_PID and VHCI_HCI (hciN); or FAILs, cleans up and
+# returns 1.
+vhci_harness() {
+  local name=$1 py=$2 role=$3 fifo=$WORK/$1.in
+  rm -f "$fifo"; mkfifo "$fifo"
+  "$py" tests/harness/bumble_harness.py --vhci --keep-running --scanner "--$role" --no-adv-delay \
+    < "$fifo" > "$WORK/$name-vhci.out" 2> "$WORK/$name-vhci.err" &
+  VHCI_PID=$!
+  BG_PIDS+=("$VHCI_PID")
+  exec 7> "$fifo"
+  poll 180 grep -q '"event": *"ready"' "$WORK/$name-vhci.out"
+  VHCI_HCI=$(grep -o '"hci": *"hci[0-9]*"' "$WORK/$name-vhci.out" | grep -o 'hci[0-9][0-9]*' | head -1)
+  if [ -z "$VHCI_HCI" ] || ! poll 15 mgmt_powered "${VHCI_HCI#hci}"; then
+    fail "Bumble controller with a $role on /dev/vhci, powered by bluetoothd" "a new powered adapter" "${VHCI_HCI:-none}: $(tail -3 "$WORK/$name-vhci.err" | tr '\n' ' ')"
+    exec 7>&-; stop_pid "$VHCI_PID" 15; bluetoothd_stop
+    return 1
+  fi
+}

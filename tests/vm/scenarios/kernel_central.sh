@@ -7,22 +7,8 @@ scenario_kernel_central() {
   need_venv || return
   local py=$VENV_PY
   need_bluetoothd || return
-  local fifo=$WORK/central.in
-  rm -f "$fifo"; mkfifo "$fifo"
-  "$py" tests/harness/bumble_harness.py --vhci --keep-running --scanner --central --no-adv-delay \
-    < "$fifo" > "$WORK/central-vhci.out" 2> "$WORK/central-vhci.err" &
-  local harness=$!
-  BG_PIDS+=("$harness")
-  exec 7> "$fifo"
-  poll 180 grep -q '"event": *"ready"' "$WORK/central-vhci.out"
-  local hci idx
-  hci=$(grep -o '"hci": *"hci[0-9]*"' "$WORK/central-vhci.out" | grep -o 'hci[0-9][0-9]*' | head -1)
-  idx=${hci#hci}
-  if [ -z "$hci" ] || ! poll 15 mgmt_powered "$idx"; then
-    fail "Bumble controller with a central on /dev/vhci, powered by bluetoothd" "a new powered adapter" "${hci:-none}: $(tail -3 "$WORK/central-vhci.err" | tr '\n' ' ')"
-    exec 7>&-; stop_pid "$harness" 15; bluetoothd_stop
-    return
-  fi
+  vhci_harness central "$py" central || return
+  local harness=$VHCI_PID hci=$VHCI_HCI
   notify_listen "$WORK/notify.sock" "$WORK/notify.txt"
   NOTIFY_SOCKET=$WORK/notify.sock "$IBEACON_BIN" advertise -v --device "$hci" --profile "$PROFILE" \
     > "$WORK/central-adv.txt" 2>&1 &

@@ -11,22 +11,8 @@ scenario_kernel_own_link() {
   need_profile || return
   need_venv || return
   need_bluetoothd || return
-  local fifo=$WORK/own.in
-  rm -f "$fifo"; mkfifo "$fifo"
-  "$VENV_PY" tests/harness/bumble_harness.py --vhci --keep-running --scanner --peripheral --no-adv-delay \
-    < "$fifo" > "$WORK/own-vhci.out" 2> "$WORK/own-vhci.err" &
-  local harness=$!
-  BG_PIDS+=("$harness")
-  exec 7> "$fifo"
-  poll 180 grep -q '"event": *"ready"' "$WORK/own-vhci.out"
-  local hci idx
-  hci=$(grep -o '"hci": *"hci[0-9]*"' "$WORK/own-vhci.out" | grep -o 'hci[0-9][0-9]*' | head -1)
-  idx=${hci#hci}
-  if [ -z "$hci" ] || ! poll 15 mgmt_powered "$idx"; then
-    fail "Bumble controller with a peripheral on /dev/vhci, powered by bluetoothd" "a new powered adapter" "${hci:-none}: $(tail -3 "$WORK/own-vhci.err" | tr '\n' ' ')"
-    exec 7>&-; stop_pid "$harness" 15; bluetoothd_stop
-    return
-  fi
+  vhci_harness own "$VENV_PY" peripheral || return
+  local harness=$VHCI_PID hci=$VHCI_HCI
   "$IBEACON_BIN" advertise -v --device "$hci" --profile "$PROFILE" > "$WORK/own-adv.txt" 2>&1 &
   local adv=$!
   BG_PIDS+=("$adv")

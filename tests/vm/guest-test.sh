@@ -61,10 +61,13 @@ SCENARIOS=(
   kernel_legacy_rotation
   ibeacon_planted_symlink
   kernel_local_user
-  kernel_central
   kernel_own_link
   kernel_pairing
   kernel_status
+  # Last: on Debian 12's 6.1 kernel every run of it oopses once (list_del corruption in
+  # hci_chan_del, the kernel's bug: RELIABILITY.md "the 6.1 oops"), and bluetoothd dies. Run
+  # before other scenarios, the damaged kernel made their pairing and links fail in CI.
+  kernel_central
 )
 
 if [ "${1:-}" = --list ]; then printf '%s\n' "${SCENARIOS[@]}"; exit 0; fi
@@ -92,5 +95,9 @@ for s in "${selected[@]}"; do
   fi
 done
 
+if dmesg 2>/dev/null | grep -q -E 'Oops|BUG:|list_del corruption|kernel BUG'; then
+  echo "note: the kernel oopsed in this run (dmesg): $(dmesg | grep -m1 -E 'list_del corruption|kernel BUG|BUG:|Oops')"
+fi
+for c in "${FAILED_CHECKS[@]}"; do echo "failed: $c"; done
 echo "=== $PASSED passed, $FAILED failed ($SKIPPED skipped) in $((SECONDS - t_all)) s"
 [ "$FAILED" -eq 0 ]

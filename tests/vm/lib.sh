@@ -19,6 +19,7 @@ chmod 755 "$WORK"          # the unprivileged scenario reads its binary and prof
 PASSED=0
 FAILED=0
 SKIPPED=0
+FAILED_CHECKS=()   # repeated under the summary, so a log cut in the middle still names them
 CURRENT=setup
 BG_PIDS=()
 BTVIRT_PID=
@@ -33,6 +34,7 @@ pass() { PASSED=$((PASSED + 1)); echo "PASS  $CURRENT: $1${2:+ — $2}"; }
 
 fail() {  # fail WHAT EXPECTED SEEN
   FAILED=$((FAILED + 1))
+  FAILED_CHECKS+=("$CURRENT: $1 — seen: $(clip "$3")")
   echo "FAIL  $CURRENT: $1"
   echo "        expected: $(clip "$2")"
   echo "        seen:     $(clip "$3")"

@@ -6,6 +6,14 @@
 # socket) and through raw HCI with --btsnoop: no key, from bluetoothd's store, may appear in the
 # tool's log or capture. btmon's own capture of the same pairing must hold the keys (so the search
 # is shown to find them).
+# After a failed pairing try: hci1 drops what it holds of hci0 (link and keys) and hci0 of hci1,
+# so the next try starts from nothing (LE's "Busy" came after a failed try).
+pairing_undo() {  # pairing_undo ADDRESS_TYPE(0 BR/EDR, 1 LE public)
+  btmgmt_tty --index 1 unpair -t "$1" "$HCI0_ADDR" > /dev/null 2>&1
+  btmgmt_tty --index 0 unpair -t "$1" "$HCI1_ADDR" > /dev/null 2>&1
+  sleep 2
+}
+
 scenario_kernel_pairing() {
   need_bin || return
   need_bluetoothd || return
@@ -22,15 +30,21 @@ scenario_kernel_pairing() {
   BG_PIDS+=("$r")
   sleep 5
   # Pairing btvirt's controllers fails now and then (Authentication Failed, or no answer within
-  # btmgmt's 20 s under TCG): up to three tries each, while both scans still run.
+  # btmgmt's 20 s under TCG): up to four tries each, while both scans still run; a failed try is
+  # undone on both sides (unpair) before the next, and every try's answer is kept for the report.
   local try
-  for try in 1 2 3; do
-    btmgmt_tty --index 1 pair -c 3 -t 0 "$HCI0_ADDR" > "$WORK/pair-bredr.txt" 2>&1
+  : > "$WORK/pair-bredr.txt"; : > "$WORK/pair-le.txt"
+  for try in 1 2 3 4; do
+    echo "try $try:" >> "$WORK/pair-bredr.txt"
+    btmgmt_tty --index 1 pair -c 3 -t 0 "$HCI0_ADDR" >> "$WORK/pair-bredr.txt" 2>&1
     grep -q 'Paired with' "$WORK/pair-bredr.txt" && break
+    pairing_undo 0
   done
-  for try in 1 2 3; do
-    btmgmt_tty --index 1 pair -c 3 -t 1 "$HCI0_ADDR" > "$WORK/pair-le.txt" 2>&1
+  for try in 1 2 3 4; do
+    echo "try $try:" >> "$WORK/pair-le.txt"
+    btmgmt_tty --index 1 pair -c 3 -t 1 "$HCI0_ADDR" >> "$WORK/pair-le.txt" 2>&1
     grep -q 'Paired with' "$WORK/pair-le.txt" && break
+    pairing_undo 1
   done
   sleep 3
   stop_pid "$k" 15; stop_pid "$r" 15; stop_pid "$mon" 15
@@ -39,10 +53,13 @@ scenario_kernel_pairing() {
   keys=$(cat /var/lib/bluetooth/*/*/info 2>/dev/null | sed -n 's/^Key=\([0-9A-Fa-f]\{32\}\)$/\1/p' | sort -u | tr '\n' ' ')
   if [ -z "$keys" ]; then
     fail "hci1 pairs with hci0 and bluetoothd stores the keys" "Key= lines under /var/lib/bluetooth" "$(tr '\n' ' ' < "$WORK/pair-bredr.txt"); $(tr '\n' ' ' < "$WORK/pair-le.txt")"
+    echo "        btmon, the pairing's events and failures:"
+    btmon -r "$WORK/pair-btmon.btsnoop" 2>/dev/null | grep -E 'Request|Reply|Notification|Complete|Status: |Reason|Disconn' \
+      | grep -v 'Status: Success' | tail -40 | sed "s/^/          /"
     bluetoothd_stop
     return
   fi
-  pass "hci1 pairs with hci0 and bluetoothd stores the keys" "$(echo "$keys" | wc -w) key(s); $(grep -o 'Paired with.*' "$WORK/pair-bredr.txt" "$WORK/pair-le.txt" | tr '\n' ' ')"
+  pass "hci1 pairs with hci0 and bluetoothd stores the keys" "$(echo "$keys" | wc -w) key(s); $(grep -ho 'Paired with.*' "$WORK/pair-bredr.txt" "$WORK/pair-le.txt" | tr '\n' ' ')(BR/EDR $(grep -c '^try' "$WORK/pair-bredr.txt") try/tries, LE $(grep -c '^try' "$WORK/pair-le.txt"))"
   local found
   # Each key in both byte orders, as bytes and as hex with or without separators.
   found=$("$PY" - "$WORK" $keys <<'PY'

@@ -32,6 +32,10 @@ done
 
 SCENARIOS=(
   controllers
+  # First after the controllers: btvirt's BR/EDR pairing failed (Authentication Failed) every time
+  # it ran after the other scenarios, even after a power cycle through the kernel, and passed every
+  # time it ran first; it leaves no bond behind (pairing_forget).
+  kernel_pairing
   encoder_selfcheck
   raw_advertising
   ibeacon_devices
@@ -62,7 +66,6 @@ SCENARIOS=(
   ibeacon_planted_symlink
   kernel_local_user
   kernel_own_link
-  kernel_pairing
   kernel_status
   # Last: on Debian 12's 6.1 kernel every run of it oopses once (list_del corruption in
   # hci_chan_del, the kernel's bug: RELIABILITY.md "the 6.1 oops"), and bluetoothd dies. Run

@@ -14,11 +14,29 @@ pairing_undo() {  # pairing_undo ADDRESS_TYPE(0 BR/EDR, 1 LE public)
   sleep 2
 }
 
+# When the checks are done: no bond left on either side (bluetoothd's store and the kernel's keys)
+# and both adapters neither bondable nor connectable, as they were, for the scenarios after it.
+pairing_forget() {
+  local t i
+  for t in 0 1; do pairing_undo "$t"; done
+  for i in 0 1; do btmgmt_tty --index "$i" bondable off > /dev/null; btmgmt_tty --index "$i" connectable off > /dev/null; done
+  bluetoothd_stop
+  rm -rf "/var/lib/bluetooth/$HCI0_ADDR/$HCI1_ADDR" "/var/lib/bluetooth/$HCI1_ADDR/$HCI0_ADDR"
+}
+
 scenario_kernel_pairing() {
   need_bin || return
   need_bluetoothd || return
   local i
-  for i in 0 1; do btmgmt_tty --index "$i" bondable on > /dev/null; btmgmt_tty --index "$i" connectable on > /dev/null; done
+  # Earlier scenarios drive both controllers through raw HCI too, behind the kernel's back: a
+  # power cycle through the kernel sets each up again from its Reset (event masks, Simple Pairing).
+  for i in 0 1; do
+    echo "        hci$i before: $(btmgmt_tty --index "$i" info | grep 'current settings' | tr -s ' ')"
+    btmgmt_tty --index "$i" power off > /dev/null; btmgmt_tty --index "$i" power on > /dev/null
+    btmgmt_tty --index "$i" bondable on > /dev/null; btmgmt_tty --index "$i" connectable on > /dev/null
+    echo "        hci$i now: $(btmgmt_tty --index "$i" info | grep 'current settings' | tr -s ' ')"
+  done
+  echo "        bluetoothd's store: $(find /var/lib/bluetooth -type f 2>/dev/null | tr '\n' ' ')"
   btmon -w "$WORK/pair-btmon.btsnoop" > /dev/null 2>&1 &
   local mon=$!
   BG_PIDS+=("$mon")
@@ -54,9 +72,10 @@ scenario_kernel_pairing() {
   if [ -z "$keys" ]; then
     fail "hci1 pairs with hci0 and bluetoothd stores the keys" "Key= lines under /var/lib/bluetooth" "$(tr '\n' ' ' < "$WORK/pair-bredr.txt"); $(tr '\n' ' ' < "$WORK/pair-le.txt")"
     echo "        btmon, the pairing's events and failures:"
-    btmon -r "$WORK/pair-btmon.btsnoop" 2>/dev/null | grep -E 'Request|Reply|Notification|Complete|Status: |Reason|Disconn' \
-      | grep -v 'Status: Success' | tail -40 | sed "s/^/          /"
-    bluetoothd_stop
+    btmon -r "$WORK/pair-btmon.btsnoop" 2>/dev/null \
+      | grep -E 'Authentication|IO Capability|User Confirmation|Link Key|PIN Code|Simple Pairing|Encryption|Connect|Status: |Reason' \
+      | grep -v 'Status: Success' | head -60 | sed "s/^/          /"
+    pairing_forget
     return
   fi
   pass "hci1 pairs with hci0 and bluetoothd stores the keys" "$(echo "$keys" | wc -w) key(s); $(grep -ho 'Paired with.*' "$WORK/pair-bredr.txt" "$WORK/pair-le.txt" | tr '\n' ' ')(BR/EDR $(grep -c '^try' "$WORK/pair-bredr.txt") try/tries, LE $(grep -c '^try' "$WORK/pair-le.txt"))"
@@ -93,5 +112,5 @@ PY
   if grep -qi 'passkey\|confirm.*value' "$WORK/pair-scan-kernel.txt" "$WORK/pair-scan-raw.txt"; then
     fail "no pairing parameter in the logs" "none" "$(grep -i 'passkey\|confirm' "$WORK/pair-scan-kernel.txt" "$WORK/pair-scan-raw.txt" | head -2 | tr '\n' ' ')"
   fi
-  bluetoothd_stop
+  pairing_forget
 }

@@ -16,18 +16,33 @@ pairing_undo() {  # pairing_undo ADDRESS_TYPE(0 BR/EDR, 1 LE public)
 
 # When the checks are done: no bond left on either side (bluetoothd's store and the kernel's keys)
 # and both adapters neither bondable nor connectable, as they were, for the scenarios after it.
+# Then each adapter's settings as they were before bluetoothd started (PAIRING_SETTINGS_BEFORE):
+# what bluetoothd and the scenario turned on (Low Energy among them) is turned off again, so the
+# scenarios after it find the adapters as the controllers scenario left them (powered, LE off:
+# `devices` shows the raw path).
 pairing_forget() {
-  local t i
+  local t i setting
   for t in 0 1; do pairing_undo "$t"; done
-  for i in 0 1; do btmgmt_tty --index "$i" bondable off > /dev/null; btmgmt_tty --index "$i" connectable off > /dev/null; done
   bluetoothd_stop
   rm -rf "/var/lib/bluetooth/$HCI0_ADDR/$HCI1_ADDR" "/var/lib/bluetooth/$HCI1_ADDR/$HCI0_ADDR"
+  for i in 0 1; do
+    for setting in connectable:connectable bondable:bondable secure-conn:sc le:le ssp:ssp; do
+      case " ${PAIRING_SETTINGS_BEFORE[$i]} " in *" ${setting%%:*} "*) continue ;; esac
+      btmgmt_tty --index "$i" "${setting#*:}" off > /dev/null
+    done
+    # bluetoothd powers its adapters off when it stops.
+    case " ${PAIRING_SETTINGS_BEFORE[$i]} " in *" powered "*) btmgmt_tty --index "$i" power on > /dev/null ;; esac
+    echo "        hci$i after: $(mgmt_settings "$i")"
+  done
 }
+mgmt_settings() { btmgmt_tty --index "$1" info | sed -n 's/.*current settings: *//p' | tr -s ' ' | sed 's/ $//'; }
 
 scenario_kernel_pairing() {
   need_bin || return
-  need_bluetoothd || return
   local i
+  PAIRING_SETTINGS_BEFORE=("$(mgmt_settings 0)" "$(mgmt_settings 1)")
+  echo "        before bluetoothd: hci0 ${PAIRING_SETTINGS_BEFORE[0]}; hci1 ${PAIRING_SETTINGS_BEFORE[1]}"
+  need_bluetoothd || return
   # Earlier scenarios drive both controllers through raw HCI too, behind the kernel's back: a
   # power cycle through the kernel sets each up again from its Reset (event masks, Simple Pairing).
   for i in 0 1; do

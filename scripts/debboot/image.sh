@@ -55,17 +55,20 @@ HOOKS=(
   'chroot "$1" systemctl enable debboot-test.service'
   "chroot \"\$1\" systemctl mask serial-getty@$console.service apt-daily.timer apt-daily-upgrade.timer e2scrub_reap.service"
 )
-# The image is made again when what goes into it changes, not when a comment here does.
-want="$({ echo "$name"; echo $PACKAGES; printf '%s\n' "${HOOKS[@]}"; cat "$here/debboot-test.service"; } | sha256sum | cut -c1-16)"
+# The image is made again when what goes into it changes, not when a comment here does, nor where
+# the checkout is (the hooks name this folder: every fresh clone used to make it again).
+want="$({ echo "$name"; echo $PACKAGES; printf '%s\n' "${HOOKS[@]}" | sed "s|$here|SCRIPTS|g"; cat "$here/debboot-test.service"; } | sha256sum | cut -c1-16)"
 img=$DEBBOOT_CACHE/$name.img
 
 mkdir -p "$DEBBOOT_CACHE"
 exec 9>"$DEBBOOT_CACHE/$name.lock"
-flock -w 3600 9 || die "another image.sh holds $DEBBOOT_CACHE/$name.lock"
-if [ "$(cat "$DEBBOOT_CACHE/$name.stamp" 2>/dev/null)" = "$want" ] && [ -s "$img" ]; then
-  log "cached: $img"
-  exit 0
-fi
+# Shared to look, exclusive to make it again: a deb-boot run (scripts/debboot/run.sh) holds it
+# shared while it boots the image, so the image never changes under a running boot.
+cached() { [ "$(cat "$DEBBOOT_CACHE/$name.stamp" 2>/dev/null)" = "$want" ] && [ -s "$img" ]; }
+flock -s -w 3600 9 || die "another image.sh holds $DEBBOOT_CACHE/$name.lock"
+if cached; then log "cached: $img"; exit 0; fi
+flock -x -w 3600 9 || die "a deb-boot run or another image.sh holds $DEBBOOT_CACHE/$name.lock"
+if cached; then log "cached (made meanwhile): $img"; exit 0; fi
 rm -f "$DEBBOOT_CACHE/$name.stamp"
 command -v mmdebstrap >/dev/null && command -v mkfs.ext4 >/dev/null || die "needs mmdebstrap and e2fsprogs"
 need_qemu "$arch"

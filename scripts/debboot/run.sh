@@ -39,6 +39,12 @@ arm64)
   console=ttyAMA0 ;;
 *) die "no deb-boot for $arch (amd64, arm64)" ;;
 esac
+# The image under this run's overlay must not change until both boots are done: image.sh takes the
+# same lock exclusively to make it again (a rebuild under a running deb-boot left boot 2 an overlay
+# over a different filesystem: "EXT4-fs error … checksumming directory block 0", no init).
+mkdir -p "$DEBBOOT_CACHE"
+exec 7>"$DEBBOOT_CACHE/$image.lock"
+flock -s -w "$timeout_s" 7 || die "image.sh is making $DEBBOOT_CACHE/$image.img again (holds $DEBBOOT_CACHE/$image.lock)"
 [ -s "$DEBBOOT_CACHE/$image.stamp" ] || die "no image: run scripts/debboot/image.sh $arch"
 command -v "${qemu[0]}" >/dev/null || die "needs ${qemu[0]} (make deb-boot-deps ARCH=$arch)"
 

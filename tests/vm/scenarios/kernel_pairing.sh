@@ -37,6 +37,19 @@ pairing_forget() {
 }
 mgmt_settings() { btmgmt_tty --index "$1" info | sed -n 's/.*current settings: *//p' | tr -s ' ' | sed 's/ $//'; }
 
+# Up to four tries of `btmgmt pair` from hci1 to hci0, every answer appended to FILE.
+pair_tries() {  # pair_tries ADDRESS_TYPE(0 BR/EDR, 1 LE public) FILE
+  local try
+  : > "$2"
+  for try in 1 2 3 4; do
+    echo "try $try:" >> "$2"
+    btmgmt_tty --index 1 pair -c 3 -t "$1" "$HCI0_ADDR" >> "$2" 2>&1
+    grep -q 'Paired with' "$2" && return 0
+    pairing_undo "$1"
+  done
+  return 1
+}
+
 scenario_kernel_pairing() {
   need_bin || return
   local i
@@ -65,20 +78,8 @@ scenario_kernel_pairing() {
   # Pairing btvirt's controllers fails now and then (Authentication Failed, or no answer within
   # btmgmt's 20 s under TCG): up to four tries each, while both scans still run; a failed try is
   # undone on both sides (unpair) before the next, and every try's answer is kept for the report.
-  local try
-  : > "$WORK/pair-bredr.txt"; : > "$WORK/pair-le.txt"
-  for try in 1 2 3 4; do
-    echo "try $try:" >> "$WORK/pair-bredr.txt"
-    btmgmt_tty --index 1 pair -c 3 -t 0 "$HCI0_ADDR" >> "$WORK/pair-bredr.txt" 2>&1
-    grep -q 'Paired with' "$WORK/pair-bredr.txt" && break
-    pairing_undo 0
-  done
-  for try in 1 2 3 4; do
-    echo "try $try:" >> "$WORK/pair-le.txt"
-    btmgmt_tty --index 1 pair -c 3 -t 1 "$HCI0_ADDR" >> "$WORK/pair-le.txt" 2>&1
-    grep -q 'Paired with' "$WORK/pair-le.txt" && break
-    pairing_undo 1
-  done
+  pair_tries 0 "$WORK/pair-bredr.txt"
+  pair_tries 1 "$WORK/pair-le.txt"
   sleep 3
   stop_pid "$k" 15; stop_pid "$r" 15; stop_pid "$mon" 15
   # bluetoothd's store: [LinkKey] / [LongTermKey] / [PeripheralLongTermKey] Key=HEX

@@ -53,7 +53,8 @@ public struct CommandRefusal: Error, Sendable, Equatable, CustomStringConvertibl
         case oversized, malformed
         case outOfRange = "out-of-range"
         case rateLimited = "rate-limited"
-        /// The controller or the kernel refused the new advertising (the old one was put back).
+        /// The controller or the kernel refused the new advertising (the old one was put back), or
+        /// did not take it in time (the controller lost): nothing changed.
         case notApplied = "not-applied"
         /// The profile could not be written (the old advertising was put back).
         case notWritten = "not-written"

@@ -58,8 +58,8 @@ public enum Exit {
           76  controller rejected a command (the message names command and status)
           77  permission denied (capability CAP_NET_ADMIN; raw HCI also
               CAP_NET_RAW)
-          79  btsnoop:FILE cut short or damaged: every complete record was read,
-              the warning names the byte offset
+          79  a capture (btsnoop:FILE, pklg:FILE) cut short or damaged: every
+              complete record was read, the warning names the byte offset
           80  calibrate: precision not reached by --duration; nothing written
               (hold still, run longer, or --force)
           81  calibrate: the level moved during the run (a person, a door);

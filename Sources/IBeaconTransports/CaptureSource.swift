@@ -77,17 +77,25 @@ struct CaptureFileReader: ~Copyable {
         {
             return openError(path, cause)
         }
-        let hint = error.hint == "give the path of a profile file" ? "give the path of a btsnoop file" : error.hint
+        let hint = error.hint == "give the path of a profile file" ? kindHint : error.hint
         return TransportError(.notFound, "\(error.path): \(error.message)", hint: hint)
     }
+
+    /// What a capture is, for a path that names something else.
+    static let kindHint =
+        "give the path of a capture file: btsnoop (an Android phone's btsnoop_hci.log, btmon -w)"
+        + " or PacketLogger (.pklg, an iPhone's sysdiagnose)"
+    /// For a path that names nothing.
+    static let missingHint =
+        "check the path; a phone's log is copied to this box first (Android: btsnoop_hci.log from its bug report,"
+        + " iPhone: the .pklg in its sysdiagnose)"
 
     static func openError(_ path: String, _ error: Errno) -> TransportError {
         guard error != .isDirectory else {
             return TransportError(
-                .notFound, "\(path) is a directory, not a capture file", hint: "give the path of a btsnoop file",
-                errno: error.rawValue)
+                .notFound, "\(path) is a directory, not a capture file", hint: kindHint, errno: error.rawValue)
         }
-        return .opening(path, what: "capture file", verb: "read", error)
+        return .opening(path, what: "capture file", verb: "read", error, missingHint: missingHint)
     }
 
     var datalink: BTSnoopDatalink? { decoder.datalink }

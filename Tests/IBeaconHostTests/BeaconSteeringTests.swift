@@ -33,7 +33,8 @@ private struct Box {
 
         """
 
-    init(writer: BeaconSteering.Writer? = nil) throws {
+    /// `air`: in place of the recorder's (which takes every change at once).
+    init(writer: BeaconSteering.Writer? = nil, air: BeaconSteering.Air? = nil) throws {
         directory = try makeScratchDirectory("ibeacon-steering")
         path = directory + "/bakery.json"
         try Data(Self.text.utf8).write(to: URL(fileURLWithPath: path))
@@ -47,7 +48,7 @@ private struct Box {
         ).controlled()
         steering = BeaconSteering(
             beacons: [try BeaconSteering.Beacon(path: path, spec: spec)], layout: layout,
-            air: { specs in
+            air: air ?? { specs in
                 if recorder.airFails.load(ordering: .relaxed) {
                     recorder.airFails.store(false, ordering: .relaxed)
                     throw AdvertisingError("Invalid HCI Command Parameters (0x12)")
@@ -227,6 +228,50 @@ private struct Box {
         #expect(!fake.isAdvertising)
         task.cancel()
         try await task.value
+    }
+}
+
+@Suite struct AdvertisingUpdateLimitTests {
+    /// A change no session takes in time (the controller lost, the raw session blocked in its
+    /// reconnect) is withdrawn and answered: it never reaches the air later, when the session
+    /// comes back and nobody waits for it.
+    @Test func aChangeNoSessionTakesIsWithdrawnAfterTheLimit() async throws {
+        let updates = AdvertisingUpdates(limit: .milliseconds(50))
+        await #expect(throws: AdvertisingUpdates.NotTaken.self) { try await updates.apply([nil]) }
+        let woken = Atomic(false)
+        updates.attach { woken.store(true, ordering: .relaxed) }
+        #expect(updates.take().isEmpty)
+        let wasWoken = woken.load(ordering: .relaxed)
+        #expect(!wasWoken)
+    }
+
+    /// One the session takes in time is answered by the session only, however long it takes.
+    @Test func aChangeTakenInTimeIsAnsweredByTheSession() async throws {
+        let updates = AdvertisingUpdates(limit: .milliseconds(50))
+        updates.attach {}
+        let answer = Task { try await updates.apply([nil]) }
+        #expect(await eventually { !updates.pendingIsEmpty })
+        let taken = updates.take()
+        try await Task.sleep(for: .milliseconds(150))
+        let status = AdvertisingStatus(commandSet: nil, beacons: [], warnings: [])
+        for change in taken { change.done(.success(status)) }
+        #expect(try await answer.value.beacons.isEmpty)
+    }
+
+    /// Steering over a session that does not take the change: refused as not applied, saying
+    /// why and what to do; the profile, the settings and the beacon stay as they were.
+    @Test func aSteeringCommandWhileTheControllerIsLostChangesNothing() async throws {
+        let updates = AdvertisingUpdates(limit: .milliseconds(50))
+        let box = try Box(air: { try await updates.apply($0) })
+        defer { box.cleanUp() }
+        let before = try box.file()
+        let e = try #require(await box.send("major", "1001"))
+        #expect(e.refusal?.kind == .notApplied)
+        #expect(e.refusal?.reason.contains("did not take the change within 0.05 s") == true)
+        #expect(e.refusal?.reason.contains("send the command again once the beacon is back") == true)
+        #expect(try box.file() == before)
+        #expect(box.recorder.settings.withLock { $0.isEmpty })
+        #expect(box.steering.beacons[0].settings.major == 258)
     }
 }
 

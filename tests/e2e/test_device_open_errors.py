@@ -17,6 +17,10 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason='needs root to run ibe
 
 # A btsnoop header (datalink 1002), then nothing: a capture with no records.
 HEADER = b'btsnoop\0' + (1).to_bytes(4, 'big') + (1002).to_bytes(4, 'big')
+MISSING = ("check the path; a phone's log is copied to this box first (Android: btsnoop_hci.log from its bug report,"
+           " iPhone: the .pklg in its sysdiagnose)")
+KIND = ('give the path of a capture file: btsnoop (an Android phone\'s btsnoop_hci.log, btmon -w)'
+        ' or PacketLogger (.pklg, an iPhone\'s sysdiagnose)')
 DIALOUT = 'add your user to the dialout group (sudo usermod -aG dialout $USER) and log in again'
 
 
@@ -41,8 +45,10 @@ def as_nobody(ibeacon_bin: Path, device: str) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize(('device', 'code', 'message'), [
-    ('btsnoop:{d}/none.btsnoop', 66, 'ibeacon: no capture file {d}/none.btsnoop'),
-    ('btsnoop:{d}/sub', 66, 'ibeacon: {d}/sub is a directory, not a capture file — give the path of a btsnoop file'),
+    ('btsnoop:{d}/none.btsnoop', 66, 'ibeacon: no capture file {d}/none.btsnoop — ' + MISSING),
+    ('pklg:{d}/none.pklg', 66, 'ibeacon: no capture file {d}/none.pklg — ' + MISSING),
+    ('btsnoop:{d}/sub', 66, 'ibeacon: {d}/sub is a directory, not a capture file — ' + KIND),
+    ('pklg:{d}/sub', 66, 'ibeacon: {d}/sub is a directory, not a capture file — ' + KIND),
     ('btsnoop:{d}/locked.btsnoop', 77, 'ibeacon: no permission to read {d}/locked.btsnoop'),
     ('serial:{d}/none', 66, 'ibeacon: no serial device {d}/none — check that the controller is plugged in (ls /dev/tty*)'),
     ('serial:{d}/sub', 74, 'ibeacon: cannot open {d}/sub: Is a directory'),

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from mqtt_broker import Broker
-from support import MAJOR, MINOR, POWER, start_advertising, stop_process, wait_until, write_profile
+from support import MAJOR, MINOR, POWER, _read_err, start_advertising, stop_process, wait_until, write_profile
 
 BASE = 'chain/store12'
 SET = f'{BASE}/beacon/bakery/set'
@@ -241,5 +241,49 @@ def test_a_profile_that_cannot_be_written_puts_the_old_value_back_on_the_air(
         assert settings(broker) == before_settings
     finally:
         os.close(lock)
+        stop_process(proc, signal.SIGTERM)
+        broker.close()
+
+
+def test_a_command_while_the_controller_is_lost_is_refused_and_never_applied_later(
+        ibeacon_bin: Path, harness_factory, tmp_path: Path) -> None:
+    """The controller stops answering (the harness drops every command): the box loses it and
+    keeps reconnecting. A command sent meanwhile is answered as not-applied within a few
+    seconds, saying why, and Home Assistant's state stays the old one. Once the controller
+    answers again the box advertises the old value: the refused command never reaches the air,
+    the profile or the settings later."""
+    broker = Broker(tmp_path)
+    profile = write_profile(tmp_path / 'bakery.json')
+    harness = harness_factory('--scanner')
+    proc = start(ibeacon_bin, harness, profile, broker, '--check-interval', '0.5')
+    try:
+        assert wait_until(lambda: settings(broker).get('major') == MAJOR, 5)
+        before = profile.read_text()
+        with broker.subscribe(f'{BASE}/event') as sub:
+            harness.send('mute')
+            assert wait_until(lambda: 'stopped answering' in _read_err(proc), 15), _read_err(proc)
+            sent = time.monotonic()
+            broker.publish(f'{SET}/major', '4242')
+            assert wait_until(lambda: any(e.get('refusal') == 'not-applied' for e in events(sub)), 10), events(sub)
+            answered = time.monotonic() - sent
+            refused = next(e for e in events(sub) if e.get('refusal') == 'not-applied')
+            assert (refused['key'], refused['old'], refused['new']) == ('major', MAJOR, 4242), refused
+            assert 'did not take the change within 3 s' in refused['reason'], refused
+            assert 'send the command again once the beacon is back' in refused['reason'], refused
+            assert answered < 6, answered  # the 3-s limit, plus mosquitto_pub's start
+            assert proc.poll() is None, _read_err(proc)
+            assert profile.read_text() == before
+            assert settings(broker).get('major') == MAJOR
+
+            harness.send('unmute')
+            assert wait_until(lambda: 'advertising resumed' in _read_err(proc), 20), _read_err(proc)
+            back = time.monotonic()
+            time.sleep(2.0)
+            after = heard(harness, back)
+            assert after and all(b['major'] == MAJOR for b in after), after
+            assert profile.read_text() == before
+            assert settings(broker).get('major') == MAJOR
+            assert not any(e.get('result') == 'applied' for e in events(sub)), events(sub)
+    finally:
         stop_process(proc, signal.SIGTERM)
         broker.close()

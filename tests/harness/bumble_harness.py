@@ -119,6 +119,8 @@ Control over stdin, one command per line, each acknowledged with an "ack" event:
                 and reopened as for disconnect).
     nop0        Command Complete with opcode 0x0000 (NOP) and Num_HCI_Command_Packets 0:
                 "accept no command now", never followed by a credit.
+    mute / unmute  the DUT drops every command unanswered (a hung controller; what it
+                advertises stays on the air) / answers again. The ack carries "t".
     flood KIND SECONDS [MAX]
                 send events as fast as the host reads them (the TCP send buffer is
                 kept filled; pty too), for SECONDS or until MAX events (rounded up to
@@ -485,6 +487,9 @@ async def run(args: argparse.Namespace) -> int:
             dut.control_foreign_stop()
         elif cmd == 'nop0':
             dut.control_nop0()
+        elif cmd in ('mute', 'unmute'):
+            dut.muted = cmd == 'mute'
+            ack['t'] = time.monotonic()
         elif cmd.startswith('flood ') and len(cmd.split()) in (3, 4) and cmd.split()[1] in DutController.FLOOD_EVENTS:
             _, kind, seconds, *limit = cmd.split()
             emit(ack)  # acknowledged at the start; the result follows as a "flood" event

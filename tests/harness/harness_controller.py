@@ -724,6 +724,8 @@ class DutController(HarnessController):
         self.command_count = 0
         self.collecting: list[bytes] | None = None
         self.transport: H4Endpoint | None = None
+        # `mute`: every command is dropped unanswered (a controller that hangs) until `unmute`.
+        self.muted = False
         super().__init__(*args, **kwargs)
 
     # Host -> controller (raw H4 packet from the transport).
@@ -735,6 +737,9 @@ class DutController(HarnessController):
             return
         self.command_count += 1
         op_code = packet[1] | packet[2] << 8
+        if self.muted:
+            logger.info('muted: dropping command 0x%04X', op_code)
+            return
         fault = self.faults.get(op_code)
         delay = self.slow_ms / 1000.0
         self.collecting = []

@@ -199,10 +199,9 @@ public final class BeaconSteering: Sendable {
             do {
                 status = try await air(after.map(\.onAir))
             } catch {
+                let why = error is AdvertisingUpdates.NotTaken ? "\(error)" : "the controller refused it (\(error))"
                 return event(
-                    CommandRefusal(
-                        .notApplied,
-                        "\(command.key.rawValue): the controller refused it (\(error)); the previous value stays"),
+                    CommandRefusal(.notApplied, "\(command.key.rawValue): \(why); the previous value stays"),
                     newValue, oldValue)
             }
         }

@@ -565,12 +565,15 @@ public struct MQTTLayout: Sendable, Equatable {
     /// state and attribute topics under `base`, to be emptied (an empty retained config removes
     /// the entity from Home Assistant). Another process's entities (another availability topic)
     /// are left alone.
-    /// `BASE/region/NAME/state`, `BASE/beacon/NAME/attributes` and the like: one level of name.
+    /// `BASE/region/NAME/state`, `BASE/beacon/NAME/attributes` and the like: one level of name;
+    /// and a steered beacon's `BASE/beacon/NAME/settings` (`--mqtt-control`).
     func isEntityStateTopic(_ topic: String) -> Bool {
         guard topic.hasPrefix(base + "/"), !topic.contains("+"), !topic.contains("#") else { return false }
         let levels = topic.dropFirst(base.count + 1).split(separator: "/", omittingEmptySubsequences: false)
-        return levels.count == 3 && (levels[0] == "region" || levels[0] == "beacon") && !levels[1].isEmpty
-            && (levels[2] == "state" || levels[2] == "attributes")
+        guard levels.count == 3, levels[0] == "region" || levels[0] == "beacon", !levels[1].isEmpty else {
+            return false
+        }
+        return levels[2] == "state" || levels[2] == "attributes" || (levels[0] == "beacon" && levels[2] == "settings")
     }
 
     public func staleDiscovery(topic: String, payload: String, current: Set<String>) -> [String] {

@@ -218,6 +218,25 @@ import Testing
         #expect(layout.staleDiscovery(topic: old.topic, payload: "{not json", current: []).isEmpty)
     }
 
+    /// A steered beacon that left the box's configuration (or a box no longer run with
+    /// `--mqtt-control`): each of its entities goes, and its retained settings with them, so no
+    /// stale value waits on the broker for the next Home Assistant to show.
+    @Test func aSteeredBeaconThatLeftTakesItsSettingsWithIt() throws {
+        var advertise = layout
+        advertise.command = "advertise"
+        let control = advertise.controlled().beaconControlDiscovery("gone")
+        #expect(control.count == 6)
+        for entity in control {
+            #expect(
+                advertise.staleDiscovery(topic: entity.topic, payload: entity.payload, current: []) == [
+                    entity.topic, "ibeacon/box1/beacon/gone/settings",
+                ])
+        }
+        // Never a command topic, nor another level below the beacon.
+        #expect(!advertise.isEntityStateTopic("ibeacon/box1/beacon/gone/set"))
+        #expect(!advertise.isEntityStateTopic("ibeacon/box1/region/gone/settings"))
+    }
+
     /// The box's health: two diagnostic sensors of its device, read from one retained message.
     @Test func healthIsTwoDiagnosticSensorsOfTheBox() throws {
         let sensors = layout.healthDiscovery()

@@ -287,3 +287,35 @@ def test_a_command_while_the_controller_is_lost_is_refused_and_never_applied_lat
     finally:
         stop_process(proc, signal.SIGTERM)
         broker.close()
+
+
+def test_a_steered_beacon_that_leaves_takes_its_entities_and_settings_from_the_broker(
+        ibeacon_bin: Path, harness_factory, tmp_path: Path) -> None:
+    """Two steered beacons, then the box restarted with one: the other's six Home Assistant
+    entities are removed (empty retained configs) and its retained settings with them, so the
+    next Home Assistant shows no stale value; the staying beacon keeps both."""
+    broker = Broker(tmp_path)
+    bakery = write_profile(tmp_path / 'bakery.json')
+    deli = write_profile(tmp_path / 'deli.json', minor=MINOR + 1)
+    deli_settings = f'{BASE}/beacon/deli/settings'
+
+    def deli_configs() -> list[str]:
+        return [t for t in broker.retained() if t.startswith('homeassistant/') and 'beacon_deli_' in t]
+
+    harness = harness_factory('--scanner')
+    proc = start(ibeacon_bin, harness, bakery, broker, '--profile', str(deli))
+    try:
+        assert wait_until(lambda: deli_settings in broker.retained(f'{BASE}/#'), 5), broker.retained()
+        assert len(deli_configs()) == 6, deli_configs()
+    finally:
+        stop_process(proc, signal.SIGTERM)
+    proc = start(ibeacon_bin, harness, bakery, broker)
+    try:
+        assert wait_until(lambda: not deli_configs(), 10), deli_configs()
+        assert wait_until(lambda: deli_settings not in broker.retained(f'{BASE}/#'), 10), broker.retained()
+        assert settings(broker).get('major') == MAJOR
+        kept = [t for t in broker.retained() if t.startswith('homeassistant/') and 'beacon_bakery_' in t]
+        assert len(kept) == 6, kept
+    finally:
+        stop_process(proc, signal.SIGTERM)
+        broker.close()

@@ -201,6 +201,20 @@ def harness(harness_factory: Callable[..., Harness]) -> Harness:
 _COPY_FOR_OTHERS: dict[Path, Path] = {}
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """ibeacon's runtime records (session, instances, scan window) go to a directory of this test
+    run, not the host's /run/ibeacon: the tests run as root, and every advertise or monitor they
+    start would otherwise leave its session record there for the host's `ibeacon status` to
+    report. A test that needs its own directory sets IBEACON_RUNTIME_DIR itself; one given from
+    outside is kept."""
+    if 'IBEACON_RUNTIME_DIR' in os.environ:
+        return
+    folder = Path(tempfile.mkdtemp(prefix='ibeacon-run-'))
+    folder.chmod(0o755)  # as /run/ibeacon: only its owner writes, others (nobody) read
+    atexit.register(shutil.rmtree, folder, True)
+    os.environ['IBEACON_RUNTIME_DIR'] = str(folder)
+
+
 def _others_can_run(path: Path) -> bool:
     """Whether another user (the tests' `nobody`) can reach and run `path`."""
     if not path.stat().st_mode & stat.S_IXOTH:

@@ -18,16 +18,15 @@
 # The one thing of the test's in the image: debboot-test.service, enabled, which mounts the
 # host's 9p share (tag "debboot") and runs guest.sh from it, output on the serial console.
 # One build per image at a time ($DEBBOOT_CACHE/SUITE-ARCH.lock); the amd64 and arm64 images can
-# be built at once. Nothing here uses the host's apt (mmdebstrap has its own) or $DEB_CACHE.
+# be built at once. Made by the Debian-root toolkit's make_root (scripts/debian/root.sh), not from
+# its cached minbase tarball: the image's packages come in the same mmdebstrap run.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# need_qemu (binfmt for a foreign ARCH)
-# shellcheck source=scripts/deb/lib.sh
-source "$here/../deb/lib.sh"
+# The Debian-root toolkit: make_root (mmdebstrap), the host packages, binfmt for a foreign ARCH.
+ROOT_LOG=debboot-image
+# shellcheck source=scripts/debian/root.sh
+source "$here/../debian/root.sh"
 DEBBOOT_CACHE=${DEBBOOT_CACHE:-/var/cache/ibeacon-debboot}
-DEB_MIRROR=${DEB_MIRROR:-http://deb.debian.org/debian}
-log() { echo "debboot-image: $*" >&2; }
-die() { echo "debboot-image: error: $*" >&2; exit 1; }
 
 arch=${1:-amd64}
 # Debian's arm64 kernel has no hci_vhci (CONFIG_BT_HCIVHCI is not set), so there btvirt's
@@ -70,8 +69,7 @@ if cached; then log "cached: $img"; exit 0; fi
 flock -x -w 3600 9 || die "a deb-boot run or another image.sh holds $DEBBOOT_CACHE/$name.lock"
 if cached; then log "cached (made meanwhile): $img"; exit 0; fi
 rm -f "$DEBBOOT_CACHE/$name.stamp"
-command -v mmdebstrap >/dev/null && command -v mkfs.ext4 >/dev/null || die "needs mmdebstrap and e2fsprogs"
-need_qemu "$arch"
+command -v mkfs.ext4 >/dev/null || need_host_packages e2fsprogs
 
 t0=$SECONDS
 root=$DEBBOOT_CACHE/$name.root
@@ -80,10 +78,8 @@ hooks=()
 for h in "${HOOKS[@]}"; do hooks+=(--customize-hook="$h"); done
 log "mmdebstrap $suite $arch into $root (log: $DEBBOOT_CACHE/$name.mmdebstrap.log)"
 # shellcheck disable=SC2086
-mmdebstrap --variant=minbase --arch="$arch" --include="$(echo $PACKAGES | tr ' ' ',')" \
-  --aptopt='Acquire::Languages "none"' "${hooks[@]}" \
-  "$suite" "$root" "$DEB_MIRROR" >"$DEBBOOT_CACHE/$name.mmdebstrap.log" 2>&1 ||
-  { tail -20 "$DEBBOOT_CACHE/$name.mmdebstrap.log" >&2; die "mmdebstrap failed"; }
+make_root "$suite" "$arch" "$root" "$DEBBOOT_CACHE/$name.mmdebstrap.log" \
+  --include="$(echo $PACKAGES | tr ' ' ',')" "${hooks[@]}" || die "mmdebstrap failed"
 log "mmdebstrap: $((SECONDS - t0)) s"
 cp "$(ls "$root"/boot/vmlinuz-* | sort -V | tail -1)" "$DEBBOOT_CACHE/$name.vmlinuz"
 cp "$(ls "$root"/boot/initrd.img-* | sort -V | tail -1)" "$DEBBOOT_CACHE/$name.initrd.img"

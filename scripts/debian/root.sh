@@ -9,8 +9,8 @@
 # under qemu-user: 430 s from nothing, where debootstrap, which runs its whole second stage under
 # emulation, took 2025 s); it writes a tarball in one step (cached, unpacked per run, nothing to
 # undo); it keeps apt's lists on request (a test needs no `apt-get update`); and its minbase is
-# debootstrap's (Essential, Priority: required, apt). The booted image of `make deb-boot` is made
-# by mmdebstrap too (scripts/debboot/image.sh).
+# debootstrap's (Essential, Priority: required, apt). The booted image of `make deb-boot`
+# (scripts/debboot/image.sh) is made by the same make_root.
 #
 # DEB_CACHE (default /var/cache/ibeacon-deb) holds
 #   rootfs/SUITE-ARCH.tar   a clean minbase system with apt's lists, as mmdebstrap left it (callers
@@ -84,6 +84,18 @@ in_root() {
     DEBIAN_FRONTEND=noninteractive LC_ALL=C.UTF-8 "$@"
 }
 
+# The one mmdebstrap call: a minbase SUITE for ARCH into TARGET (a directory, or a tarball with
+# --format=tar), from DEB_MIRROR, its output in LOG (the last lines shown on failure); more
+# mmdebstrap options (--include, --customize-hook, ...) after LOG. Host tools installed first.
+make_root() {
+  local suite=$1 arch=$2 target=$3 logfile=$4
+  shift 4
+  need_host_packages mmdebstrap
+  need_qemu "$arch"
+  mmdebstrap --variant=minbase --arch="$arch" --aptopt='Acquire::Languages "none"' "$@" \
+    "$suite" "$target" "$DEB_MIRROR" >"$logfile" 2>&1 || { tail -20 "$logfile" >&2; return 1; }
+}
+
 # The cached tarball of a clean minbase SUITE for ARCH (made once by mmdebstrap; `make deb-clean`
 # drops it). apt's package lists are kept in the tarball, so a test needs no `apt-get update` (a
 # minute or more under qemu).
@@ -97,14 +109,11 @@ rootfs_tarball() {
   flock "$lock"
   # A tarball made another way (debootstrap, before: no lists) is made again.
   if [ ! -s "$tar" ] || [ "$(cat "$tar.made-by" 2>/dev/null)" != "$made_by" ]; then
-    need_host_packages mmdebstrap
-    need_qemu "$arch"
     log "mmdebstrap $suite $arch (once; cached in $tar)"
     local t0=$SECONDS
-    mmdebstrap --variant=minbase --arch="$arch" --format=tar --skip=cleanup/apt/lists \
-      --aptopt='Acquire::Languages "none"' --aptopt='Acquire::Check-Valid-Until "false"' "$suite" "$tar.part" "$DEB_MIRROR" \
-      >"$DEB_CACHE/rootfs/$suite-$arch.log" 2>&1 ||
-      { tail -20 "$DEB_CACHE/rootfs/$suite-$arch.log" >&2; rm -f "$tar.part"; die "mmdebstrap $suite $arch failed"; }
+    make_root "$suite" "$arch" "$tar.part" "$DEB_CACHE/rootfs/$suite-$arch.log" --format=tar \
+      --skip=cleanup/apt/lists --aptopt='Acquire::Check-Valid-Until "false"' ||
+      { rm -f "$tar.part"; die "mmdebstrap $suite $arch failed"; }
     mv "$tar.part" "$tar"
     echo "$made_by" >"$tar.made-by"
     log "mmdebstrap $suite $arch: $((SECONDS - t0)) s"

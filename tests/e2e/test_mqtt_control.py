@@ -311,8 +311,8 @@ def test_a_steered_beacon_that_leaves_takes_its_entities_and_settings_from_the_b
         stop_process(proc, signal.SIGTERM)
     proc = start(ibeacon_bin, harness, bakery, broker)
     try:
-        assert wait_until(lambda: not deli_configs(), 10), deli_configs()
-        assert wait_until(lambda: deli_settings not in broker.retained(f'{BASE}/#'), 10), broker.retained()
+        assert wait_until(lambda: not deli_configs(), 30), deli_configs()
+        assert wait_until(lambda: deli_settings not in broker.retained(f'{BASE}/#'), 30), broker.retained()
         assert settings(broker).get('major') == MAJOR
         kept = [t for t in broker.retained() if t.startswith('homeassistant/') and 'beacon_bakery_' in t]
         assert len(kept) == 6, kept

@@ -44,10 +44,10 @@ public final class AdvertisingUpdates: Sendable {
                 return p.next
             }
             wake.withLock { $0 }?()
-            let limit = self.limit
-            Task { [weak self] in
+            // Holds self until the limit: every change is answered, even if nothing else keeps it.
+            Task {
                 try? await Task.sleep(for: limit)
-                self?.withdraw(id)?.done(.failure(NotTaken(limit: limit)))
+                withdraw(id)?.done(.failure(NotTaken(limit: limit)))
             }
         }
     }
@@ -66,7 +66,7 @@ public final class AdvertisingUpdates: Sendable {
         if !pendingIsEmpty { wake() }
     }
 
-    /// The session ended: changes wait for the next one.
+    /// The session ended: changes wait for the next one, at most the limit.
     func detach() { wake.withLock { $0 = nil } }
 
     /// No change waits to be taken.
